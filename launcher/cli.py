@@ -1,0 +1,192 @@
+"""The `safe-sft` command line: click only. Parse, call, map errors to exit codes.
+
+    safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
+    safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
+    safe-sft doctor                         preflight checks
+    safe-sft explain LOGFILE                classify a saved log
+
+safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
+(`--` ends them explicitly). Every option also reads an environment variable SAFE_SFT_<NAME>.
+Exit codes: see docs/exit-codes.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from launcher.errors import SafeSftError
+
+EXIT_TRAINING_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOTHING_FITS = 3
+SUBCOMMANDS = ("run", "plan", "doctor", "explain")
+
+
+def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Print a SafeSftError as one line plus its fix; tracebacks only with SAFE_SFT_DEBUG=1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SafeSftError as err:
+            if os.environ.get("SAFE_SFT_DEBUG") == "1":
+                raise
+            click.echo(f"safe-sft: error: {err.message}", err=True)
+            if err.hint:
+                click.echo(f"safe-sft: fix: {err.hint}", err=True)
+            sys.exit(EXIT_USAGE)
+
+    return wrapper
+
+
+def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that shape a plan, shared by `plan` and the run path."""
+    options = [
+        click.option("--gpus", envvar="SAFE_SFT_GPUS", help="auto | N | comma list of GPU indices or UUIDs."),
+        click.option("--nproc", type=int, envvar="SAFE_SFT_NPROC", help="Processes per node (CPU training)."),
+        click.option("--nnodes", type=int, envvar="SAFE_SFT_NNODES", help="Number of nodes."),
+        click.option("--node-rank", type=int, envvar="SAFE_SFT_NODE_RANK", help="This node's rank."),
+        click.option("--master-addr", envvar="SAFE_SFT_MASTER_ADDR", help="Node 0's address."),
+        click.option("--master-port", type=int, envvar="SAFE_SFT_MASTER_PORT", help="Node 0's port."),
+        click.option(
+            "--allow-loopback-master",
+            is_flag=True,
+            envvar="SAFE_SFT_ALLOW_LOOPBACK_MASTER",
+            help="Allow MASTER_ADDR 127.0.0.1 with several nodes (all nodes on one machine).",
+        ),
+        click.option("--model-params", envvar="SAFE_SFT_MODEL_PARAMS", help="Parameter count, e.g. 7.6e9."),
+        click.option("--nccl-env", multiple=True, envvar="SAFE_SFT_NCCL_ENV", help="KEY=VAL, overrides a default."),
+        click.option("--force", is_flag=True, envvar="SAFE_SFT_FORCE", help="Launch even when nothing fits."),
+        click.option("--assume-gpus", envvar="SAFE_SFT_ASSUME_GPUS", help="Plan for other GPUs, e.g. 8x80GiB."),
+        click.option("--assume-ram", envvar="SAFE_SFT_ASSUME_RAM", help="Plan for other host RAM, e.g. 512GiB."),
+        click.option("--assume-nodes", type=int, envvar="SAFE_SFT_ASSUME_NODES", help="Plan for N nodes."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _options_from(kwargs: dict[str, Any]) -> Any:
+    from launcher.plan.topology import TopologyRequest
+    from launcher.prepare import LaunchOptions
+
+    return LaunchOptions(
+        topology=TopologyRequest(
+            gpus=kwargs["gpus"],
+            nproc=kwargs["nproc"],
+            nnodes=kwargs["nnodes"],
+            node_rank=kwargs["node_rank"],
+            master_addr=kwargs["master_addr"],
+            master_port=kwargs["master_port"],
+            allow_loopback_master=kwargs["allow_loopback_master"],
+        ),
+        model_params=kwargs["model_params"],
+        nccl_env=tuple(kwargs["nccl_env"]),
+        force=kwargs["force"],
+        assume_gpus=kwargs["assume_gpus"],
+        assume_ram=kwargs["assume_ram"],
+        assume_nodes=kwargs["assume_nodes"],
+    )
+
+
+@click.command("plan", context_settings={"help_option_names": ["--help"]})
+@_launch_options
+@click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the plan as JSON.")
+@click.pass_obj
+@_user_errors
+def plan_command(swift_argv: list[str], as_json: bool, **kwargs: Any) -> None:
+    """Show the launch plan for SWIFT_ARGS without starting anything."""
+    from launcher.prepare import prepare
+    from launcher.render import plan_to_json, render_plan
+    from launcher.run.memlock import raise_memlock
+
+    memlock = raise_memlock()
+    prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
+    if as_json:
+        click.echo(json.dumps(plan_to_json(prepared.plan, prepared.model, os.environ, memlock), indent=2))
+    else:
+        click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock))
+    if not prepared.plan.fits and not kwargs["force"]:
+        click.echo(f"safe-sft: error: {prepared.plan.strategy_reason}", err=True)
+        sys.exit(EXIT_NOTHING_FITS)
+
+
+@click.command("doctor", context_settings={"help_option_names": ["--help"]})
+@click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the checks as JSON.")
+@click.option("--check-dir", default=".", envvar="SAFE_SFT_CHECK_DIR", help="Where checkpoints will go (disk check).")
+@_user_errors
+def doctor_command(as_json: bool, check_dir: str) -> None:
+    """Preflight checks: GPUs, memory, memlock, /dev/shm, network, disk, versions."""
+    from pathlib import Path
+
+    from launcher.doctor import Status, run_checks
+    from launcher.probe import probe_host
+    from launcher.run.memlock import raise_memlock
+
+    memlock = raise_memlock()
+    checks = run_checks(probe_host(Path(check_dir)), memlock)
+    if as_json:
+        click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
+    else:
+        for check in checks:
+            click.echo(f"[{check.status.value:>4}] {check.name:<11} {check.detail}")
+            if check.fix and check.status is not Status.PASS:
+                click.echo(f"{'':18}fix: {check.fix}")
+    if any(c.status is Status.FAIL for c in checks):
+        sys.exit(EXIT_TRAINING_FAILED)
+
+
+def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str], list[str]]:
+    """Leading safe-sft options vs swift's arguments: the first unknown argument starts swift's."""
+    takes_value: dict[str, bool] = {"--help": False}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                takes_value[name] = not (param.is_flag or param.count)
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return args[:index], args[index + 1 :]
+        name = arg.split("=", 1)[0]
+        if name not in takes_value:
+            break
+        index += 1 if ("=" in arg or not takes_value[name]) else 2
+    return args[:index], args[index:]
+
+
+def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
+    own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
+    command.main(args=own, prog_name=f"safe-sft {command.name}", obj=swift_argv, standalone_mode=True)
+
+
+COMMANDS: dict[str, tuple[click.Command, bool]] = {
+    "plan": (plan_command, True),
+    "doctor": (doctor_command, False),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        click.echo(__doc__)
+        return
+    if args[0] == "--version":
+        from launcher import __version__
+
+        click.echo(f"safe-sft {__version__}")
+        return
+    if args[0] in COMMANDS:
+        command, takes_swift_args = COMMANDS[args[0]]
+        _invoke(command, args[1:], takes_swift_args)
+        return
+    run_command, _ = COMMANDS["run"] if "run" in COMMANDS else COMMANDS["plan"]
+    _invoke(run_command, args[1:] if args[0] == "run" else args, True)

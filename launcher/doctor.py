@@ -1,0 +1,156 @@
+"""Preflight checks from probed facts: each passes, warns or fails, with the fix. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from launcher.model import HostFacts
+from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
+from launcher.units import GiB, MiB, fmt_bytes
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+SHM_FAIL_BYTES = 512 * MiB  # Docker's 64 MiB default breaks NCCL and dataloader workers
+DISK_FAIL_BYTES = 10 * GiB
+DISK_WARN_BYTES = 50 * GiB
+REQUIRED = ("torch", "ms-swift", "deepspeed", "transformers")
+
+
+def run_checks(host: HostFacts, memlock: MemlockStatus) -> list[Check]:
+    return [
+        _gpus(host),
+        _gpu_free(host),
+        _memlock(memlock),
+        _shm(host),
+        _host_ram(host),
+        _network(host),
+        _disk(host),
+        _versions(host),
+    ]
+
+
+def _gpus(host: HostFacts) -> Check:
+    gpus = host.gpus.gpus
+    if not gpus:
+        why = host.gpus.warnings[0] if host.gpus.warnings else "NVML lists no GPU"
+        return Check(
+            "gpus",
+            Status.WARN,
+            f"no GPU visible ({why}); only CPU training (--use_cpu true) can run",
+            "install the NVIDIA driver, or check the container's --gpus option",
+        )
+    kinds = {(g.name, g.total_bytes) for g in gpus}
+    detail = f"{len(gpus)} x {gpus[0].name} ({fmt_bytes(gpus[0].total_bytes)}), driver {host.gpus.driver_version}"
+    if len(kinds) > 1:
+        return Check(
+            "gpus",
+            Status.WARN,
+            f"GPUs differ: {sorted(kinds)}; the smallest sets the per-GPU budget",
+            "select alike GPUs with --gpus",
+        )
+    return Check("gpus", Status.PASS, detail)
+
+
+def _gpu_free(host: HostFacts) -> Check:
+    busy = [g for g in host.gpus.gpus if g.free_bytes < 0.5 * g.total_bytes]
+    if not host.gpus.gpus:
+        return Check("gpu_memory", Status.WARN, "no GPU to check")
+    if busy:
+        names = ", ".join(
+            f"GPU {g.index}: {fmt_bytes(g.free_bytes)} free, {g.compute_processes} processes" for g in busy
+        )
+        return Check(
+            "gpu_memory",
+            Status.WARN,
+            f"already in use: {names}",
+            "`--gpus auto` leaves busy GPUs out; or stop the other processes",
+        )
+    return Check("gpu_memory", Status.PASS, "every GPU has at least half its memory free")
+
+
+def _memlock(memlock: MemlockStatus) -> Check:
+    if memlock.problem is None:
+        return Check("memlock", Status.PASS, "RLIMIT_MEMLOCK unlimited" + (" (raised)" if memlock.raised else ""))
+    soft = fmt_bytes(memlock.before.soft) if memlock.before.soft is not None else "unlimited"
+    detail = f"{memlock.problem} (soft was {soft}" + (", raised to the hard limit)" if memlock.raised else ")")
+    return Check("memlock", Status.WARN, detail, MEMLOCK_FIX)
+
+
+def _shm(host: HostFacts) -> Check:
+    shm = host.limits.shm_bytes
+    if shm is None:
+        return Check("shm", Status.WARN, "size of /dev/shm unknown")
+    if shm < SHM_FAIL_BYTES:
+        return Check(
+            "shm",
+            Status.FAIL,
+            f"/dev/shm is {fmt_bytes(shm)}: NCCL and dataloader workers will fail",
+            "docker run --shm-size=16g (or --ipc=host); or --dataloader_num_workers 0",
+        )
+    return Check("shm", Status.PASS, f"/dev/shm is {fmt_bytes(shm)}")
+
+
+def _host_ram(host: HostFacts) -> Check:
+    mem = host.memory
+    if mem.available_bytes is None:
+        return Check("host_ram", Status.WARN, "available RAM unknown")
+    cap = f", capped by the cgroup limit {fmt_bytes(mem.cgroup_limit_bytes)}" if mem.cgroup_limit_bytes else ""
+    return Check("host_ram", Status.PASS, f"{fmt_bytes(mem.available_bytes)} available{cap}")
+
+
+def _network(host: HostFacts) -> Check:
+    ib = host.network.ib_devices
+    if ib:
+        return Check("network", Status.PASS, f"InfiniBand: {', '.join(ib)}")
+    return Check("network", Status.PASS, "no InfiniBand: NCCL will use TCP sockets (safe-sft sets NCCL_IB_DISABLE=1)")
+
+
+def _disk(host: HostFacts) -> Check:
+    free = host.disk_free_bytes
+    if free is None:
+        return Check("disk", Status.WARN, "free disk at the output dir unknown")
+    if free < DISK_FAIL_BYTES:
+        return Check(
+            "disk",
+            Status.FAIL,
+            f"{fmt_bytes(free)} free at the output dir: checkpoints will not fit",
+            "free space or point --output_dir at a larger disk",
+        )
+    if free < DISK_WARN_BYTES:
+        return Check("disk", Status.WARN, f"{fmt_bytes(free)} free at the output dir", "large models need more")
+    return Check("disk", Status.PASS, f"{fmt_bytes(free)} free at the output dir")
+
+
+def _versions(host: HostFacts) -> Check:
+    missing = [name for name in REQUIRED if not host.versions.get(name)]
+    shown = ", ".join(f"{k} {v}" for k, v in host.versions.items() if v)
+    if missing:
+        return Check(
+            "versions",
+            Status.FAIL,
+            f"missing: {', '.join(missing)} (found {shown or 'nothing'})",
+            "pip install torch first (the right CUDA build), then `pip install 'safe-sft[swift]'`",
+        )
+    swift = host.versions.get("ms-swift") or ""
+    if not swift.split(".")[0].isdigit() or int(swift.split(".")[0]) < 4:
+        return Check(
+            "versions",
+            Status.WARN,
+            f"ms-swift {swift}: safe-sft is built for ms-swift 4.x",
+            "pip install 'ms-swift>=4.6'",
+        )
+    return Check("versions", Status.PASS, shown)

@@ -1,0 +1,19 @@
+"""The one user-facing exception: a bad value or an unmet condition, with the fix.
+
+The CLI catches `SafeSftError` once and prints `error: <message>` and `fix: <hint>`; anything else that
+escapes is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SafeSftError(Exception):
+    """A problem the user can fix: `message` names the bad value, `hint` says what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (fix: {self.hint})" if self.hint else self.message

@@ -1,0 +1,222 @@
+"""Frozen value types shared by every layer: facts, topology, estimates, plans, failures.
+
+No I/O and no imports from the rest of the package. Outcomes are enums, never strings. Where a probe
+could not read a fact, the field is `None` ("unknown") and the probe adds a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Source(str, Enum):
+    """Where a setting came from, in precedence order (flag beats env beats config beats Slurm ...)."""
+
+    FLAG = "flag"
+    ENV = "env"
+    CONFIG = "config"  # the ENV block of a swift YAML/JSON config file
+    SLURM = "slurm"
+    AUTO = "auto"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    value: T
+    source: Source
+    note: str = ""
+
+
+# ---- facts (filled by launcher.probe) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    uuid: str
+    name: str
+    total_bytes: int
+    free_bytes: int
+    used_bytes: int
+    compute_processes: int = 0
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    gpus: tuple[GpuInfo, ...] = ()
+    driver_version: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    available_bytes: int | None
+    total_bytes: int | None
+    cgroup_limit_bytes: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rlimit:
+    """A resource limit; `None` soft or hard means unlimited."""
+
+    soft: int | None
+    hard: int | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    memlock: Rlimit | None
+    nofile: Rlimit | None
+    shm_bytes: int | None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    ib_devices: tuple[str, ...] = ()
+    interfaces: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    gpus: GpuFacts
+    memory: HostMemory
+    limits: Limits
+    network: NetworkFacts
+    disk_free_bytes: int | None
+    versions: dict[str, str | None]
+    free_port: int
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.gpus.warnings + self.memory.warnings + self.limits.warnings + self.network.warnings
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What is known of the model without loading its weights."""
+
+    name: str
+    total_params: int | None
+    source: str  # safetensors | config | name | flag | unknown
+    largest_layer_params: int | None = None
+    hidden_size: int | None = None
+    num_layers: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    dtype: str | None = None
+    is_multimodal: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+# ---- topology and plan (built by launcher.plan) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Topology:
+    nproc_per_node: Sourced[int]
+    nnodes: Sourced[int]
+    node_rank: Sourced[int]
+    master_addr: Sourced[str]
+    master_port: Sourced[int]
+    visible_devices: Sourced[str] | None  # CUDA_VISIBLE_DEVICES for the children; None: leave as it is
+    gpus: tuple[GpuInfo, ...]  # the GPUs the children will use (empty on CPU)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node.value * self.nnodes.value
+
+
+class Strategy(str, Enum):
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+    ZERO3_OFFLOAD = "zero3_offload"
+
+
+STRATEGY_ORDER: tuple[Strategy, ...] = (Strategy.ZERO2, Strategy.ZERO3, Strategy.ZERO3_OFFLOAD)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory one strategy needs: per GPU and per node's host RAM, against what is free."""
+
+    strategy: Strategy
+    gpu_need_bytes: int
+    cpu_need_bytes: int
+    gpu_free_bytes: int | None
+    cpu_free_bytes: int | None
+    parts: dict[str, int] = field(default_factory=dict)  # per-GPU breakdown, for display
+
+    @property
+    def gpu_fits(self) -> bool:
+        return self.gpu_free_bytes is not None and self.gpu_need_bytes <= self.gpu_free_bytes
+
+    @property
+    def cpu_fits(self) -> bool:
+        return self.cpu_free_bytes is None or self.cpu_need_bytes <= self.cpu_free_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.gpu_fits and self.cpu_fits
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    name: str
+    value: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    topology: Topology
+    strategy: str | None  # a Strategy value, the user's own --deepspeed value, or None (no DeepSpeed)
+    strategy_reason: str
+    deepspeed_arg: str | None  # what --deepspeed gets; None leaves the user's argv alone
+    estimates: tuple[Estimate, ...]
+    env: tuple[EnvSetting, ...]
+    swift_argv: tuple[str, ...]
+    command: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    write_no_pin_config: bool = False  # deepspeed_arg is a zero3_offload copy with pin_memory off, to write
+    fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
+
+    def env_dict(self) -> dict[str, str]:
+        return {setting.name: setting.value for setting in self.env}
+
+
+# ---- failures (classified by launcher.run.classify) -------------------------------------------------
+
+
+class FailureKind(str, Enum):
+    CUDA_OOM = "cuda_oom"
+    CUDA_OOM_LOAD = "cuda_oom_load"
+    CUDA_OOM_SAVE = "cuda_oom_save"
+    HOST_OOM = "host_oom"
+    MEMLOCK = "memlock"
+    SHM = "shm"
+    COMM_TIMEOUT = "comm_timeout"
+    COMM_ERROR = "comm_error"
+    HANG = "hang"
+    CUDA_ERROR = "cuda_error"
+    CRASH = "crash"
+    KILLED = "killed"
+    USER_ERROR = "user_error"
+    INTERRUPTED = "interrupted"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailureKind
+    evidence: tuple[str, ...]
+    rank: int | None = None
+    exit_code: int | None = None
+    summary: str = ""

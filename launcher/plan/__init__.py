@@ -1,0 +1,1 @@
+"""Pure planning: facts + request -> Plan. Nothing here reads the environment, spawns or sleeps."""

@@ -1,0 +1,59 @@
+"""The process environment for NCCL: safe defaults, each with its reason, never over a user's value.
+
+A `--nccl-env KEY=VAL` override beats both the default and the user's environment, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from launcher.model import EnvSetting
+
+
+def nccl_settings(
+    *,
+    env: Mapping[str, str],
+    uses_gpus: bool,
+    nnodes: int,
+    ib_devices: tuple[str, ...],
+    route_interface: str | None,
+    overrides: Mapping[str, str],
+) -> tuple[tuple[EnvSetting, ...], tuple[str, ...]]:
+    """(settings to apply, notes). Nothing is set for CPU training: NCCL is not used there."""
+    notes: list[str] = []
+    defaults: list[EnvSetting] = []
+    if uses_gpus:
+        defaults.append(
+            EnvSetting(
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                "1",
+                "a failed or timed-out collective ends the process instead of hanging it",
+            )
+        )
+        if not ib_devices:
+            defaults.append(EnvSetting("NCCL_IB_DISABLE", "1", "no InfiniBand device in /sys/class/infiniband"))
+        if nnodes > 1:
+            if route_interface:
+                defaults.append(
+                    EnvSetting("NCCL_SOCKET_IFNAME", route_interface, "the interface that routes to MASTER_ADDR")
+                )
+            else:
+                notes.append("NCCL_SOCKET_IFNAME not set: no interface found that routes to MASTER_ADDR")
+        defaults.append(EnvSetting("NCCL_DEBUG", "WARN", "NCCL prints its warnings and errors, not its info"))
+    else:
+        notes.append("CPU training: no NCCL variables set (gloo is used)")
+
+    settings: list[EnvSetting] = []
+    for setting in defaults:
+        if setting.name in overrides:
+            continue
+        if setting.name in env:
+            notes.append(f"kept your {setting.name}={env[setting.name]} (safe-sft would set {setting.value})")
+            continue
+        settings.append(setting)
+    for name, value in overrides.items():
+        reason = "--nccl-env"
+        if name in env and env[name] != value:
+            reason += f" (replaces your {name}={env[name]})"
+        settings.append(EnvSetting(name, value, reason))
+    return tuple(settings), tuple(notes)

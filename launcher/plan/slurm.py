@@ -1,0 +1,143 @@
+"""Slurm's variables as typed values: one table, plus the node-list expander and the port rule.
+
+`SlurmEnv.from_env(env)` reads a plain mapping (the caller passes os.environ); nothing here touches the
+process environment. Every parse error names the variable and the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from launcher.errors import SafeSftError
+
+PORT_BASE = 20000
+PORT_SPAN = 20000  # ports 20000-39999: above the well-known range, below Linux's ephemeral range
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """`gpu-[01-03,07],login1` -> ['gpu-01', 'gpu-02', 'gpu-03', 'gpu-07', 'login1'].
+
+    Ranges keep their zero padding; several bracket groups in one name expand as a product.
+    """
+    hosts: list[str] = []
+    for pattern in _split_top_level(nodelist):
+        hosts.extend(_expand_pattern(pattern, nodelist))
+    if not hosts:
+        raise SafeSftError(f"SLURM_JOB_NODELIST={nodelist!r} is empty", "run inside a Slurm allocation")
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise _bad_nodelist(text)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if depth != 0:
+        raise _bad_nodelist(text)
+    parts.append(current)
+    if any(not part.strip() for part in parts):
+        raise _bad_nodelist(text)
+    return [part.strip() for part in parts]
+
+
+def _expand_pattern(pattern: str, whole: str) -> list[str]:
+    match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", pattern)
+    if not match:
+        if "[" in pattern or "]" in pattern:
+            raise _bad_nodelist(whole)
+        return [pattern]
+    prefix, ranges, rest = match.groups()
+    tails = _expand_pattern(rest, whole) if rest else [""]
+    return [prefix + item + tail for item in _expand_ranges(ranges, whole) for tail in tails]
+
+
+def _expand_ranges(ranges: str, whole: str) -> list[str]:
+    items: list[str] = []
+    for part in ranges.split(","):
+        bounds = part.split("-")
+        if len(bounds) == 1 and bounds[0].isdigit():
+            items.append(bounds[0])
+        elif len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
+            start, end = int(bounds[0]), int(bounds[1])
+            if start > end:
+                raise _bad_nodelist(whole)
+            width = len(bounds[0])
+            items.extend(str(i).zfill(width) for i in range(start, end + 1))
+        else:
+            raise _bad_nodelist(whole)
+    return items
+
+
+def _bad_nodelist(text: str) -> SafeSftError:
+    return SafeSftError(
+        f"SLURM_JOB_NODELIST={text!r} is not a valid node list",
+        "expected names like gpu-[01-04,07],login1; check `scontrol show hostnames`",
+    )
+
+
+def port_for_job(job_id: str) -> int:
+    """A MASTER_PORT that every node of one job derives alike from SLURM_JOB_ID."""
+    if not job_id.isdigit():
+        raise SafeSftError(f"SLURM_JOB_ID={job_id!r} is not a number", "set MASTER_PORT yourself")
+    return PORT_BASE + int(job_id) % PORT_SPAN
+
+
+def _int_var(env: Mapping[str, str], name: str) -> int | None:
+    text = env.get(name)
+    if text is None or text == "":
+        return None
+    if not text.strip().isdigit():
+        raise SafeSftError(f"{name}={text!r} is not an integer", f"check the job's {name}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class SlurmEnv:
+    """The SLURM_* variables safe-sft uses; `None` where Slurm did not set them."""
+
+    job_id: str
+    nnodes: int | None
+    node_id: int | None
+    nodelist: str | None
+    ntasks: int | None
+    step_gpus: str | None
+    gpus_on_node: int | None
+    in_step: bool
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> SlurmEnv | None:
+        job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+        if not job_id:
+            return None
+        nnodes = _int_var(env, "SLURM_JOB_NUM_NODES")
+        if nnodes is None:
+            nnodes = _int_var(env, "SLURM_NNODES")
+        return SlurmEnv(
+            job_id=job_id,
+            nnodes=nnodes,
+            node_id=_int_var(env, "SLURM_NODEID"),
+            nodelist=env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
+            ntasks=_int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
+            step_gpus=env.get("SLURM_STEP_GPUS") or None,
+            gpus_on_node=_int_var(env, "SLURM_GPUS_ON_NODE"),
+            in_step="SLURM_STEP_ID" in env,
+        )
+
+    @property
+    def master_addr(self) -> str | None:
+        return expand_nodelist(self.nodelist)[0] if self.nodelist else None
+
+    @property
+    def master_port(self) -> int:
+        return port_for_job(self.job_id)

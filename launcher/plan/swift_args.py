@@ -1,0 +1,126 @@
+"""swift's own command line, read once into `SwiftArgs` and written back with overrides.
+
+`swift sft` accepts `--key value [value ...]`, `--key=value`, transformers' dash spellings
+(`--max-steps`), and a YAML/JSON config file as the first argument whose keys come first and whose
+`ENV:` block sets environment variables. Later arguments win. safe-sft keeps the user's argv as it is
+and changes a setting by replacing that flag's values in place, or by appending the flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+_TRUE = {"true", "1", "yes", "y", "on"}
+_FALSE = {"false", "0", "no", "n", "off"}
+
+
+def normalize_key(flag: str) -> str:
+    """`--max-steps` and `--max_steps` name the same field."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class SwiftArgs:
+    """The user's swift arguments: CLI items in order, plus the config file's values and ENV block."""
+
+    items: tuple[tuple[str, tuple[str, ...]], ...]  # (flag as typed, its values)
+    config_file: str | None = None
+    config_values: Mapping[str, str] = field(default_factory=dict)
+    config_env: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> str | None:
+        """The effective value of a field: the last CLI occurrence, else the config file's."""
+        for flag, values in reversed(self.items):
+            if normalize_key(flag) == key:
+                return " ".join(values) if values else "true"
+        return self.config_values.get(key)
+
+    def has(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def get_int(self, key: str, default: int | None = None) -> int | None:
+        value = self.get(key)
+        if value is None or value.lower() == "none":
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            return default
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        value = self.get(key)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        return default
+
+    def with_values(self, updates: Mapping[str, str | None]) -> SwiftArgs:
+        """A copy with these fields set (in place where given on the CLI, else appended).
+
+        A value of None removes the field from the CLI items (the config file's value, if any, remains).
+        """
+        items = list(self.items)
+        for key, value in updates.items():
+            positions = [i for i, (flag, _) in enumerate(items) if normalize_key(flag) == key]
+            if value is None:
+                items = [item for i, item in enumerate(items) if i not in positions]
+                continue
+            new_values = tuple(value.split(" ")) if key == "dataset" else (value,)
+            if positions:
+                for i in positions:
+                    items[i] = (items[i][0], new_values)
+            else:
+                items.append((f"--{key}", new_values))
+        return SwiftArgs(tuple(items), self.config_file, self.config_values, self.config_env)
+
+    def argv(self) -> tuple[str, ...]:
+        out: list[str] = [self.config_file] if self.config_file else []
+        for flag, values in self.items:
+            out.append(flag)
+            out.extend(values)
+        return tuple(out)
+
+
+def is_config_file(arg: str) -> bool:
+    return arg.endswith(CONFIG_SUFFIXES) and not arg.startswith("-")
+
+
+def parse_swift_argv(
+    argv: tuple[str, ...] | list[str],
+    config: Mapping[str, object] | None = None,
+) -> SwiftArgs:
+    """Read swift's argv. `config` is the parsed config file when argv[0] is one (see swift_config)."""
+    args = list(argv)
+    config_file = args.pop(0) if args and is_config_file(args[0]) else None
+    items: list[tuple[str, tuple[str, ...]]] = []
+    for arg in args:
+        if arg.startswith("--") and len(arg) > 2:
+            flag, eq, value = arg.partition("=")
+            items.append((flag, (value,) if eq else ()))
+        elif items:
+            flag, values = items[-1]
+            items[-1] = (flag, (*values, arg))
+        else:
+            items.append((arg, ()))  # a stray positional; swift reports it, we pass it through unchanged
+    config_values: dict[str, str] = {}
+    config_env: dict[str, str] = {}
+    for key, raw in (config or {}).items():
+        if key == "ENV" and isinstance(raw, Mapping):
+            config_env = {str(k): str(v) for k, v in raw.items()}
+        else:
+            config_values[normalize_key(str(key))] = _config_value_text(raw)
+    return SwiftArgs(tuple(items), config_file, config_values, config_env)
+
+
+def _config_value_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value)
+    return str(value)

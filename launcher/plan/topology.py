@@ -1,0 +1,226 @@
+"""Resolve who trains where: processes per node, nodes, rank, master address and port, GPUs.
+
+Precedence for every value: safe-sft flag > the user's environment > the swift config's ENV block >
+Slurm > default. Each value carries its source. DeepSpeed needs one process per GPU, so the process
+count and the GPU selection are decided together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from launcher.errors import SafeSftError
+from launcher.model import GpuInfo, Source, Sourced, Topology
+from launcher.plan.slurm import SlurmEnv
+from launcher.units import parse_count
+
+LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
+AUTO_MIN_FREE_FRACTION = 0.5  # `--gpus auto` leaves out a GPU with less than half its memory free
+
+
+@dataclass(frozen=True)
+class TopologyRequest:
+    """safe-sft's own launch flags (None: not given)."""
+
+    gpus: str | None = None  # auto | N | comma list of indices or UUIDs
+    nproc: int | None = None
+    nnodes: int | None = None
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    allow_loopback_master: bool = False
+
+
+def resolve_topology(
+    request: TopologyRequest,
+    env: Mapping[str, str],
+    gpus: tuple[GpuInfo, ...],
+    *,
+    free_port: int,
+    config_env: Mapping[str, str] | None = None,
+    use_cpu: bool = False,
+) -> Topology:
+    layers = _Layers(env, config_env or {}, SlurmEnv.from_env(env))
+    layers.check_one_task_per_node()
+
+    nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes()) or Sourced(1, Source.DEFAULT)
+    node_rank = layers.pick_int(request.node_rank, "NODE_RANK", layers.slurm_node_id()) or Sourced(0, Source.DEFAULT)
+    master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", layers.slurm_master_addr()) or Sourced(
+        "127.0.0.1", Source.DEFAULT
+    )
+    master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or Sourced(
+        free_port, Source.DEFAULT, "a free local port"
+    )
+
+    if nnodes.value < 1:
+        raise SafeSftError(f"NNODES={nnodes.value} ({nnodes.source.value})", "NNODES must be at least 1")
+    if node_rank.value >= nnodes.value:
+        raise SafeSftError(
+            f"NODE_RANK={node_rank.value} ({node_rank.source.value}) is not below NNODES={nnodes.value}",
+            f"give each node a rank from 0 to {nnodes.value - 1}",
+        )
+    if not 1 <= master_port.value <= 65535:
+        raise SafeSftError(
+            f"MASTER_PORT={master_port.value} ({master_port.source.value}) is out of range",
+            "choose a port from 1024 to 65535",
+        )
+    if nnodes.value > 1 and master_addr.value in LOOPBACK_ADDRS and not request.allow_loopback_master:
+        raise SafeSftError(
+            f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
+            "other nodes cannot reach a loopback address",
+            "set MASTER_ADDR to node 0's address, or pass --allow-loopback-master when every node runs "
+            "on this one machine",
+        )
+
+    nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
+    if use_cpu or not gpus:
+        reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
+        nproc = nproc_hint or Sourced(1, Source.DEFAULT)
+        if nproc.value < 1:
+            raise SafeSftError(f"NPROC_PER_NODE={nproc.value}", "run at least one process per node")
+        return Topology(
+            nproc_per_node=Sourced(nproc.value, nproc.source, reason),
+            nnodes=nnodes,
+            node_rank=node_rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            visible_devices=None,
+            gpus=(),
+        )
+
+    selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
+    if nproc_hint is not None and nproc_hint.value != len(selected):
+        raise SafeSftError(
+            f"NPROC_PER_NODE={nproc_hint.value} ({nproc_hint.source.value}) but {len(selected)} GPU(s) "
+            f"selected ({visible.value})",
+            "DeepSpeed needs one process per GPU: make --gpus / CUDA_VISIBLE_DEVICES and NPROC_PER_NODE agree",
+        )
+    nproc_source = nproc_hint.source if nproc_hint is not None else visible.source
+    return Topology(
+        nproc_per_node=Sourced(len(selected), nproc_source, "one process per selected GPU"),
+        nnodes=nnodes,
+        node_rank=node_rank,
+        master_addr=master_addr,
+        master_port=master_port,
+        visible_devices=visible,
+        gpus=selected,
+    )
+
+
+def _select_gpus(
+    request: TopologyRequest,
+    layers: _Layers,
+    gpus: tuple[GpuInfo, ...],
+    nproc_hint: Sourced[int] | None,
+) -> tuple[tuple[GpuInfo, ...], Sourced[str]]:
+    user_visible = layers.pick_str(None, "CUDA_VISIBLE_DEVICES", layers.slurm_step_gpus())
+    candidates = gpus
+    if user_visible is not None:
+        where = f"CUDA_VISIBLE_DEVICES ({user_visible.source.value})"
+        candidates = _match_devices(user_visible.value, gpus, where)
+
+    choice = request.gpus
+    source = Source.FLAG if choice is not None else Source.AUTO
+    if choice is None and nproc_hint is not None:
+        choice, source = str(nproc_hint.value), nproc_hint.source
+
+    if choice is None or choice == "auto":
+        selected = tuple(g for g in candidates if g.free_bytes >= AUTO_MIN_FREE_FRACTION * g.total_bytes)
+        if not selected:
+            raise SafeSftError(
+                "every visible GPU is already more than half full (--gpus auto)",
+                "free a GPU, or name the GPUs with --gpus 0,1",
+            )
+        note = "GPUs with at least half their memory free"
+        if len(selected) < len(candidates):
+            busy = ",".join(str(g.index) for g in candidates if g not in selected)
+            note += f" (left out busy GPU {busy})"
+    elif choice.isdigit():
+        count = int(choice)
+        if count < 1 or count > len(candidates):
+            raise SafeSftError(
+                f"{count} GPU(s) asked for ({source.value}) but {len(candidates)} visible",
+                f"ask for 1 to {len(candidates)} GPUs",
+            )
+        selected = candidates[:count]
+        note = f"the first {count} visible GPU(s)"
+    else:
+        selected = _match_devices(choice, candidates, "--gpus")
+        note = "named GPUs"
+
+    if user_visible is not None and selected == candidates:
+        return selected, Sourced(user_visible.value, user_visible.source, note)
+    return selected, Sourced(",".join(str(g.index) for g in selected), source, note)
+
+
+def _match_devices(spec: str, gpus: tuple[GpuInfo, ...], what: str) -> tuple[GpuInfo, ...]:
+    by_index = {str(g.index): g for g in gpus}
+    by_uuid = {g.uuid: g for g in gpus}
+    chosen: list[GpuInfo] = []
+    for token in (t.strip() for t in spec.split(",")):
+        gpu = by_index.get(token) or by_uuid.get(token)
+        if gpu is None:
+            known = ",".join(by_index) or "none"
+            raise SafeSftError(
+                f"{what} names GPU {token!r}, which does not exist here (GPUs: {known})",
+                "use indices or UUIDs from `nvidia-smi -L`",
+            )
+        chosen.append(gpu)
+    return tuple(chosen)
+
+
+class _Layers:
+    """The sources below the flags, read in precedence order."""
+
+    def __init__(self, env: Mapping[str, str], config_env: Mapping[str, str], slurm: SlurmEnv | None) -> None:
+        self.env = env
+        self.config_env = config_env
+        self.slurm = slurm
+
+    def _lookup(self, name: str) -> tuple[str, Source] | None:
+        if name in self.env:
+            return self.env[name], Source.ENV
+        if name in self.config_env:
+            return self.config_env[name], Source.CONFIG
+        return None
+
+    def pick_int(self, flag: int | None, name: str, slurm: int | None) -> Sourced[int] | None:
+        """The first of flag, env, config ENV, Slurm that is set; None when none is."""
+        if flag is not None:
+            return Sourced(flag, Source.FLAG)
+        found = self._lookup(name)
+        if found is not None:
+            return Sourced(parse_count(found[0], name), found[1])
+        return Sourced(slurm, Source.SLURM) if slurm is not None else None
+
+    def pick_str(self, flag: str | None, name: str, slurm: str | None) -> Sourced[str] | None:
+        if flag is not None:
+            return Sourced(flag, Source.FLAG)
+        found = self._lookup(name)
+        if found is not None:
+            return Sourced(found[0], found[1])
+        return Sourced(slurm, Source.SLURM) if slurm is not None else None
+
+    def slurm_nnodes(self) -> int | None:
+        return self.slurm.nnodes if self.slurm else None
+
+    def slurm_node_id(self) -> int | None:
+        return self.slurm.node_id if self.slurm else None
+
+    def slurm_master_addr(self) -> str | None:
+        return self.slurm.master_addr if self.slurm else None
+
+    def slurm_port(self) -> int | None:
+        return self.slurm.master_port if self.slurm else None
+
+    def slurm_step_gpus(self) -> str | None:
+        return self.slurm.step_gpus if self.slurm else None
+
+    def check_one_task_per_node(self) -> None:
+        slurm = self.slurm
+        if slurm and slurm.in_step and slurm.ntasks and slurm.nnodes and slurm.ntasks > slurm.nnodes:
+            raise SafeSftError(
+                f"SLURM_NTASKS={slurm.ntasks} on {slurm.nnodes} node(s): safe-sft runs one task per node",
+                "use `srun --ntasks-per-node=1 safe-sft ...`; safe-sft starts one process per GPU itself",
+            )

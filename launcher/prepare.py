@@ -1,0 +1,124 @@
+"""From the command line to a Plan: parse swift's argv once, probe (or assume) the facts, plan.
+
+The glue between the impure probes and the pure planner, shared by `safe-sft plan` and the run path.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from launcher.configs import config_dir
+from launcher.errors import SafeSftError
+from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, ModelFacts, Plan
+from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
+from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
+from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.probe import probe_host
+from launcher.probe.model_size import probe_model
+from launcher.probe.network import route_interface
+from launcher.swift_config import load_swift_config
+from launcher.units import parse_param_count, parse_size
+
+WORKER = Path(__file__).resolve().parent / "worker.py"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """safe-sft's own flags that shape the plan (parsed by the CLI)."""
+
+    topology: TopologyRequest = field(default_factory=TopologyRequest)
+    model_params: str | None = None
+    nccl_env: tuple[str, ...] = ()
+    force: bool = False
+    assume_gpus: str | None = None
+    assume_ram: str | None = None
+    assume_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    swift: SwiftArgs
+    host: HostFacts
+    model: ModelFacts | None
+    plan: Plan
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(output_dir_of(self.swift))
+
+
+def parse_assumed_gpus(text: str) -> tuple[GpuInfo, ...]:
+    """`8x80GiB` -> eight idle 80 GiB GPUs; `24GiB` -> one."""
+    match = re.match(r"^\s*(?:(\d+)\s*[xX*]\s*)?(.+)$", text)
+    count = int(match.group(1)) if match and match.group(1) else 1
+    size = parse_size(match.group(2) if match else text, "--assume-gpus")
+    if count < 1:
+        raise SafeSftError(f"--assume-gpus {text!r} has no GPUs", "write it like 8x80GiB")
+    return tuple(
+        GpuInfo(index=i, uuid=f"GPU-assumed-{i}", name="assumed", total_bytes=size, free_bytes=size, used_bytes=0)
+        for i in range(count)
+    )
+
+
+def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
+            raise SafeSftError(f"--nccl-env {pair!r} is not KEY=VALUE", "write it like --nccl-env NCCL_P2P_DISABLE=1")
+        out[name] = value
+    return out
+
+
+def apply_assumptions(host: HostFacts, options: LaunchOptions) -> HostFacts:
+    if options.assume_gpus:
+        host = replace(host, gpus=GpuFacts(gpus=parse_assumed_gpus(options.assume_gpus), driver_version="assumed"))
+    if options.assume_ram:
+        ram = parse_size(options.assume_ram, "--assume-ram")
+        host = replace(host, memory=HostMemory(available_bytes=ram, total_bytes=ram))
+    return host
+
+
+def prepare(
+    swift_argv: list[str] | tuple[str, ...],
+    options: LaunchOptions,
+    env: Mapping[str, str],
+    host: HostFacts | None = None,
+) -> Prepared:
+    if not swift_argv:
+        raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
+    swift = parse_swift_argv(swift_argv, load_swift_config(swift_argv))
+    output_dir = Path(output_dir_of(swift))
+    host = apply_assumptions(host or probe_host(output_dir), options)
+
+    request = options.topology
+    if options.assume_nodes is not None:
+        request = replace(request, nnodes=options.assume_nodes, allow_loopback_master=True)
+    topology = resolve_topology(
+        request,
+        env,
+        host.gpus.gpus,
+        free_port=host.free_port,
+        config_env=swift.config_env,
+        use_cpu=swift.get_bool("use_cpu", False),
+    )
+    params = parse_param_count(options.model_params) if options.model_params else None
+    model_name = swift.get("model")
+    model = probe_model(model_name, env, Path.home(), params) if model_name else None
+    iface = route_interface(topology.master_addr.value) if topology.nnodes.value > 1 else None
+    plan = build_plan(
+        swift,
+        topology,
+        host,
+        model,
+        env=env,
+        paths=LaunchPaths(python=sys.executable, worker=str(WORKER), config_dir=str(config_dir())),
+        options=PlanOptions(
+            force=options.force, nccl_overrides=parse_nccl_env(options.nccl_env), route_interface=iface
+        ),
+    )
+    return Prepared(swift=swift, host=host, model=model, plan=plan)

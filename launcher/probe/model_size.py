@@ -1,0 +1,184 @@
+"""Model facts without loading weights.
+
+A local directory: config.json for the shape, and the safetensors headers (8-byte length + JSON) for the
+exact parameter count, dtype and largest layer. A hub id: the same from the ModelScope or Hugging Face
+cache when it is there. Otherwise the size written in the name ("Qwen2.5-7B-Instruct": about 7B), with a
+warning. `--model-params` overrides the count.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import replace
+from math import prod
+from pathlib import Path
+
+from launcher.model import ModelFacts
+
+_LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
+_NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
+
+
+def read_safetensors_header(path: Path) -> dict[str, dict[str, object]]:
+    with path.open("rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header: dict[str, dict[str, object]] = json.loads(handle.read(length))
+    header.pop("__metadata__", None)
+    return header
+
+
+def _text_config(config: Mapping[str, object]) -> Mapping[str, object]:
+    for key in ("text_config", "llm_config", "language_config"):
+        sub = config.get(key)
+        if isinstance(sub, Mapping) and "hidden_size" in sub:
+            return sub
+    return config
+
+
+def _int(config: Mapping[str, object], *keys: str) -> int | None:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def facts_from_dir(directory: Path, name: str) -> ModelFacts:
+    warnings: list[str] = []
+    config: dict[str, object] = {}
+    config_path = directory / "config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text())
+    else:
+        warnings.append(f"{config_path} not found: model shape unknown")
+    text = _text_config(config)
+    hidden = _int(text, "hidden_size", "n_embd", "d_model")
+    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
+    intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")
+    vocab = _int(text, "vocab_size")
+    multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower", "audio_config"))
+
+    files = sorted(directory.glob("*.safetensors"))
+    if files:
+        groups: dict[str, int] = defaultdict(int)
+        dtypes: dict[str, int] = defaultdict(int)
+        for file in files:
+            for tensor, info in read_safetensors_header(file).items():
+                shape = info.get("shape")
+                count = prod(shape) if isinstance(shape, list) else 0
+                match = _LAYER_RE.match(tensor)
+                groups[match.group(1) if match else tensor] += count
+                dtypes[str(info.get("dtype"))] += count
+        total = sum(groups.values())
+        return ModelFacts(
+            name=name,
+            total_params=total,
+            source="safetensors",
+            largest_layer_params=max(groups.values()),
+            hidden_size=hidden,
+            num_layers=layers,
+            intermediate_size=intermediate,
+            vocab_size=vocab,
+            dtype=max(dtypes, key=lambda d: dtypes[d]),
+            is_multimodal=multimodal,
+            warnings=tuple(warnings),
+        )
+    if hidden and layers and intermediate and vocab:
+        tied = bool(text.get("tie_word_embeddings", False))
+        embed = vocab * hidden * (1 if tied else 2)
+        per_layer = 4 * hidden * hidden + 3 * hidden * intermediate
+        warnings.append(f"no safetensors in {directory}: parameter count estimated from config.json")
+        return ModelFacts(
+            name=name,
+            total_params=embed + layers * per_layer,
+            source="config",
+            largest_layer_params=max(per_layer, vocab * hidden),
+            hidden_size=hidden,
+            num_layers=layers,
+            intermediate_size=intermediate,
+            vocab_size=vocab,
+            dtype=str(text.get("torch_dtype") or config.get("torch_dtype") or "") or None,
+            is_multimodal=multimodal,
+            warnings=tuple(warnings),
+        )
+    return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))
+
+
+def cache_dirs(model_id: str, env: Mapping[str, str], home: Path) -> list[Path]:
+    """Where ModelScope and Hugging Face keep a downloaded `org/name`."""
+    ms_root = Path(env.get("MODELSCOPE_CACHE", home / ".cache" / "modelscope" / "hub"))
+    hf_home = Path(env.get("HF_HOME", home / ".cache" / "huggingface"))
+    hf_root = Path(env.get("HF_HUB_CACHE", hf_home / "hub"))
+    candidates = [ms_root / "models" / model_id, ms_root / model_id, ms_root / model_id.replace(".", "___")]
+    snapshots = hf_root / f"models--{model_id.replace('/', '--')}" / "snapshots"
+    if snapshots.is_dir():
+        candidates.extend(sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True))
+    return [c for c in candidates if (c / "config.json").is_file()]
+
+
+def params_from_name(name: str) -> int | None:
+    match = _NAME_SIZE_RE.search(name)
+    if not match:
+        return None
+    scale = 10**9 if match.group(2).lower() == "b" else 10**6
+    return int(float(match.group(1)) * scale)
+
+
+# (params, hidden, layers, intermediate, vocab): the Qwen2.5 family, a typical decoder at each size.
+_TYPICAL_SHAPES = (
+    (0.5e9, 896, 24, 4864, 151936),
+    (1.5e9, 1536, 28, 8960, 151936),
+    (3e9, 2048, 36, 11008, 151936),
+    (7e9, 3584, 28, 18944, 152064),
+    (14e9, 5120, 48, 13824, 152064),
+    (32e9, 5120, 64, 27648, 152064),
+    (72e9, 8192, 80, 29568, 152064),
+)
+
+
+def typical_shape(name: str, total_params: int) -> ModelFacts:
+    """Facts for a model known only by its size: the shape of the nearest typical decoder."""
+    params, hidden, layers, intermediate, vocab = min(
+        _TYPICAL_SHAPES, key=lambda row: abs(row[0] - total_params) / row[0]
+    )
+    return ModelFacts(
+        name=name,
+        total_params=total_params,
+        source="name",
+        largest_layer_params=vocab * hidden,
+        hidden_size=hidden,
+        num_layers=layers,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        is_multimodal=bool(re.search(r"(?i)[-_]vl\b|-vl-", name)),
+        warnings=(f"layer shapes assumed like a typical {params / 1e9:g}B decoder",),
+    )
+
+
+def probe_model(model: str, env: Mapping[str, str], home: Path, params_override: int | None = None) -> ModelFacts:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        facts = facts_from_dir(path, model)
+    else:
+        found = cache_dirs(model, env, home)
+        if found:
+            facts = facts_from_dir(found[0], model)
+        else:
+            count = params_from_name(model)
+            warning = (
+                f"{model} is not a local directory nor in the ModelScope/Hugging Face cache: "
+                + (f"size {count / 1e9:.1f}B read from its name" if count else "size unknown")
+                + " (pass --model-params to be exact)"
+            )
+            if count is None and params_override is None:
+                return ModelFacts(name=model, total_params=None, source="unknown", warnings=(warning,))
+            facts = typical_shape(model, params_override or count or 0)
+            if params_override is None:
+                facts = replace(facts, warnings=(warning, *facts.warnings))
+    if params_override is not None:
+        return replace(facts, total_params=params_override, source="flag")
+    return facts

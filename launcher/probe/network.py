@@ -1,0 +1,47 @@
+"""Network facts: InfiniBand devices, interfaces, the interface that routes to MASTER_ADDR, a free port."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import psutil
+
+from launcher.model import NetworkFacts
+
+
+def probe_network(sys_ib: Path = Path("/sys/class/infiniband")) -> NetworkFacts:
+    warnings: list[str] = []
+    try:
+        ib = tuple(sorted(p.name for p in sys_ib.iterdir())) if sys_ib.exists() else ()
+    except OSError as err:
+        ib = ()
+        warnings.append(f"cannot list {sys_ib} ({err.strerror}): InfiniBand unknown")
+    try:
+        interfaces = tuple(sorted(psutil.net_if_addrs()))
+    except Exception as err:
+        interfaces = ()
+        warnings.append(f"cannot list network interfaces ({err})")
+    return NetworkFacts(ib_devices=ib, interfaces=interfaces, warnings=tuple(warnings))
+
+
+def route_interface(master_addr: str, port: int = 9) -> str | None:
+    """The interface whose address the kernel would use to reach master_addr (None if unknown)."""
+    try:
+        infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
+        family, _, _, _, sockaddr = infos[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect(sockaddr)  # UDP connect sends nothing; it only picks a route
+            local_ip = sock.getsockname()[0]
+    except OSError:
+        return None
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(addr.address.split("%")[0] == local_ip for addr in addrs):
+            return name
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

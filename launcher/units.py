@@ -1,0 +1,82 @@
+"""Byte sizes: parse `24GiB` / `512G` / `7.6e9`-style user input and format bytes for people.
+
+Pure functions; every parse error is a `SafeSftError` naming the value.
+"""
+
+from __future__ import annotations
+
+import re
+
+from launcher.errors import SafeSftError
+
+GiB = 1024**3
+MiB = 1024**2
+KiB = 1024
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": KiB,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": MiB,
+    "g": GiB,
+    "gb": 1000**3,
+    "gib": GiB,
+    "t": 1024**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """`24GiB` -> bytes. A bare `G` means GiB, as people write GPU and RAM sizes."""
+    match = _SIZE_RE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _SIZE_UNITS:
+        raise SafeSftError(f"{what} {text!r} is not a size", "write it like 24GiB, 80G or 512GiB")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_count(text: str, what: str) -> int:
+    """A non-negative integer such as NPROC_PER_NODE=8, or a clear error naming the value."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise SafeSftError(f"{what}={text!r} is not an integer", f"set {what} to a whole number") from None
+    if value < 0:
+        raise SafeSftError(f"{what}={value} is negative", f"set {what} to 0 or more")
+    return value
+
+
+def parse_param_count(text: str) -> int:
+    """`7.6e9`, `7B`, `500M` -> a parameter count."""
+    match = re.match(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", text, re.IGNORECASE)
+    if not match:
+        raise SafeSftError(f"parameter count {text!r} is not a number", "write it like 7.6e9 or 7B")
+    scale = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}[match.group(2).lower()]
+    return int(float(match.group(1)) * scale)
+
+
+def fmt_bytes(n: int | None) -> str:
+    """Bytes for people: `1.5 GiB`, `64 MiB`, `unknown`."""
+    if n is None:
+        return "unknown"
+    for unit, size in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def fmt_params(n: int | None) -> str:
+    """Parameter counts for people: `7.62B`, `494.0M`."""
+    if n is None:
+        return "unknown"
+    if n >= 10**9:
+        return f"{n / 10**9:.2f}B"
+    if n >= 10**6:
+        return f"{n / 10**6:.1f}M"
+    return f"{n:,}"

@@ -1,0 +1,99 @@
+"""Option splitting, the JSON plan schema through the real CLI, and the light import path."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from launcher.cli import COMMANDS, split_own_options
+
+PLAN = COMMANDS["plan"][0]
+
+
+@pytest.mark.parametrize(
+    ("args", "own", "swift"),
+    [
+        pytest.param(["--model", "m"], [], ["--model", "m"], id="drop-in"),
+        pytest.param(
+            ["--gpus", "2", "--force", "--model", "m"],
+            ["--gpus", "2", "--force"],
+            ["--model", "m"],
+            id="leading",
+        ),
+        pytest.param(
+            ["--gpus=2", "cfg.yaml", "--gpus", "x"],
+            ["--gpus=2"],
+            ["cfg.yaml", "--gpus", "x"],
+            id="stops-at-first-unknown",
+        ),
+        pytest.param(["--json", "--", "--force", "1"], ["--json"], ["--force", "1"], id="double-dash"),
+    ],
+)
+def test_split_own_options(args: list[str], own: list[str], swift: list[str]) -> None:
+    assert split_own_options(PLAN, args) == (own, swift)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_plan_json_schema_7b_full_and_lora() -> None:
+    common = ["--json", "--model-params", "7e9", "--assume-gpus", "4x24GiB", "--assume-ram", "256GiB"]
+    full = run_cli("plan", *common, "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "full")
+    assert full.returncode == 0, full.stderr
+    plan = json.loads(full.stdout)
+    assert plan["strategy"] in ("zero3", "zero3_offload")
+    assert "zero2 does not fit" in plan["strategy_reason"]
+    for key in ("nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port"):
+        assert set(plan["topology"][key]) >= {"value", "source"}
+    assert plan["topology"]["nproc_per_node"]["value"] == 4
+    assert set(plan["estimates"]) == {"zero2", "zero3", "zero3_offload"}
+    assert all(
+        {"gpu_need_bytes", "gpu_free_bytes", "cpu_need_bytes", "cpu_free_bytes"} <= set(e)
+        for e in plan["estimates"].values()
+    )
+    assert plan["command"][1:3] == ["-m", "torch.distributed.run"]
+    assert plan["env"]["NPROC_PER_NODE"] == "4"
+    lora = json.loads(run_cli("plan", *common, "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "lora").stdout)
+    assert lora["strategy"] == "zero2"
+
+
+def test_nothing_fits_exits_3_with_numbers_unless_forced() -> None:
+    args = [
+        "plan",
+        "--model-params",
+        "72e9",
+        "--assume-gpus",
+        "1x24GiB",
+        "--assume-ram",
+        "64GiB",
+        "--model",
+        "m",
+        "--tuner_type",
+        "full",
+    ]
+    result = run_cli(*args)
+    assert result.returncode == 3
+    assert "nothing fits" in result.stderr and "GiB" in result.stderr
+    assert run_cli(args[0], "--force", *args[1:]).returncode == 0
+
+
+def test_bad_value_is_one_line_with_fix() -> None:
+    result = run_cli("plan", "--assume-gpus", "4xlots", "--model", "m")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == "safe-sft: error: --assume-gpus 'lots' is not a size"
+    assert result.stderr.splitlines()[1].startswith("safe-sft: fix:")
+    assert "Traceback" not in result.stderr
+
+
+def test_plan_does_not_import_torch_deepspeed_or_swift() -> None:
+    code = (
+        "import sys; from launcher.cli import main\n"
+        "try:\n    main(['plan', '--json', '--assume-gpus', '2x80GiB', '--model-params', '7e9', '--model', 'm'])\n"
+        "except SystemExit: pass\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'swift', 'transformers'))\n"
+        "print('HEAVY', bad)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]

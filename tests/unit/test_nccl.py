@@ -1,0 +1,70 @@
+import pytest
+
+from launcher.plan.nccl import nccl_settings
+
+
+def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=None):  # type: ignore[no-untyped-def]
+    result, notes = nccl_settings(
+        env=env or {},
+        uses_gpus=uses_gpus,
+        nnodes=nnodes,
+        ib_devices=ib,
+        route_interface=iface,
+        overrides=overrides or {},
+    )
+    return {s.name: s.value for s in result}, notes
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        pytest.param(
+            {},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "WARN"},
+            id="no-ib",
+        ),
+        pytest.param({"ib": ("mlx5_0",)}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_DEBUG": "WARN"}, id="ib"),
+        pytest.param(
+            {"nnodes": 2, "iface": "eth1", "ib": ("mlx5_0",)},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_SOCKET_IFNAME": "eth1", "NCCL_DEBUG": "WARN"},
+            id="multinode-iface",
+        ),
+        pytest.param(
+            {"nnodes": 1, "iface": "eth1", "ib": ("m",)},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_DEBUG": "WARN"},
+            id="single-node-no-ifname",
+        ),
+        pytest.param({"uses_gpus": False}, {}, id="cpu"),
+        pytest.param(
+            {"env": {"NCCL_DEBUG": "INFO"}},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_IB_DISABLE": "1"},
+            id="user-kept",
+        ),
+        pytest.param(
+            {"env": {"NCCL_DEBUG": "INFO"}, "overrides": {"NCCL_DEBUG": "TRACE", "NCCL_P2P_DISABLE": "1"}},
+            {
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+                "NCCL_IB_DISABLE": "1",
+                "NCCL_DEBUG": "TRACE",
+                "NCCL_P2P_DISABLE": "1",
+            },
+            id="flag-overrides",
+        ),
+    ],
+)
+def test_nccl_defaults(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
+    assert settings(**kwargs)[0] == expected
+
+
+def test_user_value_is_never_overwritten_silently() -> None:
+    _, notes = settings(env={"NCCL_IB_DISABLE": "0"})
+    assert any("kept your NCCL_IB_DISABLE=0" in n for n in notes)
+    result, _ = nccl_settings(
+        env={"NCCL_DEBUG": "INFO"},
+        uses_gpus=True,
+        nnodes=1,
+        ib_devices=(),
+        route_interface=None,
+        overrides={"NCCL_DEBUG": "TRACE"},
+    )
+    assert [s.reason for s in result if s.name == "NCCL_DEBUG"] == ["--nccl-env (replaces your NCCL_DEBUG=INFO)"]

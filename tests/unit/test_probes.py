@@ -1,0 +1,167 @@
+"""Probes against fakes: an NVML module, cgroup trees, safetensors files written by the test."""
+
+import json
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from launcher.probe.gpus import probe_gpus
+from launcher.probe.memory import cgroup_limit
+from launcher.probe.model_size import params_from_name, probe_model
+from launcher.units import GiB
+
+
+class FakeNvml:
+    """Just enough of pynvml: two GPUs, the second busy."""
+
+    def __init__(self, fail_init: bool = False) -> None:
+        self.fail_init = fail_init
+        self.shutdown_called = False
+
+    def nvmlInit(self) -> None:
+        if self.fail_init:
+            raise OSError("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown_called = True
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return b"550.54.15"
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        used = 70 * GiB if handle == 1 else GiB
+        return SimpleNamespace(total=80 * GiB, free=80 * GiB - used, used=used)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[object]:
+        return [object()] * handle
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        return b"NVIDIA H100 80GB HBM3"
+
+
+def test_nvml_probe_reads_every_gpu() -> None:
+    nvml = FakeNvml()
+    facts = probe_gpus(nvml)  # type: ignore[arg-type]
+    assert facts.driver_version == "550.54.15"
+    assert [(g.index, g.uuid, g.free_bytes // GiB, g.compute_processes) for g in facts.gpus] == [
+        (0, "GPU-0", 79, 0),
+        (1, "GPU-1", 10, 1),
+    ]
+    assert nvml.shutdown_called
+
+
+def test_no_driver_is_zero_gpus_and_a_warning() -> None:
+    facts = probe_gpus(FakeNvml(fail_init=True))  # type: ignore[arg-type]
+    assert facts.gpus == ()
+    assert "no NVIDIA driver" in facts.warnings[0]
+
+
+def test_cgroup_v1_limit(tmp_path: Path) -> None:
+    group = tmp_path / "memory" / "job"
+    group.mkdir(parents=True)
+    (group / "memory.limit_in_bytes").write_text(str(16 * GiB))
+    (group / "memory.usage_in_bytes").write_text(str(4 * GiB))
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/job\n0::/\n")
+    assert cgroup_limit(tmp_path, proc) == (16 * GiB, 4 * GiB)
+
+
+def test_cgroup_v1_unlimited(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/\n")
+    assert cgroup_limit(tmp_path, proc) == (None, None)
+
+
+def test_cgroup_v2_limit(tmp_path: Path) -> None:
+    group = tmp_path / "user.slice"
+    group.mkdir()
+    (group / "memory.max").write_text(str(8 * GiB))
+    (group / "memory.current").write_text(str(GiB))
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/user.slice\n")
+    assert cgroup_limit(tmp_path, proc) == (8 * GiB, GiB)
+    (group / "memory.max").write_text("max")
+    assert cgroup_limit(tmp_path, proc) == (None, None)
+
+
+def write_safetensors(path: Path, tensors: dict[str, list[int]], dtype: str = "BF16") -> None:
+    header = {name: {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]} for name, shape in tensors.items()}
+    header["__metadata__"] = {"format": "pt"}  # type: ignore[assignment]
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+
+
+def test_model_dir_exact_count_and_largest_layer(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 100}))
+    write_safetensors(
+        tmp_path / "model-00001-of-00002.safetensors",
+        {"model.embed_tokens.weight": [100, 8], "model.layers.0.mlp.up_proj.weight": [32, 8]},
+    )
+    write_safetensors(
+        tmp_path / "model-00002-of-00002.safetensors",
+        {
+            "model.layers.0.self_attn.q_proj.weight": [8, 8],
+            "model.layers.1.mlp.up_proj.weight": [32, 8],
+            "lm_head.weight": [100, 8],
+        },
+    )
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.total_params == 800 + 256 + 64 + 256 + 800
+    assert facts.largest_layer_params == 800
+    assert (facts.source, facts.dtype, facts.hidden_size, facts.num_layers) == ("safetensors", "BF16", 8, 2)
+
+
+def test_hub_id_found_in_hf_cache(tmp_path: Path) -> None:
+    snapshot = tmp_path / "hf" / "hub" / "models--Qwen--Tiny" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    write_safetensors(snapshot / "model.safetensors", {"w": [10, 10]})
+    facts = probe_model("Qwen/Tiny", {"HF_HOME": str(tmp_path / "hf")}, tmp_path)
+    assert (facts.total_params, facts.source) == (100, "safetensors")
+
+
+def test_hub_id_found_in_modelscope_cache(tmp_path: Path) -> None:
+    directory = tmp_path / "ms" / "models" / "Qwen" / "Tiny"
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text("{}")
+    write_safetensors(directory / "model.safetensors", {"w": [3, 7]})
+    facts = probe_model("Qwen/Tiny", {"MODELSCOPE_CACHE": str(tmp_path / "ms")}, tmp_path)
+    assert facts.total_params == 21
+
+
+def test_unknown_model_size_from_name_warns(tmp_path: Path) -> None:
+    facts = probe_model("Qwen/Qwen2.5-7B-Instruct", {}, tmp_path)
+    assert (facts.total_params, facts.source) == (7_000_000_000, "name")
+    assert any("read from its name" in w for w in facts.warnings)
+
+
+def test_model_params_flag_overrides(tmp_path: Path) -> None:
+    facts = probe_model("Qwen/Qwen2.5-7B-Instruct", {}, tmp_path, params_override=7_600_000_000)
+    assert (facts.total_params, facts.source) == (7_600_000_000, "flag")
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("Qwen2.5-7B-Instruct", 7e9),
+        ("Qwen2.5-0.5B", 0.5e9),
+        ("Qwen2-VL-72B", 72e9),
+        ("SmolLM-135M", 135e6),
+        ("llama", None),
+    ],
+)
+def test_params_from_name(name: str, params: float | None) -> None:
+    assert params_from_name(name) == (int(params) if params else None)

@@ -1,0 +1,42 @@
+from launcher.plan.swift_args import parse_swift_argv
+
+
+def test_last_flag_wins_and_dash_alias() -> None:
+    args = parse_swift_argv(["--max_steps", "10", "--max-steps", "20", "--dataset", "a.jsonl", "b.jsonl"])
+    assert args.get("max_steps") == "20"
+    assert args.get("dataset") == "a.jsonl b.jsonl"
+
+
+def test_equals_form_and_bare_flag() -> None:
+    args = parse_swift_argv(["--use_cpu=true", "--gradient_checkpointing"])
+    assert args.get_bool("use_cpu", False) is True
+    assert args.get_bool("gradient_checkpointing", False) is True
+
+
+def test_config_values_lose_to_cli_and_env_block_is_kept() -> None:
+    config = {"per_device_train_batch_size": 4, "dataset": ["x", "y"], "ENV": {"NPROC_PER_NODE": 2}}
+    args = parse_swift_argv(["train.yaml", "--per_device_train_batch_size", "8"], config)
+    assert args.config_file == "train.yaml"
+    assert args.get_int("per_device_train_batch_size") == 8
+    assert args.get("dataset") == "x y"
+    assert args.config_env == {"NPROC_PER_NODE": "2"}
+
+
+def test_with_values_replaces_in_place_and_appends() -> None:
+    args = parse_swift_argv(["cfg.yaml", "--per_device_train_batch_size", "4", "--model", "m"])
+    changed = args.with_values({"per_device_train_batch_size": "2", "gradient_accumulation_steps": "8"})
+    assert changed.argv() == (
+        "cfg.yaml",
+        "--per_device_train_batch_size",
+        "2",
+        "--model",
+        "m",
+        "--gradient_accumulation_steps",
+        "8",
+    )
+    assert args.get_int("per_device_train_batch_size") == 4  # the original is untouched
+
+
+def test_with_values_none_removes() -> None:
+    args = parse_swift_argv(["--resume_from_checkpoint", "old", "--model", "m"])
+    assert args.with_values({"resume_from_checkpoint": None}).argv() == ("--model", "m")
