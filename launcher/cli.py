@@ -144,6 +144,70 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
         sys.exit(EXIT_TRAINING_FAILED)
 
 
+@click.command("run", context_settings={"help_option_names": ["--help"]})
+@_launch_options
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 100),
+    default=5,
+    show_default=True,
+    envvar="SAFE_SFT_MAX_ATTEMPTS",
+    help="Attempts in all, the first included.",
+)
+@click.option(
+    "--grace-period",
+    type=float,
+    default=30.0,
+    show_default=True,
+    envvar="SAFE_SFT_GRACE_PERIOD",
+    help="Seconds between forwarding a signal and SIGKILL.",
+)
+@click.option(
+    "--allow-shorter-max-length",
+    is_flag=True,
+    envvar="SAFE_SFT_ALLOW_SHORTER_MAX_LENGTH",
+    help="Let the OOM ladder halve max_length (long samples are then truncated).",
+)
+@click.pass_obj
+@_user_errors
+def run_command(
+    swift_argv: list[str], max_attempts: int, grace_period: float, allow_shorter_max_length: bool, **kwargs: Any
+) -> None:
+    """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
+    from datetime import datetime
+
+    from launcher.prepare import prepare
+    from launcher.render import render_plan
+    from launcher.run.child import become_subreaper
+    from launcher.run.memlock import raise_memlock
+    from launcher.run.report import report_json, summary, write_report
+    from launcher.run.supervisor import RunConfig, Supervisor
+
+    memlock = raise_memlock()
+    prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
+    click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
+    if not prepared.plan.fits and not kwargs["force"]:
+        raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
+    run_dir = prepared.output_dir.resolve() / "safe-sft" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    run_dir.mkdir(parents=True)
+    report_path = run_dir / "report.json"
+    argv = sys.argv[1:]
+
+    become_subreaper()
+    supervisor = Supervisor(
+        prepared,
+        RunConfig(max_attempts, grace_period, allow_shorter_max_length),
+        os.environ,
+        run_dir=run_dir,
+        on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv)),
+    )
+    supervisor.install_signal_handlers()
+    result = supervisor.run()
+    write_report(report_path, report_json(result.attempts, result, argv))
+    click.echo(summary(result, report_path), err=True)
+    sys.exit(result.exit_code)
+
+
 def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str], list[str]]:
     """Leading safe-sft options vs swift's arguments: the first unknown argument starts swift's."""
     takes_value: dict[str, bool] = {"--help": False}
@@ -169,6 +233,7 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
 
 
 COMMANDS: dict[str, tuple[click.Command, bool]] = {
+    "run": (run_command, True),
     "plan": (plan_command, True),
     "doctor": (doctor_command, False),
 }
@@ -188,5 +253,4 @@ def main(argv: list[str] | None = None) -> None:
         command, takes_swift_args = COMMANDS[args[0]]
         _invoke(command, args[1:], takes_swift_args)
         return
-    run_command, _ = COMMANDS["run"] if "run" in COMMANDS else COMMANDS["plan"]
-    _invoke(run_command, args[1:] if args[0] == "run" else args, True)
+    _invoke(run_command, args, True)

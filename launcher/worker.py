@@ -5,9 +5,26 @@ and safe-sft's classifier get the real traceback of every failed rank. This file
 processes only; the launcher never imports it.
 """
 
+import ctypes
+import os
 import runpy
+import signal
+import sys
 
 from torch.distributed.elastic.multiprocessing.errors import record
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """torchrun starts workers in their own sessions: tie each to torchrun's life instead."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # torchrun died before the prctl took effect
+        sys.exit(1)
 
 
 @record
@@ -16,4 +33,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     main()

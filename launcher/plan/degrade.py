@@ -1,0 +1,252 @@
+"""The degradation ladder: from the settings that failed and the failure, the next settings or give up.
+
+Pure and deterministic. Every rung keeps the global batch (micro-batch x grad-accum x world size), so a
+resumed run sees the same samples per optimizer step. The rungs, per kind:
+
+- cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
+  (zero2 -> zero3 -> zero3_offload); half MAX_PIXELS for vision-language models; a shorter max_length
+  only if the user allowed it; give up.
+- cuda_oom_load: a higher ZeRO stage or offload first, then the cuda_oom rungs.
+- cuda_oom_save: save_only_model, then the cuda_oom rungs.
+- host_oom: fewer dataloader workers; off offload where the GPUs have room; pinning off; smaller micro-batch.
+- memlock: pinning off. shm: dataloader workers 0.
+- comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
+- killed, unknown: the same settings once more.
+- user_error, cuda_error, crash, interrupted: stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from launcher.model import FailureKind
+
+ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
+DEFAULT_MAX_PIXELS = 12845056  # Qwen2-VL's processor default (16384 * 28 * 28)
+MIN_MAX_PIXELS = 200704  # 256 * 28 * 28: below this images lose too much
+MIN_MAX_LENGTH = 256
+GIVE_UP_KINDS = frozenset({FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The knobs the ladder turns; everything else in the user's argv stays as it was."""
+
+    micro_batch: int
+    grad_accum: int
+    world_size: int
+    gradient_checkpointing: bool = True
+    deepspeed: str | None = None
+    save_only_model: bool = False
+    dataloader_num_workers: int = 1
+    pin_memory: bool = True
+    max_pixels: int | None = None
+    max_length: int | None = None
+    nccl_p2p_disable: bool = False
+    is_multimodal: bool = False
+    allow_shorter_max_length: bool = False
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.world_size
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung taken: the new settings, what changed, and why."""
+
+    settings: Settings
+    change: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    reason: str
+
+
+Rung = Callable[[Settings], Step | None]
+
+
+def _smaller_micro_batch(s: Settings) -> Step | None:
+    if s.micro_batch <= 1:
+        return None
+    divisor = next(d for d in range(s.micro_batch // 2, 0, -1) if s.micro_batch % d == 0)
+    accum = s.grad_accum * s.micro_batch // divisor
+    new = replace(s, micro_batch=divisor, grad_accum=accum)
+    return Step(
+        new,
+        f"per_device_train_batch_size {s.micro_batch} -> {divisor}, gradient_accumulation_steps "
+        f"{s.grad_accum} -> {accum} (global batch stays {s.global_batch})",
+        "less activation memory per step",
+    )
+
+
+def _checkpointing_on(s: Settings) -> Step | None:
+    if s.gradient_checkpointing:
+        return None
+    return Step(
+        replace(s, gradient_checkpointing=True),
+        "gradient_checkpointing false -> true",
+        "recompute activations instead of keeping them",
+    )
+
+
+def _higher_zero(s: Settings) -> Step | None:
+    current = s.deepspeed
+    if current in ZERO_LADDER:
+        index = ZERO_LADDER.index(current)
+        if index + 1 >= len(ZERO_LADDER):
+            return None
+        target = ZERO_LADDER[index + 1]
+    elif current in (None, "zero0", "zero1"):
+        target = "zero2"
+    elif current == "zero2_offload":
+        target = "zero3_offload"
+    else:
+        return None  # a custom DeepSpeed JSON: not ours to change
+    why = (
+        "offload parameters and optimizer state to host RAM"
+        if target.endswith("offload")
+        else ("shard parameters too" if target == "zero3" else "shard optimizer state and gradients")
+    )
+    return Step(replace(s, deepspeed=target), f"deepspeed {current or 'none'} -> {target}", why)
+
+
+def _smaller_images(s: Settings) -> Step | None:
+    if not s.is_multimodal:
+        return None
+    current = s.max_pixels or DEFAULT_MAX_PIXELS
+    if current // 2 < MIN_MAX_PIXELS:
+        return None
+    return Step(
+        replace(s, max_pixels=current // 2), f"MAX_PIXELS {current} -> {current // 2}", "fewer vision tokens per image"
+    )
+
+
+def _shorter_max_length(s: Settings) -> Step | None:
+    if not s.allow_shorter_max_length or s.max_length is None or s.max_length // 2 < MIN_MAX_LENGTH:
+        return None
+    return Step(
+        replace(s, max_length=s.max_length // 2),
+        f"max_length {s.max_length} -> {s.max_length // 2}",
+        "shorter sequences (you allowed it; long samples are truncated)",
+    )
+
+
+def _save_only_model(s: Settings) -> Step | None:
+    if s.save_only_model:
+        return None
+    return Step(
+        replace(s, save_only_model=True),
+        "save_only_model false -> true",
+        "checkpoints without optimizer state need far less memory to write",
+    )
+
+
+def _fewer_workers(s: Settings) -> Step | None:
+    if s.dataloader_num_workers <= 0:
+        return None
+    fewer = s.dataloader_num_workers // 2
+    return Step(
+        replace(s, dataloader_num_workers=fewer),
+        f"dataloader_num_workers {s.dataloader_num_workers} -> {fewer}",
+        "each dataloader worker holds its own copy of the dataset in host RAM",
+    )
+
+
+def _workers_zero(s: Settings) -> Step | None:
+    if s.dataloader_num_workers == 0:
+        return None
+    return Step(
+        replace(s, dataloader_num_workers=0),
+        f"dataloader_num_workers {s.dataloader_num_workers} -> 0",
+        "no worker processes, no shared-memory batches",
+    )
+
+
+def _pin_off(s: Settings) -> Step | None:
+    if not s.pin_memory:
+        return None
+    return Step(
+        replace(s, pin_memory=False),
+        "pin_memory true -> false (dataloader and DeepSpeed offload)",
+        "pinned pages are locked host RAM",
+    )
+
+
+def _p2p_off(s: Settings) -> Step | None:
+    if s.nccl_p2p_disable:
+        return None
+    return Step(
+        replace(s, nccl_p2p_disable=True), "NCCL_P2P_DISABLE=1", "GPU peer-to-peer transfers are a common cause"
+    )
+
+
+def _same_again(s: Settings) -> Step:
+    return Step(s, "no change", "retry once: the failure may be transient")
+
+
+OOM_RUNGS: tuple[Rung, ...] = (
+    _smaller_micro_batch,
+    _checkpointing_on,
+    _higher_zero,
+    _smaller_images,
+    _shorter_max_length,
+)
+
+
+def _host_oom_rungs(gpus_have_room_for_zero3: bool) -> tuple[Rung, ...]:
+    def off_offload(s: Settings) -> Step | None:
+        if s.deepspeed != "zero3_offload" or not gpus_have_room_for_zero3:
+            return None
+        return Step(
+            replace(s, deepspeed="zero3"),
+            "deepspeed zero3_offload -> zero3",
+            "the GPUs have room for zero3: stop holding parameters and optimizer state in host RAM",
+        )
+
+    return (_fewer_workers, off_offload, _pin_off, _smaller_micro_batch)
+
+
+def next_step(
+    settings: Settings,
+    kind: FailureKind,
+    history: Sequence[FailureKind] = (),
+    *,
+    gpus_have_room_for_zero3: bool = False,
+) -> Step | GiveUp:
+    """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures."""
+    if kind in GIVE_UP_KINDS:
+        return GiveUp(f"{kind.value} is not something a retry fixes")
+    if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):
+        comm = (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG)
+        if sum(1 for k in history if k in comm) == 0:
+            return _same_again(settings)
+        return _p2p_off(settings) or GiveUp("communication still fails with NCCL_P2P_DISABLE=1")
+    if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
+        if kind not in history:
+            return _same_again(settings)
+        return GiveUp(f"{kind.value} twice in a row")
+
+    rungs: tuple[Rung, ...]
+    if kind is FailureKind.CUDA_OOM:
+        rungs = OOM_RUNGS
+    elif kind is FailureKind.CUDA_OOM_LOAD:
+        rungs = (_higher_zero, *OOM_RUNGS)
+    elif kind is FailureKind.CUDA_OOM_SAVE:
+        rungs = (_save_only_model, *OOM_RUNGS)
+    elif kind is FailureKind.HOST_OOM:
+        rungs = _host_oom_rungs(gpus_have_room_for_zero3)
+    elif kind is FailureKind.MEMLOCK:
+        rungs = (_pin_off,)
+    elif kind is FailureKind.SHM:
+        rungs = (_workers_zero,)
+    else:
+        return GiveUp(f"no rung for {kind.value}")
+    for rung in rungs:
+        step = rung(settings)
+        if step is not None:
+            return step
+    return GiveUp(f"every rung for {kind.value} has been tried")

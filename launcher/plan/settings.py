@@ -1,0 +1,116 @@
+"""Between swift's argv and the ladder's Settings: read the starting settings, write an attempt's argv.
+
+Pure. The attempt's argv is the user's argv with only the changed knobs rewritten (in place, or appended),
+plus the resume flags; environment knobs (MAX_PIXELS, NCCL_P2P_DISABLE) come back as a separate dict.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from launcher.model import ModelFacts, Plan
+from launcher.plan.build import NO_PIN_CONFIG_NAME
+from launcher.plan.degrade import ZERO_LADDER, Settings
+from launcher.plan.swift_args import SwiftArgs
+
+SWIFT_DEFAULT_GLOBAL_BATCH = 16  # swift: gradient_accumulation_steps = ceil(16 / batch / world_size)
+
+
+@dataclass(frozen=True)
+class Resume:
+    checkpoint: str
+    step: int
+    weights_only: bool
+    why_weights_only: str = ""
+
+
+def plan_swift_args(swift: SwiftArgs, plan: Plan) -> SwiftArgs:
+    return swift.with_values({"deepspeed": plan.deepspeed_arg}) if plan.deepspeed_arg else swift
+
+
+def initial_settings(
+    swift: SwiftArgs,
+    plan: Plan,
+    model: ModelFacts | None,
+    env: Mapping[str, str],
+    allow_shorter_max_length: bool = False,
+) -> Settings:
+    micro = swift.get_int("per_device_train_batch_size", 1) or 1
+    world = plan.topology.world_size
+    accum = swift.get_int("gradient_accumulation_steps") or max(
+        1, math.ceil(SWIFT_DEFAULT_GLOBAL_BATCH / micro / world)
+    )
+    max_pixels = env.get("MAX_PIXELS") or swift.config_env.get("MAX_PIXELS")
+    return Settings(
+        micro_batch=micro,
+        grad_accum=accum,
+        world_size=world,
+        gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
+        deepspeed=plan.strategy,
+        save_only_model=swift.get_bool("save_only_model", False),
+        dataloader_num_workers=swift.get_int("dataloader_num_workers", 1) or 0,
+        pin_memory=swift.get_bool("dataloader_pin_memory", True) and not plan.write_no_pin_config,
+        max_pixels=int(max_pixels) if max_pixels and max_pixels.isdigit() else None,
+        max_length=swift.get_int("max_length"),
+        nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
+        is_multimodal=bool(model and model.is_multimodal),
+        allow_shorter_max_length=allow_shorter_max_length,
+    )
+
+
+def deepspeed_value(settings: Settings, config_dir: str, run_dir: str) -> str | None:
+    """Our strategy names become our config files; pinning off with offload uses the no-pin copy."""
+    name = settings.deepspeed
+    if name == "zero3_offload" and not settings.pin_memory:
+        return posixpath.join(run_dir, NO_PIN_CONFIG_NAME)
+    if name in ZERO_LADDER:
+        return posixpath.join(config_dir, f"{name}.json")
+    return name
+
+
+def attempt_args(
+    base: SwiftArgs,
+    initial: Settings,
+    settings: Settings,
+    resume: Resume | None,
+    *,
+    config_dir: str,
+    run_dir: str,
+    fresh_version_dir: bool,
+) -> tuple[SwiftArgs, dict[str, str]]:
+    """(the swift args of this attempt, the env variables the ladder sets)."""
+    updates: dict[str, str | None] = {}
+    if (settings.micro_batch, settings.grad_accum) != (initial.micro_batch, initial.grad_accum):
+        updates["per_device_train_batch_size"] = str(settings.micro_batch)
+        updates["gradient_accumulation_steps"] = str(settings.grad_accum)
+    if settings.gradient_checkpointing != initial.gradient_checkpointing:
+        updates["gradient_checkpointing"] = _flag(settings.gradient_checkpointing)
+    if (settings.deepspeed, settings.pin_memory) != (initial.deepspeed, initial.pin_memory) and settings.deepspeed:
+        updates["deepspeed"] = deepspeed_value(settings, config_dir, run_dir)
+    if settings.save_only_model != initial.save_only_model:
+        updates["save_only_model"] = _flag(settings.save_only_model)
+    if settings.dataloader_num_workers != initial.dataloader_num_workers:
+        updates["dataloader_num_workers"] = str(settings.dataloader_num_workers)
+    if settings.pin_memory != initial.pin_memory:
+        updates["dataloader_pin_memory"] = _flag(settings.pin_memory)
+    if settings.max_length != initial.max_length and settings.max_length is not None:
+        updates["max_length"] = str(settings.max_length)
+        updates["truncation_strategy"] = "right"  # the default `delete` would drop the long samples
+    if resume is not None:
+        updates["resume_from_checkpoint"] = resume.checkpoint
+        updates["resume_only_model"] = _flag(resume.weights_only) if resume.weights_only else None
+    if fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):
+        updates["add_version"] = "true"  # a new attempt never writes into an earlier attempt's checkpoints
+    env: dict[str, str] = {}
+    if settings.max_pixels != initial.max_pixels and settings.max_pixels is not None:
+        env["MAX_PIXELS"] = str(settings.max_pixels)
+    if settings.nccl_p2p_disable and not initial.nccl_p2p_disable:
+        env["NCCL_P2P_DISABLE"] = "1"
+    return base.with_values(updates), env
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"

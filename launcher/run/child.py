@@ -1,0 +1,156 @@
+"""One training process tree: spawn it in its own session, relay its output, signal it, and end it.
+
+The output goes to the terminal byte for byte and to the attempt's console.log, and the last few hundred
+KiB stay in memory for the classifier. torchrun starts its workers in sessions of their own, so a
+process-group signal does not reach them: safe-sft becomes a child subreaper (orphans stay in its tree)
+and signals every descendant. If safe-sft itself is SIGKILLed, PR_SET_PDEATHSIG takes torchrun down, and
+the worker entry point (launcher/worker.py) asks for the same from torchrun.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, BinaryIO
+
+import psutil
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+CHUNK = 1 << 16
+TAIL_BYTES = 1 << 19
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (torchrun's workers after torchrun dies) are re-parented to us, not to init."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _child_setup() -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _Relay(threading.Thread):
+    """Copy one pipe to a terminal stream and the shared log, keeping a bounded tail."""
+
+    def __init__(self, source: IO[bytes], sink: BinaryIO, log: BinaryIO, lock: threading.Lock, tail: deque[bytes]):
+        super().__init__(daemon=True)
+        self.source, self.sink, self.log, self.lock, self.tail = source, sink, log, lock, tail
+        self.tail_size = 0
+
+    def run(self) -> None:
+        fd = self.source.fileno()
+        sink_fd = self.sink.fileno()
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                written = os.write(sink_fd, view)
+                view = view[written:]
+            with self.lock:
+                self.log.write(chunk)
+                self.tail.append(chunk)
+                self.tail_size += len(chunk)
+                while self.tail_size > TAIL_BYTES and len(self.tail) > 1:
+                    self.tail_size -= len(self.tail.popleft())
+
+
+class TrainingProcess:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        stdout: BinaryIO,
+        stderr: BinaryIO,
+    ) -> None:
+        self.log = log_path.open("ab")
+        self.lock = threading.Lock()
+        self.tail: deque[bytes] = deque()
+        self.popen = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_child_setup,  # only prctl: safe between fork and exec
+        )
+        assert self.popen.stdout is not None and self.popen.stderr is not None
+        self.relays = [
+            _Relay(self.popen.stdout, stdout, self.log, self.lock, self.tail),
+            _Relay(self.popen.stderr, stderr, self.log, self.lock, self.tail),
+        ]
+        for relay in self.relays:
+            relay.start()
+        self.known: dict[int, float] = {}  # pid -> create_time of every descendant seen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        self._remember_descendants()
+        return self.popen.poll()
+
+    def _remember_descendants(self) -> None:
+        try:
+            for proc in psutil.Process(self.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self.known.setdefault(proc.pid, proc.create_time())
+        except psutil.Error:
+            pass
+
+    def alive_descendants(self) -> list[psutil.Process]:
+        """Every process of this tree still running (checked against pid reuse)."""
+        self._remember_descendants()
+        alive = []
+        for pid, created in self.known.items():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+        return alive
+
+    def signal_all(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+        for proc in self.alive_descendants():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signum)
+
+    def finish(self) -> tuple[int, str]:
+        """Wait for the output to drain; (exit code, the tail of the output as text)."""
+        code = self.popen.wait()
+        for relay in self.relays:
+            relay.join(timeout=10)
+        reap_orphans()
+        self.log.close()
+        with self.lock:
+            tail = b"".join(self.tail).decode("utf-8", errors="replace")
+        return code, tail
+
+
+def reap_orphans() -> None:
+    """Collect exit statuses of re-parented descendants so no zombie stays behind."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

@@ -1,0 +1,96 @@
+"""Gather what an attempt left behind: per-rank error files, kernel OOM counters, swift's step log.
+
+Reads only; each source is parsed here once into the typed values launcher.run.classify consumes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+from launcher.run.classify import RankFailure
+
+_VMSTAT = Path("/proc/vmstat")
+
+
+def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
+    """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank."""
+    failures = []
+    for path in sorted(log_dir.glob("**/error.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        message = data.get("message", {})
+        if isinstance(message, dict):
+            text = str(message.get("message", ""))
+            extra = message.get("extraInfo", {}) or {}
+            callstack = str(extra.get("py_callstack", ""))
+            stamp = extra.get("timestamp")
+        else:
+            text, callstack, stamp = str(message), "", None
+        local_rank = int(path.parent.name) if path.parent.name.isdigit() else None
+        rank = None if local_rank is None else node_rank * nproc_per_node + local_rank
+        failures.append(
+            RankFailure(
+                rank=rank,
+                exit_code=1,
+                message=f"{callstack}\n{text}".strip(),
+                timestamp=float(stamp) if isinstance(stamp, str | int | float) and str(stamp).isdigit() else None,
+            )
+        )
+    return tuple(failures)
+
+
+def oom_kill_count() -> int | None:
+    """The kernel's count of OOM kills (memory-cgroup kills included), from /proc/vmstat."""
+    try:
+        for line in _VMSTAT.read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def kernel_oom_evidence(before: int | None, after: int | None) -> tuple[str, ...]:
+    if before is None or after is None or after <= before:
+        return ()
+    count = after - before
+    return (f"kernel OOM killer ran {count} time(s) during the attempt (/proc/vmstat oom_kill {before} -> {after})",)
+
+
+def newest_run_dir(output_dir: Path, since: float) -> Path | None:
+    """The swift run dir (v<N>-<timestamp>, or output_dir itself) that this attempt wrote its log to."""
+    if not output_dir.is_dir():
+        return None
+    runs = [p for p in output_dir.iterdir() if p.is_dir() and re.match(r"^v\d+-", p.name)]
+    fresh = [p for p in runs if p.stat().st_mtime >= since - 1]
+    if fresh:
+        return max(fresh, key=lambda p: p.stat().st_mtime)
+    return output_dir if (output_dir / "logging.jsonl").is_file() else None
+
+
+def last_logged_step(run_dir: Path | None) -> int | None:
+    """The last `global_step/max_steps` swift logged (rank 0's logging.jsonl)."""
+    if run_dir is None:
+        return None
+    path = run_dir / "logging.jsonl"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            value = json.loads(line).get("global_step/max_steps")
+        except ValueError:
+            continue
+        if isinstance(value, str) and "/" in value:
+            return int(value.split("/")[0])
+    return None
+
+
+def now_iso() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")

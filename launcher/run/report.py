@@ -1,0 +1,115 @@
+"""The run report: report.json (schema 1) after every attempt, and the closing summary on the terminal.
+
+The summary puts the root cause first (kind, rank, exit code, the proving line), then the ladder that was
+tried, then where the report is. Environment values whose names look secret are masked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from launcher.render import mask
+from launcher.run.supervisor import AttemptRecord, RunResult
+
+REPORT_SCHEMA = 1
+
+
+def attempt_json(record: AttemptRecord) -> dict[str, Any]:
+    s = record.settings
+    failure = record.failure
+    return {
+        "number": record.number,
+        "started": record.started,
+        "ended": record.ended,
+        "duration_s": record.duration_s,
+        "settings": {
+            "per_device_train_batch_size": s.micro_batch,
+            "gradient_accumulation_steps": s.grad_accum,
+            "world_size": s.world_size,
+            "global_batch": s.global_batch,
+            "deepspeed": s.deepspeed,
+            "gradient_checkpointing": s.gradient_checkpointing,
+            "save_only_model": s.save_only_model,
+            "dataloader_num_workers": s.dataloader_num_workers,
+            "pin_memory": s.pin_memory,
+            "max_pixels": s.max_pixels,
+            "max_length": s.max_length,
+        },
+        "change": None if record.change is None else {"what": record.change, "why": record.change_reason},
+        "resumed_from": None
+        if record.resumed_from is None
+        else {
+            **asdict(record.resumed_from),
+            "optimizer_state_reset": record.resumed_from.weights_only,
+        },
+        "skipped_incomplete_checkpoints": record.skipped_incomplete,
+        "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
+        "command": record.command,
+        "exit_code": record.exit_code,
+        "failure": None
+        if failure is None
+        else {
+            "kind": failure.kind.value,
+            "summary": failure.summary,
+            "rank": failure.rank,
+            "exit_code": failure.exit_code,
+            "evidence": list(failure.evidence),
+        },
+        "last_step": record.last_step,
+        "log": record.log_path,
+    }
+
+
+def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: list[str]) -> dict[str, Any]:
+    root = next((a.failure for a in attempts if a.failure is not None), None)
+    return {
+        "schema": REPORT_SCHEMA,
+        "outcome": "running" if result is None else result.outcome,
+        "exit_code": None if result is None else result.exit_code,
+        "give_up_reason": None if result is None else result.give_up_reason,
+        "safe_sft_argv": argv,
+        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
+        "attempts": [attempt_json(a) for a in attempts],
+    }
+
+
+def write_report(path: Path, data: dict[str, Any]) -> None:
+    """Atomically: a reader never sees half a report."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def summary(result: RunResult, report_path: Path) -> str:
+    attempts = result.attempts
+    lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
+    failed = [a for a in attempts if a.failure is not None]
+    if failed:
+        first = failed[0]
+        assert first.failure is not None
+        f = first.failure
+        where = f" on rank {f.rank}" if f.rank is not None else ""
+        code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
+        lines.append(f"  root cause (attempt {first.number}): {f.kind.value}: {f.summary or f.kind.value}{where}{code}")
+        for line in f.evidence[:3]:
+            lines.append(f"    {line[:300]}")
+    ladder = [a for a in attempts if a.change or a.resumed_from]
+    if ladder:
+        lines.append("  ladder:")
+        for a in ladder:
+            what = a.change or "no change"
+            resumed = ""
+            if a.resumed_from:
+                resumed = f"; resumed from step {a.resumed_from.step}"
+                if a.resumed_from.weights_only:
+                    resumed += " (weights only, optimizer state reset)"
+            outcome = a.failure.kind.value if a.failure else "finished"
+            lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")
+    if result.give_up_reason:
+        lines.append(f"  gave up: {result.give_up_reason}")
+    lines.append(f"  report: {report_path}")
+    return "\n".join(lines)

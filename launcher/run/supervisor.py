@@ -1,0 +1,289 @@
+"""The restart loop: launch an attempt, watch it, classify its end, degrade, resume; record everything.
+
+Reads like torchrun's agent: each attempt returns an AttemptRecord, and the loop decides from it. The
+process spawner, clock and sleep are injected so the loop is testable without processes.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from launcher.configs import config_dir, write_no_pin_offload_config
+from launcher.model import Failure, FailureKind, Strategy
+from launcher.plan.build import NO_PIN_CONFIG_NAME
+from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
+from launcher.plan.swift_args import SwiftArgs
+from launcher.prepare import Prepared
+from launcher.run import evidence as ev
+from launcher.run.checkpoints import Checkpoint, latest_complete
+from launcher.run.child import TrainingProcess
+from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
+
+POLL_SECONDS = 0.2
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Process(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+    def signal_all(self, signum: int) -> None: ...
+    def alive_descendants(self) -> list[Any]: ...
+    def finish(self) -> tuple[int, str]: ...
+
+
+Spawn = Callable[[list[str], dict[str, str], Path], Process]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    max_attempts: int = 5
+    grace_seconds: float = 30.0
+    allow_shorter_max_length: bool = False
+
+
+@dataclass
+class AttemptRecord:
+    number: int
+    settings: Settings
+    command: list[str]
+    env_set: dict[str, str]
+    log_path: str
+    started: str
+    change: str | None = None
+    change_reason: str | None = None
+    resumed_from: Resume | None = None
+    skipped_incomplete: list[str] = field(default_factory=list)
+    ended: str | None = None
+    duration_s: float | None = None
+    exit_code: int | None = None
+    failure: Failure | None = None
+    last_step: int | None = None
+    start_epoch: float = 0.0  # wall-clock start, to tell which attempt wrote a checkpoint
+
+
+@dataclass
+class RunResult:
+    outcome: str  # succeeded | failed | interrupted
+    attempts: list[AttemptRecord]
+    exit_code: int
+    give_up_reason: str | None = None
+
+
+class Supervisor:
+    def __init__(
+        self,
+        prepared: Prepared,
+        config: RunConfig,
+        base_env: Mapping[str, str],
+        *,
+        run_dir: Path,
+        spawn: Spawn | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        on_attempt: Callable[[list[AttemptRecord]], None] | None = None,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+    ) -> None:
+        self.prepared = prepared
+        self.config = config
+        self.base_env = dict(base_env)
+        self.run_dir = run_dir
+        self.clock = clock
+        self.sleep = sleep
+        self.on_attempt = on_attempt or (lambda _: None)
+        out = stdout or sys.stdout.buffer
+        err = stderr or sys.stderr.buffer
+        self.spawn: Spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
+        self.received: int | None = None
+        self.output_dir = prepared.output_dir.resolve()
+        self.config_dir = str(config_dir())
+
+    # ---- signals ---------------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.received = signum
+
+    def install_signal_handlers(self) -> None:
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    # ---- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        plan = self.prepared.plan
+        base = plan_swift_args(self.prepared.swift, plan)
+        initial = initial_settings(
+            self.prepared.swift, plan, self.prepared.model, self.base_env, self.config.allow_shorter_max_length
+        )
+        settings = initial
+        history: list[FailureKind] = []
+        attempts: list[AttemptRecord] = []
+        change: tuple[str, str] | None = None
+        for number in range(1, self.config.max_attempts + 1):
+            resume, skipped = self._resume_point(number, settings, attempts)
+            record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
+            attempts.append(record)
+            self.on_attempt(attempts)
+            failure = record.failure
+            if failure is None:
+                return RunResult("succeeded", attempts, 0)
+            if failure.kind is FailureKind.INTERRUPTED:
+                return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
+            if isinstance(step, GiveUp):
+                return RunResult("failed", attempts, 1, step.reason)
+            history.append(failure.kind)
+            settings, change = step.settings, (step.change, step.reason)
+        return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
+
+    def _zero3_fits(self) -> bool:
+        return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
+
+    def _resume_point(
+        self, number: int, settings: Settings, attempts: list[AttemptRecord]
+    ) -> tuple[Resume | None, list[str]]:
+        if number == 1:
+            return None, []
+        checkpoint, skipped = latest_complete(self.output_dir)
+        if checkpoint is None:
+            return None, [str(p) for p in skipped]
+        why = self._weights_only_reason(checkpoint, settings, attempts)
+        return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), [str(p) for p in skipped]
+
+    def _weights_only_reason(self, checkpoint: Checkpoint, settings: Settings, attempts: list[AttemptRecord]) -> str:
+        if not checkpoint.has_optimizer_state:
+            return "the checkpoint holds no optimizer state (save_only_model)"
+        writer = next(
+            (a for a in reversed(attempts) if checkpoint.path.stat().st_mtime >= a.start_epoch),
+            None,
+        )
+        if writer is None:
+            return "the checkpoint was not written by this run"
+        if writer.settings.deepspeed != settings.deepspeed:
+            return f"the ZeRO stage changed ({writer.settings.deepspeed} -> {settings.deepspeed})"
+        if writer.settings.world_size != settings.world_size:
+            return "the world size changed"
+        return ""
+
+    def _run_attempt(
+        self,
+        number: int,
+        base: SwiftArgs,
+        initial: Settings,
+        settings: Settings,
+        resume: Resume | None,
+        change: tuple[str, str] | None,
+        skipped: list[str],
+    ) -> AttemptRecord:
+        plan = self.prepared.plan
+        attempt_dir = self.run_dir / f"attempt-{number}"
+        attempt_dir.mkdir(parents=True, exist_ok=False)
+        swift, ladder_env = attempt_args(
+            base,
+            initial,
+            settings,
+            resume,
+            config_dir=self.config_dir,
+            run_dir=str(self.run_dir),
+            fresh_version_dir=number > 1,
+        )
+        if plan.write_no_pin_config and plan.deepspeed_arg:
+            write_no_pin_offload_config(Path(plan.deepspeed_arg))
+        if settings.deepspeed == "zero3_offload" and not settings.pin_memory:
+            write_no_pin_offload_config(self.run_dir / NO_PIN_CONFIG_NAME)
+        env_set = {**plan.env_dict(), **ladder_env}
+        env = {**self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
+        argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
+        record = AttemptRecord(
+            number=number,
+            settings=settings,
+            command=argv,
+            env_set=env_set,
+            log_path=str(attempt_dir / "console.log"),
+            started=ev.now_iso(),
+            change=change[0] if change else None,
+            change_reason=change[1] if change else None,
+            resumed_from=resume,
+            skipped_incomplete=skipped,
+        )
+        record.start_epoch = time.time()
+        self._announce(record)
+        oom_before = ev.oom_kill_count()
+        start = self.clock()
+        process = self.spawn(argv, env, attempt_dir / "console.log")
+        code = self._wait(process)
+        code, tail = process.finish()
+        record.duration_s = round(self.clock() - start, 3)
+        record.ended = ev.now_iso()
+        record.exit_code = code
+        run_dir = ev.newest_run_dir(self.output_dir, record.start_epoch)
+        record.last_step = ev.last_logged_step(run_dir)
+        tail_lines = tail.splitlines()
+        rank_failures = merge_failures(
+            parse_torchrun_failures(tail_lines),
+            ev.read_error_files(
+                attempt_dir / "torchelastic", plan.topology.node_rank.value, plan.topology.nproc_per_node.value
+            ),
+        )
+        record.failure = classify(
+            AttemptEvidence(
+                exit_code=code,
+                rank_failures=rank_failures,
+                log_tail=tuple(tail_lines[-400:]),
+                kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
+                interrupted_by=signal.Signals(self.received).name if self.received else None,
+                steps_seen=record.last_step is not None and (resume is None or record.last_step > resume.step),
+            )
+        )
+        return record
+
+    def _wait(self, process: Process) -> int | None:
+        while True:
+            code = process.poll()
+            if self.received is not None:
+                self._stop(process, self.received)
+                return process.poll()
+            if code is not None:
+                # torchrun is gone; anything it left behind goes too.
+                if process.alive_descendants():
+                    self._stop(process, signal.SIGTERM)
+                return code
+            self.sleep(POLL_SECONDS)
+
+    def _stop(self, process: Process, signum: int) -> None:
+        """Forward the signal to every training process; SIGKILL what is left after the grace period."""
+        process.signal_all(signum)
+        deadline = self.clock() + self.config.grace_seconds
+        while self.clock() < deadline:
+            if process.poll() is not None and not process.alive_descendants():
+                return
+            self.sleep(POLL_SECONDS)
+        process.signal_all(signal.SIGKILL)
+
+    def _announce(self, record: AttemptRecord) -> None:
+        lines = [f"safe-sft: attempt {record.number}/{self.config.max_attempts}"]
+        if record.change:
+            lines.append(f"safe-sft:   change: {record.change} ({record.change_reason})")
+        if record.resumed_from:
+            how = (
+                " (weights only: " + record.resumed_from.why_weights_only + ")"
+                if record.resumed_from.weights_only
+                else ""
+            )
+            lines.append(
+                f"safe-sft:   resume from {record.resumed_from.checkpoint} (step {record.resumed_from.step}){how}"
+            )
+        for path in record.skipped_incomplete:
+            lines.append(f"safe-sft:   skipped incomplete checkpoint {path}")
+        lines.append(f"safe-sft:   log: {record.log_path}")
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()

@@ -1,0 +1,116 @@
+"""Fault injection for the real-stack tests, loaded into every rank by `--external_plugins`.
+
+Activated with `--callbacks safe_sft_fault` and configured by environment variables:
+  SAFE_SFT_FAULT        KIND:STEP:RANK with KIND one of
+                        oom_step  raise torch.OutOfMemoryError at the end of that step,
+                        oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
+                        host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill.
+  SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
+  SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start.
+On the CPU, ZeRO-3 needs the gloo process group before the model is built: done here at import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from pathlib import Path
+
+import torch
+from swift.callbacks import callbacks_map
+from swift.callbacks.base import TrainerCallback
+
+OOM_TEXT = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.32 GiB"
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _fault() -> tuple[str, int, int] | None:
+    spec = os.environ.get("SAFE_SFT_FAULT")
+    if not spec:
+        return None
+    kind, step, rank = spec.split(":")
+    return kind, int(step), int(rank)
+
+
+def _claim() -> bool:
+    """True once: the first rank to reach the fault creates the marker."""
+    marker = os.environ.get("SAFE_SFT_FAULT_ONCE")
+    if not marker:
+        return True
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _record() -> None:
+    folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
+    if not folder:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    data = {"pid": os.getpid(), "memlock_soft": soft, "memlock_hard": hard}
+    (Path(folder) / f"rank-{_rank()}-{os.getpid()}.json").write_text(json.dumps(data))
+
+
+def _host_oom() -> None:
+    """Allocate inside a 256 MiB memory cgroup (v1) until the kernel kills this process."""
+    line = next(x for x in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in x)
+    here = Path("/sys/fs/cgroup/memory") / line.split(":", 2)[2].lstrip("/")
+    if not here.exists():
+        here = Path("/sys/fs/cgroup/memory")
+    group = here / f"safe-sft-test-oom-{os.getpid()}"
+    group.mkdir()
+    record = os.environ.get("SAFE_SFT_FAULT_RECORD")
+    if record:
+        (Path(record) / "oom-cgroup").write_text(str(group))
+    (group / "memory.limit_in_bytes").write_text(str(256 * 1024 * 1024))
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    hog = []
+    while True:
+        hog.append(bytearray(64 * 1024 * 1024))
+
+
+class FaultCallback(TrainerCallback):
+    def __init__(self, args, trainer) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(args, trainer)
+        self.fault = _fault()
+        _record()
+        if self.fault and self.fault[0] == "oom_save" and self.fault[2] == _rank():
+            original = trainer._save_checkpoint
+
+            def failing_save(model, trial, *a, **kw):  # type: ignore[no-untyped-def]
+                step = trainer.state.global_step
+                if step == self.fault[1] and _claim():
+                    folder = Path(trainer.args.output_dir) / f"checkpoint-{step}"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    (folder / "config.json").write_text("{}")  # half-written: no weights, no trainer_state.json
+                    raise torch.OutOfMemoryError(OOM_TEXT)
+                return original(model, trial, *a, **kw)
+
+            trainer._save_checkpoint = failing_save
+
+    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        if not self.fault:
+            return
+        kind, step, rank = self.fault
+        if state.global_step != step or _rank() != rank:
+            return
+        if kind == "oom_step" and _claim():
+            raise torch.OutOfMemoryError(OOM_TEXT)
+        if kind == "host_oom" and _claim():
+            _host_oom()
+
+
+callbacks_map["safe_sft_fault"] = FaultCallback
+
+if os.environ.get("SAFE_SFT_TEST_GLOO_INIT") == "1" and "RANK" in os.environ:
+    import deepspeed
+
+    deepspeed.init_distributed("gloo")

@@ -1,0 +1,55 @@
+"""Which checkpoint a resume uses: the newest complete one, across swift's versioned run dirs."""
+
+from pathlib import Path
+
+from launcher.run.checkpoints import latest_complete
+
+
+def make(path: Path, *, state: bool = True, weights: str | None = "model.safetensors", optimizer: bool = True) -> Path:
+    path.mkdir(parents=True)
+    if state:
+        (path / "trainer_state.json").write_text("{}")
+    if weights:
+        (path / weights).write_text("w")
+    if optimizer:
+        (path / "optimizer.pt").write_text("o")
+    return path
+
+
+def test_latest_complete_skips_half_written(tmp_path: Path) -> None:
+    make(tmp_path / "v0-20260101-000000" / "checkpoint-3")
+    make(tmp_path / "v0-20260101-000000" / "checkpoint-6", state=False)  # killed mid-save
+    make(tmp_path / "v1-20260101-010000" / "checkpoint-9", weights=None)  # weights never written
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.step == 3
+    assert sorted(p.name for p in skipped) == ["checkpoint-6", "checkpoint-9"]
+
+
+def test_newer_version_dir_and_optimizer_state(tmp_path: Path) -> None:
+    make(tmp_path / "v0-a" / "checkpoint-3")
+    make(tmp_path / "v1-b" / "checkpoint-6", optimizer=False)
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None
+    assert (checkpoint.step, checkpoint.has_optimizer_state) == (6, False)
+
+
+def test_deepspeed_layout_and_adapters(tmp_path: Path) -> None:
+    ds = make(tmp_path / "checkpoint-4", weights=None, optimizer=False)
+    (ds / "global_step4").mkdir()
+    (ds / "global_step4" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt").write_text("x")
+    (ds / "latest").write_text("global_step4")
+    make(tmp_path / "checkpoint-2", weights="adapter_model.safetensors")
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None
+    assert (checkpoint.step, checkpoint.has_optimizer_state) == (4, True)
+
+
+def test_nothing_there(tmp_path: Path) -> None:
+    assert latest_complete(tmp_path / "missing") == (None, [])
+
+
+def test_reads_only(tmp_path: Path) -> None:
+    make(tmp_path / "checkpoint-1", state=False)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    latest_complete(tmp_path)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before

@@ -1,0 +1,188 @@
+"""Golden logs (real tails captured from this project's real-stack runs) and a table of patterns."""
+
+from pathlib import Path
+
+import pytest
+
+from launcher.model import FailureKind as K
+from launcher.run.classify import AttemptEvidence, RankFailure, classify, parse_torchrun_failures
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def from_log(name: str, steps_seen: bool = True, kernel_oom: tuple[str, ...] = (), exit_code: int = 1):  # type: ignore[no-untyped-def]
+    lines = (DATA / name).read_text().splitlines()
+    return classify(
+        AttemptEvidence(
+            exit_code=exit_code,
+            rank_failures=parse_torchrun_failures(lines),
+            log_tail=tuple(lines),
+            kernel_oom=kernel_oom,
+            steps_seen=steps_seen,
+        )
+    )
+
+
+def test_golden_oom_on_rank1_despite_peer_error() -> None:
+    failure = from_log("cuda_oom_step_rank1.log")
+    assert failure is not None
+    assert (failure.kind, failure.rank, failure.exit_code) == (K.CUDA_OOM, 1, 1)
+    assert failure.evidence[0].startswith("torch.OutOfMemoryError: CUDA out of memory")
+
+
+def test_torchrun_summary_root_cause_first() -> None:
+    lines = (DATA / "cuda_oom_step_rank1.log").read_text().splitlines()
+    failures = parse_torchrun_failures(lines)
+    assert [(f.rank, f.exit_code) for f in failures] == [(1, 1), (0, -15)]
+
+
+WRONG_RANK_SUMMARY = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+worker.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-22_10:00:01
+  host      : n1
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 11)
+  error_file: /x/1/error.json
+  traceback : Traceback (most recent call last):
+    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.39 GiB
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_10:00:01
+  host      : n1
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 10)
+  error_file: /x/0/error.json
+  traceback : Traceback (most recent call last):
+    RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:1234
+============================================================
+"""
+
+
+def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
+    lines = WRONG_RANK_SUMMARY.splitlines()
+    failure = classify(
+        AttemptEvidence(
+            exit_code=1, rank_failures=parse_torchrun_failures(lines), log_tail=tuple(lines), steps_seen=True
+        )
+    )
+    assert failure is not None
+    assert (failure.kind, failure.rank) == (K.CUDA_OOM, 1)
+
+
+@pytest.mark.parametrize(
+    ("message", "steps_seen", "kind"),
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", True, K.CUDA_OOM),
+        ('File "trainer.py", in _save_checkpoint\ntorch.OutOfMemoryError: CUDA out of memory.', True, K.CUDA_OOM_SAVE),
+        ('File "x.py", in from_pretrained\ntorch.OutOfMemoryError: CUDA out of memory.', False, K.CUDA_OOM_LOAD),
+        ('File "x.py", in deepspeed_init\nRuntimeError: CUDA error: out of memory', False, K.CUDA_OOM_LOAD),
+        ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", True, K.CUDA_OOM),
+        ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes", True, K.HOST_OOM),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", True, K.CUDA_ERROR),
+        ("RuntimeError: CUDA error: device-side assert triggered", True, K.CUDA_ERROR),
+        (
+            "[E ProcessGroupNCCL.cpp] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)",
+            True,
+            K.COMM_TIMEOUT,
+        ),
+        ("torch.distributed.DistBackendError: NCCL error in: ncclSystemError", True, K.COMM_ERROR),
+        ("ValueError: remaining_argv: ['--bogus', '1']", False, K.USER_ERROR),
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'data.jsonl'", False, K.USER_ERROR),
+        ("RuntimeError: unable to write to file </torch_123_456_0>: No space left on device (28)", True, K.SHM),
+        (
+            "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.",
+            True,
+            K.SHM,
+        ),
+        ("RuntimeError: failed to register memory: ibv_reg_mr failed, check ulimit -l", True, K.MEMLOCK),
+        ("Fatal Python error: Segmentation fault", True, K.CRASH),
+    ],
+)
+def test_patterns(message: str, steps_seen: bool, kind: K) -> None:
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),), steps_seen=steps_seen))
+    assert failure is not None and failure.kind is kind
+    assert failure.evidence
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "kernel_oom", "kind"),
+    [
+        (-9, ("kernel OOM killer ran 1 time(s)",), K.HOST_OOM),
+        (-9, (), K.KILLED),
+        (-15, (), K.KILLED),
+        (-11, (), K.CRASH),
+        (-6, (), K.CRASH),
+    ],
+)
+def test_signals(exit_code: int, kernel_oom: tuple[str, ...], kind: K) -> None:
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(3, exit_code),), kernel_oom=kernel_oom))
+    assert failure is not None
+    assert (failure.kind, failure.rank) == (kind, 3)
+
+
+def test_success_interrupt_and_hang() -> None:
+    assert classify(AttemptEvidence(exit_code=0)) is None
+    interrupted = classify(AttemptEvidence(exit_code=-15, interrupted_by="SIGTERM"))
+    assert interrupted is not None and interrupted.kind is K.INTERRUPTED
+    hang = classify(AttemptEvidence(exit_code=None, hang="no progress for 600 s"))
+    assert hang is not None and hang.kind is K.HANG
+
+
+def test_unknown_keeps_the_last_lines() -> None:
+    failure = classify(AttemptEvidence(exit_code=3, log_tail=("step 1", "something odd happened")))
+    assert failure is not None
+    assert failure.kind is K.UNKNOWN
+    assert "something odd happened" in failure.evidence
+
+
+def test_warning_lines_in_the_tail_are_not_evidence() -> None:
+    tail = ("[WARNING] the checkpoint path does not exist yet, creating it", "Killed")
+    failure = classify(AttemptEvidence(exit_code=1, log_tail=tail))
+    assert failure is not None and failure.kind is not K.USER_ERROR
+
+
+def test_golden_oom_while_saving() -> None:
+    failure = from_log("cuda_oom_save_rank0.log")
+    assert failure is not None
+    assert (failure.kind, failure.rank) == (K.CUDA_OOM_SAVE, 0)
+    assert any("_save_checkpoint" in line for line in failure.evidence)
+
+
+def test_golden_missing_dataset_is_a_user_error() -> None:
+    failure = from_log("user_error_missing_dataset.log", steps_seen=False)
+    assert failure is not None
+    assert failure.kind is K.USER_ERROR
+    assert "does not exist" in failure.evidence[0]
+
+
+def test_golden_kernel_oom_kill_beats_the_peers_connection_error() -> None:
+    evidence = ("kernel OOM killer ran 1 time(s) during the attempt (/proc/vmstat oom_kill 0 -> 1)",)
+    failure = from_log("host_oom_sigkill_rank1.log", kernel_oom=evidence)
+    assert failure is not None
+    assert (failure.kind, failure.rank, failure.exit_code) == (K.HOST_OOM, 1, -9)
+    assert failure.evidence == ("rank 1 exited with SIGKILL", *evidence)
+
+
+def test_sigkill_without_oom_evidence_is_killed() -> None:
+    failure = from_log("host_oom_sigkill_rank1.log")
+    assert failure is not None
+    assert (failure.kind, failure.rank) == (K.KILLED, 1)
+
+
+def test_merge_keeps_signal_ranks_and_error_file_text() -> None:
+    from launcher.run.classify import merge_failures
+
+    summary = (RankFailure(1, -9), RankFailure(0, 1, "short"))
+    files = (RankFailure(0, 1, "full traceback", 5.0), RankFailure(2, 1, "only in a file"))
+    merged = merge_failures(summary, files)
+    assert [(f.rank, f.exit_code, f.message) for f in merged] == [
+        (1, -9, ""),
+        (0, 1, "full traceback"),
+        (2, 1, "only in a file"),
+    ]
