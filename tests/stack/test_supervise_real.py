@@ -1,0 +1,229 @@
+"""Run and survive, on the real stack: swift sft + torchrun (2 processes, gloo) + DeepSpeed, on the CPU.
+
+Faults come from tests/stack/plugins/faults.py, loaded into every rank with --external_plugins.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+PLUGIN = Path(__file__).resolve().parent / "plugins" / "faults.py"
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+
+
+def swift_args(tiny: dict[str, object], out: Path, **overrides: object) -> list[str]:
+    args: dict[str, object] = {
+        "model": tiny["model"], "model_type": "qwen2", "template": "qwen", "check_model": "false",
+        "use_cpu": "true", "fp16": "false", "report_to": "none", "dataset": tiny["dataset"],
+        "tuner_type": "full", "logging_steps": 1, "save_steps": 3, "max_steps": 8,
+        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "dataloader_num_workers": 0,
+        "external_plugins": PLUGIN, "callbacks": "safe_sft_fault", "output_dir": out,
+    }  # fmt: skip
+    args.update(overrides)
+    return [item for key, value in args.items() for item in (f"--{key}", str(value))]
+
+
+def fault_env(tmp: Path, fault: str | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "NPROC_PER_NODE": "2",
+        "SAFE_SFT_FAULT_ONCE": str(tmp / "fault-fired"),
+        "SAFE_SFT_FAULT_RECORD": str(tmp / "ranks"),
+        "TORCH_EXTENSIONS_DIR": str(Path.home() / ".cache" / "safe-sft-test-torch-extensions"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    if fault:
+        env["SAFE_SFT_FAULT"] = fault
+    return env
+
+
+def safe_sft(args: list[str], env: dict[str, str], timeout: float = 600, **kw) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "--grace-period", "10", *args],
+        env=env, capture_output=True, text=True, timeout=timeout, **kw,
+    )  # fmt: skip
+
+
+def report(out: Path) -> dict:  # type: ignore[type-arg]
+    [path] = glob.glob(str(out / "safe-sft" / "*" / "report.json"))
+    return json.loads(Path(path).read_text())  # type: ignore[no-any-return]
+
+
+def run_dirs(out: Path) -> list[Path]:
+    return sorted(out.glob("v*-*"), key=lambda p: int(p.name[1:].split("-")[0]))
+
+
+def args_json(run_dir: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((run_dir / "args.json").read_text())  # type: ignore[no-any-return]
+
+
+def last_step(run_dir: Path) -> str:
+    lines = (run_dir / "logging.jsonl").read_text().splitlines()
+    return [json.loads(line)["global_step/max_steps"] for line in lines if "global_step/max_steps" in line][-1]
+
+
+def test_a_cuda_oom_on_rank1_halves_micro_batch_and_resumes(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+
+    def low_memlock() -> None:  # the children must get the hard limit back from safe-sft
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (min(64 * 1024, hard), hard))
+
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "oom_step:4:1"), preexec_fn=low_memlock)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = report(out)
+    assert data["outcome"] == "succeeded"
+    first, second = data["attempts"]
+    assert (first["failure"]["kind"], first["failure"]["rank"]) == ("cuda_oom", 1)
+    assert second["resumed_from"]["step"] == 3 and second["resumed_from"]["checkpoint"].endswith("checkpoint-3")
+    assert second["resumed_from"]["weights_only"] is False
+
+    # What swift itself ran with in the resumed attempt:
+    resumed = args_json(run_dirs(out)[-1])
+    assert (resumed["per_device_train_batch_size"], resumed["gradient_accumulation_steps"]) == (1, 4)
+    assert resumed["resume_from_checkpoint"].endswith("checkpoint-3")
+    original = args_json(run_dirs(out)[0])
+    assert original["per_device_train_batch_size"] * original["gradient_accumulation_steps"] == 2 * 2
+    assert 1 * 4 * 2 == 2 * 2 * 2  # global batch: micro x accum x world size, before and after
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+    # the terminal summary: root cause first, then the ladder, then the report
+    tail = result.stderr[result.stderr.index("safe-sft: succeeded") :]
+    assert tail.index("root cause") < tail.index("ladder") < tail.index("report:")
+    # every rank ran with the hard memlock limit that safe-sft raised the soft limit to
+    for record in (tmp_path / "ranks").glob("rank-*.json"):
+        limits = json.loads(record.read_text())
+        assert limits["memlock_soft"] == limits["memlock_hard"] == hard
+
+
+def _cgroup_v1_writable() -> bool:
+    return os.access(CGROUP_MEMORY, os.W_OK) and (CGROUP_MEMORY / "memory.limit_in_bytes").exists()
+
+
+def test_b_real_kernel_oom_kill_is_host_oom(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if not _cgroup_v1_writable():
+        pytest.fail("CANNOT RUN: a real kernel OOM kill needs a writable cgroup v1 memory controller (run as root)")
+    out = tmp_path / "out"
+    try:
+        result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "host_oom:4:1"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        first = report(out)["attempts"][0]["failure"]
+        assert (first["kind"], first["rank"], first["exit_code"]) == ("host_oom", 1, -9)
+        assert any("/proc/vmstat oom_kill" in line for line in first["evidence"])
+    finally:
+        marker = tmp_path / "ranks" / "oom-cgroup"
+        if marker.exists():
+            group = Path(marker.read_text())
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def test_c_and_g_oom_while_saving_then_save_only_model_skipping_the_half_written_checkpoint(
+    tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "oom_save:6:0"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom_save"
+    assert second["settings"]["save_only_model"] is True
+    assert second["resumed_from"]["step"] == 3
+    half_written = run_dirs(out)[0] / "checkpoint-6"
+    assert str(half_written) in second["skipped_incomplete_checkpoints"]
+    assert half_written.is_dir() and not (half_written / "trainer_state.json").exists()  # left, not deleted
+    assert args_json(run_dirs(out)[-1])["save_only_model"] is True
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+
+
+def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    result = safe_sft(swift_args(tiny, out, per_device_train_batch_size=1, deepspeed="zero2"), env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom"
+    assert (first["settings"]["deepspeed"], second["settings"]["deepspeed"]) == ("zero2", "zero3")
+    assert second["resumed_from"]["weights_only"] is True
+    resumed = args_json(run_dirs(out)[-1])
+    assert resumed["deepspeed"]["zero_optimization"]["stage"] == 3
+    assert resumed["resume_only_model"] is True
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+
+
+def test_e_missing_dataset_stops_after_one_attempt(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    start = time.monotonic()
+    result = safe_sft(swift_args(tiny, out, dataset=tmp_path / "no-such.jsonl"), fault_env(tmp_path))
+    assert time.monotonic() - start < 60
+    assert result.returncode == 1
+    data = report(out)
+    assert len(data["attempts"]) == 1
+    assert data["attempts"][0]["failure"]["kind"] == "user_error"
+    assert "does not exist" in result.stderr.split("safe-sft: failed")[1]
+
+
+def _start_long_run(tiny, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    args = swift_args(tiny, out, max_steps=100000, save_steps=100000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "--grace-period", "10", *args],
+        env=fault_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ranks = list((tmp_path / "ranks").glob("rank-*.json"))
+        logs = list(out.glob("v*/logging.jsonl"))
+        if len(ranks) == 2 and logs and logs[0].stat().st_size > 0:
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("training never started")
+    pids = [json.loads(r.read_text())["pid"] for r in ranks]
+    pids += [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    return proc, sorted(set(pids))
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_f_sigterm_stops_everything_without_restart(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc, pids = _start_long_run(tiny, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10 + 15) == 143  # grace period 10 s
+    assert _alive(pids) == []
+    data = report(tmp_path / "out")
+    assert data["outcome"] == "interrupted" and len(data["attempts"]) == 1
+    assert data["attempts"][0]["failure"]["kind"] == "interrupted"
+
+
+def test_f_sigkill_of_safe_sft_leaves_no_training_process(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc, pids = _start_long_run(tiny, tmp_path)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(pids) == []
