@@ -208,6 +208,20 @@ def run_command(
     sys.exit(result.exit_code)
 
 
+@click.command("explain", context_settings={"help_option_names": ["--help"]})
+@click.argument("logfile", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print kind and evidence as JSON.")
+@_user_errors
+def explain_command(logfile: str, as_json: bool) -> None:
+    """Classify a saved training log and say what safe-sft would change."""
+    from pathlib import Path
+
+    from launcher.explain import explain_file, explain_json, explain_text
+
+    failure, ladder = explain_file(Path(logfile))
+    click.echo(json.dumps(explain_json(failure, ladder), indent=2) if as_json else explain_text(failure, ladder))
+
+
 def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str], list[str]]:
     """Leading safe-sft options vs swift's arguments: the first unknown argument starts swift's."""
     takes_value: dict[str, bool] = {"--help": False}
@@ -236,6 +250,7 @@ COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "run": (run_command, True),
     "plan": (plan_command, True),
     "doctor": (doctor_command, False),
+    "explain": (explain_command, False),
 }
 
 

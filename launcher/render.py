@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.model import ModelFacts, Plan
+from launcher.model import ModelFacts, Plan, Sourced, Topology
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
@@ -31,6 +31,18 @@ def env_diff(plan: Plan, current: Mapping[str, str]) -> dict[str, Any]:
     return {"added": added, "changed": changed, "unchanged": unchanged}
 
 
+def topology_rows(topo: Topology) -> tuple[tuple[str, Sourced[Any] | None], ...]:
+    """The launch variables in the order people read them (lower-case, as in the JSON schema)."""
+    return (
+        ("nproc_per_node", topo.nproc_per_node),
+        ("nnodes", topo.nnodes),
+        ("node_rank", topo.node_rank),
+        ("master_addr", topo.master_addr),
+        ("master_port", topo.master_port),
+        ("cuda_visible_devices", topo.visible_devices),
+    )
+
+
 def _rlimit(value: int | None) -> int | str:
     return "unlimited" if value is None else value
 
@@ -49,14 +61,7 @@ def plan_to_json(
             name: {"value": None, "source": "unchanged", "note": "left as it is"}
             if value is None
             else {"value": value.value, "source": value.source.value, "note": value.note}
-            for name, value in (
-                ("nproc_per_node", topo.nproc_per_node),
-                ("nnodes", topo.nnodes),
-                ("node_rank", topo.node_rank),
-                ("master_addr", topo.master_addr),
-                ("master_port", topo.master_port),
-                ("cuda_visible_devices", topo.visible_devices),
-            )
+            for name, value in topology_rows(topo)
         },
         "gpus": [
             {"index": g.index, "name": g.name, "total_bytes": g.total_bytes, "free_bytes": g.free_bytes}
@@ -105,14 +110,8 @@ def render_plan(
 ) -> str:
     topo = plan.topology
     lines = ["Topology"]
-    for name, value in (
-        ("NPROC_PER_NODE", topo.nproc_per_node),
-        ("NNODES", topo.nnodes),
-        ("NODE_RANK", topo.node_rank),
-        ("MASTER_ADDR", topo.master_addr),
-        ("MASTER_PORT", topo.master_port),
-        ("CUDA_VISIBLE_DEVICES", topo.visible_devices),
-    ):
+    for name, value in topology_rows(topo):
+        name = name.upper()
         if value is None:
             lines.append(f"  {name:<22}{'(as it is)':<18}not used for CPU training")
             continue

@@ -70,6 +70,7 @@ Rung = Callable[[Settings], Step | None]
 
 
 def _smaller_micro_batch(s: Settings) -> Step | None:
+    """halve per_device_train_batch_size and raise gradient_accumulation_steps to match"""
     if s.micro_batch <= 1:
         return None
     divisor = next(d for d in range(s.micro_batch // 2, 0, -1) if s.micro_batch % d == 0)
@@ -84,6 +85,7 @@ def _smaller_micro_batch(s: Settings) -> Step | None:
 
 
 def _checkpointing_on(s: Settings) -> Step | None:
+    """turn gradient checkpointing on"""
     if s.gradient_checkpointing:
         return None
     return Step(
@@ -94,6 +96,7 @@ def _checkpointing_on(s: Settings) -> Step | None:
 
 
 def _higher_zero(s: Settings) -> Step | None:
+    """move to the next ZeRO stage (zero2 -> zero3 -> zero3_offload)"""
     current = s.deepspeed
     if current in ZERO_LADDER:
         index = ZERO_LADDER.index(current)
@@ -115,6 +118,7 @@ def _higher_zero(s: Settings) -> Step | None:
 
 
 def _smaller_images(s: Settings) -> Step | None:
+    """halve MAX_PIXELS (vision-language models)"""
     if not s.is_multimodal:
         return None
     current = s.max_pixels or DEFAULT_MAX_PIXELS
@@ -126,6 +130,7 @@ def _smaller_images(s: Settings) -> Step | None:
 
 
 def _shorter_max_length(s: Settings) -> Step | None:
+    """halve max_length (only with --allow-shorter-max-length)"""
     if not s.allow_shorter_max_length or s.max_length is None or s.max_length // 2 < MIN_MAX_LENGTH:
         return None
     return Step(
@@ -136,6 +141,7 @@ def _shorter_max_length(s: Settings) -> Step | None:
 
 
 def _save_only_model(s: Settings) -> Step | None:
+    """save_only_model true (checkpoints without optimizer state)"""
     if s.save_only_model:
         return None
     return Step(
@@ -146,6 +152,7 @@ def _save_only_model(s: Settings) -> Step | None:
 
 
 def _fewer_workers(s: Settings) -> Step | None:
+    """halve dataloader_num_workers"""
     if s.dataloader_num_workers <= 0:
         return None
     fewer = s.dataloader_num_workers // 2
@@ -157,6 +164,7 @@ def _fewer_workers(s: Settings) -> Step | None:
 
 
 def _workers_zero(s: Settings) -> Step | None:
+    """dataloader_num_workers 0"""
     if s.dataloader_num_workers == 0:
         return None
     return Step(
@@ -167,6 +175,7 @@ def _workers_zero(s: Settings) -> Step | None:
 
 
 def _pin_off(s: Settings) -> Step | None:
+    """pin_memory off (dataloader and DeepSpeed offload)"""
     if not s.pin_memory:
         return None
     return Step(
@@ -177,6 +186,7 @@ def _pin_off(s: Settings) -> Step | None:
 
 
 def _p2p_off(s: Settings) -> Step | None:
+    """NCCL_P2P_DISABLE=1"""
     if s.nccl_p2p_disable:
         return None
     return Step(
@@ -199,6 +209,7 @@ OOM_RUNGS: tuple[Rung, ...] = (
 
 def _host_oom_rungs(gpus_have_room_for_zero3: bool) -> tuple[Rung, ...]:
     def off_offload(s: Settings) -> Step | None:
+        """zero3_offload -> zero3 where the GPUs have room"""
         if s.deepspeed != "zero3_offload" or not gpus_have_room_for_zero3:
             return None
         return Step(
@@ -230,23 +241,34 @@ def next_step(
             return _same_again(settings)
         return GiveUp(f"{kind.value} twice in a row")
 
-    rungs: tuple[Rung, ...]
-    if kind is FailureKind.CUDA_OOM:
-        rungs = OOM_RUNGS
-    elif kind is FailureKind.CUDA_OOM_LOAD:
-        rungs = (_higher_zero, *OOM_RUNGS)
-    elif kind is FailureKind.CUDA_OOM_SAVE:
-        rungs = (_save_only_model, *OOM_RUNGS)
-    elif kind is FailureKind.HOST_OOM:
-        rungs = _host_oom_rungs(gpus_have_room_for_zero3)
-    elif kind is FailureKind.MEMLOCK:
-        rungs = (_pin_off,)
-    elif kind is FailureKind.SHM:
-        rungs = (_workers_zero,)
-    else:
+    rungs = _rungs(kind, gpus_have_room_for_zero3)
+    if not rungs:
         return GiveUp(f"no rung for {kind.value}")
     for rung in rungs:
         step = rung(settings)
         if step is not None:
             return step
     return GiveUp(f"every rung for {kind.value} has been tried")
+
+
+def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...]:
+    table: dict[FailureKind, tuple[Rung, ...]] = {
+        FailureKind.CUDA_OOM: OOM_RUNGS,
+        FailureKind.CUDA_OOM_LOAD: (_higher_zero, *OOM_RUNGS),
+        FailureKind.CUDA_OOM_SAVE: (_save_only_model, *OOM_RUNGS),
+        FailureKind.HOST_OOM: _host_oom_rungs(gpus_have_room_for_zero3),
+        FailureKind.MEMLOCK: (_pin_off,),
+        FailureKind.SHM: (_workers_zero,),
+    }
+    return table.get(kind, ())
+
+
+def describe_ladder(kind: FailureKind) -> list[str]:
+    """What safe-sft would change after a failure of this kind, in order (for `safe-sft explain`)."""
+    if kind in GIVE_UP_KINDS:
+        return ["nothing: stop and show the error (a retry does not fix this)"]
+    if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):
+        return ["the same settings once more", "NCCL_P2P_DISABLE=1", "then give up"]
+    if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
+        return ["the same settings once more", "then give up"]
+    return [str(rung.__doc__) for rung in _rungs(kind, True)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
 import subprocess
@@ -24,7 +25,9 @@ import psutil
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-CHUNK = 1 << 16
+CHUNK = 1 << 20
+PIPE_BYTES = 1 << 20  # a larger pipe lets a chatty child run ahead while the relay copies in big chunks
+F_SETPIPE_SZ = 1031
 TAIL_BYTES = 1 << 19
 
 
@@ -52,6 +55,8 @@ class _Relay(threading.Thread):
 
     def run(self) -> None:
         fd = self.source.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
         sink_fd = self.sink.fileno()
         while True:
             chunk = os.read(fd, CHUNK)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,26 @@ def test_plan_does_not_import_torch_deepspeed_or_swift() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
+
+
+def test_explain_json_on_a_golden_log() -> None:
+    result = run_cli("explain", "--json", "tests/data/cuda_oom_step_rank1.log")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["kind"], data["rank"]) == ("cuda_oom", 1)
+    assert data["evidence"][0].startswith("torch.OutOfMemoryError")
+    assert data["ladder"][0].startswith("halve per_device_train_batch_size")
+
+
+def test_explain_reads_kernel_oom_lines_pasted_from_dmesg(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "capture.log"
+    summary = (Path("tests/data/host_oom_sigkill_rank1.log")).read_text()
+    log.write_text("Out of memory: Killed process 4818 (python3) total-vm:9000000kB\n" + summary)
+    data = json.loads(run_cli("explain", "--json", str(log)).stdout)
+    assert (data["kind"], data["rank"]) == ("host_oom", 1)
+
+
+def test_explain_missing_file_is_one_line() -> None:
+    result = run_cli("explain", "/no/such.log")
+    assert result.returncode == 2
+    assert result.stderr.startswith("safe-sft: error: cannot read log /no/such.log")

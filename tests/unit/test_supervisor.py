@@ -1,0 +1,142 @@
+"""The restart loop without processes: a fake spawn plays scripted attempts, as torchrun's agent tests do."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from launcher.model import FailureKind
+from launcher.plan.build import LaunchPaths, build_plan
+from launcher.plan.swift_args import parse_swift_argv
+from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.prepare import Prepared
+from launcher.run.supervisor import RunConfig, Supervisor
+from tests.conftest import host
+
+OOM_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_10:00:01
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 11)
+  traceback : Traceback (most recent call last):
+    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB
+============================================================
+"""
+
+
+class FakeProcess:
+    def __init__(self, code: int, tail: str, polls_before_exit: int = 0) -> None:
+        self.code, self.tail, self.polls = code, tail, polls_before_exit
+        self.signals: list[int] = []
+
+    @property
+    def pid(self) -> int:
+        return 4242
+
+    def poll(self) -> int | None:
+        if self.signals:
+            return -self.signals[-1]
+        if self.polls > 0:
+            self.polls -= 1
+            return None
+        return self.code
+
+    def signal_all(self, signum: int) -> None:
+        self.signals.append(signum)
+
+    def alive_descendants(self) -> list[object]:
+        return []
+
+    def finish(self) -> tuple[int, str]:
+        return (-self.signals[-1] if self.signals else self.code), self.tail
+
+
+def write_checkpoint(out: Path, version: str, step: int) -> None:
+    path = out / version / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    for name in ("trainer_state.json", "model.safetensors", "optimizer.pt"):
+        (path / name).write_text("{}")
+    (out / version / "logging.jsonl").write_text(json.dumps({"global_step/max_steps": f"{step}/8"}) + "\n")
+
+
+def prepared(out: Path, *extra: str) -> Prepared:
+    facts = host((), ram_gib=24)
+    swift = parse_swift_argv(
+        [
+            "--model",
+            "m",
+            "--use_cpu",
+            "true",
+            "--output_dir",
+            str(out),
+            "--per_device_train_batch_size",
+            "4",
+            "--gradient_accumulation_steps",
+            "2",
+            *extra,
+        ]
+    )
+    topo = resolve_topology(TopologyRequest(), {"NPROC_PER_NODE": "2"}, (), free_port=1, use_cpu=True)
+    plan = build_plan(swift, topo, facts, None, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
+    return Prepared(swift=swift, host=facts, model=None, plan=plan)
+
+
+def supervisor(out: Path, script: list[FakeProcess], spawned: list[list[str]], **config) -> Supervisor:  # type: ignore[no-untyped-def]
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        process = script[len(spawned) - 1]
+        if process.code == 1:  # the attempt got as far as a checkpoint before failing
+            write_checkpoint(out, f"v{len(spawned) - 1}-x", 3 * len(spawned))
+        return process
+
+    return Supervisor(
+        prepared(out), RunConfig(**config), {}, run_dir=out / "safe-sft" / "run", spawn=spawn,
+        sleep=lambda _: None,
+    )  # fmt: skip
+
+
+def test_oom_then_success_halves_batch_and_resumes(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    sup = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned)
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(result.attempts)) == ("succeeded", 0, 2)
+    assert result.attempts[0].failure is not None and result.attempts[0].failure.kind is FailureKind.CUDA_OOM
+    second = spawned[1]
+    assert second[second.index("--per_device_train_batch_size") + 1] == "2"
+    assert second[second.index("--gradient_accumulation_steps") + 1] == "4"
+    assert second[second.index("--resume_from_checkpoint") + 1].endswith("v0-x/checkpoint-3")
+    assert "--resume_only_model" not in second
+    assert spawned[0][:3] == ["python", "-m", "torch.distributed.run"]
+
+
+def test_max_attempts_bounds_the_ladder(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    script = [FakeProcess(1, OOM_SUMMARY) for _ in range(3)]
+    result = supervisor(tmp_path, script, spawned, max_attempts=3).run()
+    assert (result.outcome, len(spawned)) == ("failed", 3)
+    assert result.give_up_reason == "--max-attempts 3 reached"
+
+
+def test_user_error_is_not_retried(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
+    result = supervisor(tmp_path, [FakeProcess(2, tail)], spawned).run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("failed", 1, 1)
+
+
+def test_signal_is_forwarded_and_never_restarted(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    process = FakeProcess(0, "", polls_before_exit=1000)
+    sup = supervisor(tmp_path, [process], spawned, grace_seconds=0.0)
+    original_poll = process.poll
+
+    def poll_then_signal() -> int | None:
+        sup.received = signal.SIGTERM  # what the handler does when scancel's SIGTERM arrives
+        return original_poll()
+
+    process.poll = poll_then_signal  # type: ignore[method-assign]
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 143, 1)
+    assert process.signals[0] == signal.SIGTERM
