@@ -4,6 +4,7 @@
     safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
     safe-sft doctor                         preflight checks
     safe-sft explain LOGFILE                classify a saved log
+    safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
 
 safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
 (`--` ends them explicitly). Every option also reads an environment variable SAFE_SFT_<NAME>.
@@ -26,7 +27,6 @@ from launcher.errors import SafeSftError
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOTHING_FITS = 3
-SUBCOMMANDS = ("run", "plan", "doctor", "explain")
 
 
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -168,10 +168,41 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     envvar="SAFE_SFT_ALLOW_SHORTER_MAX_LENGTH",
     help="Let the OOM ladder halve max_length (long samples are then truncated).",
 )
+@click.option(
+    "--hang-timeout",
+    type=click.FloatRange(min=1),
+    default=1800.0,
+    show_default=True,
+    envvar="SAFE_SFT_HANG_TIMEOUT",
+    help="Seconds without a new step or checkpoint that mean a hang.",
+)
+@click.option(
+    "--startup-timeout",
+    type=click.FloatRange(min=1),
+    default=3600.0,
+    show_default=True,
+    envvar="SAFE_SFT_STARTUP_TIMEOUT",
+    help="Seconds allowed before the first step (loading, data prep).",
+)
+@click.option(
+    "--memory-sample-interval",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    envvar="SAFE_SFT_MEMORY_SAMPLE_INTERVAL",
+    help="Seconds between GPU/host memory samples; 0: off.",
+)
 @click.pass_obj
 @_user_errors
 def run_command(
-    swift_argv: list[str], max_attempts: int, grace_period: float, allow_shorter_max_length: bool, **kwargs: Any
+    swift_argv: list[str],
+    max_attempts: int,
+    grace_period: float,
+    allow_shorter_max_length: bool,
+    hang_timeout: float,
+    startup_timeout: float,
+    memory_sample_interval: float,
+    **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
     from datetime import datetime
@@ -196,7 +227,9 @@ def run_command(
     become_subreaper()
     supervisor = Supervisor(
         prepared,
-        RunConfig(max_attempts, grace_period, allow_shorter_max_length),
+        RunConfig(
+            max_attempts, grace_period, allow_shorter_max_length, hang_timeout, startup_timeout, memory_sample_interval
+        ),
         os.environ,
         run_dir=run_dir,
         on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv)),
@@ -220,6 +253,28 @@ def explain_command(logfile: str, as_json: bool) -> None:
 
     failure, ladder = explain_file(Path(logfile))
     click.echo(json.dumps(explain_json(failure, ladder), indent=2) if as_json else explain_text(failure, ladder))
+
+
+@click.command("report", context_settings={"help_option_names": ["--help"]})
+@click.argument("run_dir", default=".", type=click.Path(file_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print report.json.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=str), help="Write a PNG here.")
+@_user_errors
+def report_command(run_dir: str, as_json: bool, plot_path: str | None) -> None:
+    """Show the attempts of a safe-sft run (and plot the memory timeline)."""
+    from pathlib import Path
+
+    from launcher.show_report import load_report, plot_report, render_report
+
+    data = load_report(Path(run_dir))
+    if plot_path:
+        plot_report(data, Path(plot_path))
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in data.items() if k != "_path"}, indent=2))
+    else:
+        click.echo(render_report(data))
+        if plot_path:
+            click.echo(f"plot: {plot_path}")
 
 
 def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str], list[str]]:
@@ -251,6 +306,7 @@ COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "plan": (plan_command, True),
     "doctor": (doctor_command, False),
     "explain": (explain_command, False),
+    "report": (report_command, False),
 }
 
 

@@ -61,6 +61,8 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         },
         "last_step": record.last_step,
         "log": record.log_path,
+        "memory": None if record.memory is None else record.memory.to_json(),
+        "diagnostics": record.diagnostics,
     }
 
 
@@ -109,6 +111,10 @@ def summary(result: RunResult, report_path: Path) -> str:
                     resumed += " (weights only, optimizer state reset)"
             outcome = a.failure.kind.value if a.failure else "finished"
             lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")
+    for a in attempts:
+        imbalance = a.memory.imbalance() if a.memory else None
+        if imbalance:
+            lines.append(f"  attempt {a.number}: {imbalance}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     lines.append(f"  report: {report_path}")

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
 from launcher.configs import config_dir, write_no_pin_offload_config
@@ -25,6 +26,9 @@ from launcher.run import evidence as ev
 from launcher.run.checkpoints import Checkpoint, latest_complete
 from launcher.run.child import TrainingProcess
 from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
+from launcher.run.diagnose import collect_stacks
+from launcher.run.gpumon import MemoryMonitor, MemoryTimeline
+from launcher.run.watch import ProgressWatch
 
 POLL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -48,6 +52,14 @@ class RunConfig:
     max_attempts: int = 5
     grace_seconds: float = 30.0
     allow_shorter_max_length: bool = False
+    hang_timeout: float = 1800.0
+    startup_timeout: float = 3600.0
+    sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
+
+    @property
+    def ddp_timeout(self) -> int:
+        """Long enough that the watchdog, not a collective's timeout, notices a stalled rank first."""
+        return int(2 * max(self.hang_timeout, self.startup_timeout))
 
 
 @dataclass
@@ -68,6 +80,8 @@ class AttemptRecord:
     failure: Failure | None = None
     last_step: int | None = None
     start_epoch: float = 0.0  # wall-clock start, to tell which attempt wrote a checkpoint
+    memory: MemoryTimeline | None = None
+    diagnostics: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +106,7 @@ class Supervisor:
         on_attempt: Callable[[list[AttemptRecord]], None] | None = None,
         stdout: BinaryIO | None = None,
         stderr: BinaryIO | None = None,
+        nvml: ModuleType | None = None,
     ) -> None:
         self.prepared = prepared
         self.config = config
@@ -104,6 +119,7 @@ class Supervisor:
         err = stderr or sys.stderr.buffer
         self.spawn: Spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
+        self.nvml = nvml
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
 
@@ -121,6 +137,8 @@ class Supervisor:
     def run(self) -> RunResult:
         plan = self.prepared.plan
         base = plan_swift_args(self.prepared.swift, plan)
+        if not base.has("ddp_timeout"):
+            base = base.with_values({"ddp_timeout": str(self.config.ddp_timeout)})
         initial = initial_settings(
             self.prepared.swift, plan, self.prepared.model, self.base_env, self.config.allow_shorter_max_length
         )
@@ -220,8 +238,13 @@ class Supervisor:
         oom_before = ev.oom_kill_count()
         start = self.clock()
         process = self.spawn(argv, env, attempt_dir / "console.log")
-        code = self._wait(process)
+        monitor = self._start_monitor(process.pid)
+        watch = ProgressWatch(
+            self.output_dir, record.start_epoch, start, self.config.hang_timeout, self.config.startup_timeout
+        )
+        hang = self._wait(process, watch, attempt_dir, record)
         code, tail = process.finish()
+        record.memory = monitor.stop() if monitor else None
         record.duration_s = round(self.clock() - start, 3)
         record.ended = ev.now_iso()
         record.exit_code = code
@@ -241,27 +264,44 @@ class Supervisor:
                 log_tail=tuple(tail_lines[-400:]),
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
                 interrupted_by=signal.Signals(self.received).name if self.received else None,
+                hang=hang,
                 steps_seen=record.last_step is not None and (resume is None or record.last_step > resume.step),
             )
         )
         return record
 
-    def _wait(self, process: Process) -> int | None:
+    def _start_monitor(self, pid: int) -> MemoryMonitor | None:
+        if self.config.sample_interval <= 0:
+            return None
+        indices = tuple(g.index for g in self.prepared.plan.topology.gpus)
+        monitor = MemoryMonitor(pid, indices, self.config.sample_interval, self.nvml)
+        monitor.start()
+        return monitor
+
+    def _wait(self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord) -> str | None:
+        """Until the attempt ends; the watchdog's finding when it stopped a hung attempt, else None."""
         while True:
             code = process.poll()
             if self.received is not None:
                 self._stop(process, self.received)
-                return process.poll()
+                return None
             if code is not None:
                 # torchrun is gone; anything it left behind goes too.
                 if process.alive_descendants():
                     self._stop(process, signal.SIGTERM)
-                return code
+                return None
+            finding = watch.poll(self.clock())
+            if finding is not None:
+                record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
+                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n")
+                self._stop(process, signal.SIGTERM)
+                return finding
             self.sleep(POLL_SECONDS)
 
     def _stop(self, process: Process, signum: int) -> None:
         """Forward the signal to every training process; SIGKILL what is left after the grace period."""
         process.signal_all(signum)
+        process.signal_all(signal.SIGCONT)  # a stopped process only acts on SIGTERM once it runs again
         deadline = self.clock() + self.config.grace_seconds
         while self.clock() < deadline:
             if process.poll() is not None and not process.alive_descendants():

@@ -4,7 +4,8 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
   SAFE_SFT_FAULT        KIND:STEP:RANK with KIND one of
                         oom_step  raise torch.OutOfMemoryError at the end of that step,
                         oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
-                        host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill.
+                        host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
+                        stop      SIGSTOP itself: a real hang (its peers wait in the next collective).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start.
 On the CPU, ZeRO-3 needs the gloo process group before the model is built: done here at import.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 from pathlib import Path
 
 import torch
@@ -106,6 +108,8 @@ class FaultCallback(TrainerCallback):
             raise torch.OutOfMemoryError(OOM_TEXT)
         if kind == "host_oom" and _claim():
             _host_oom()
+        if kind == "stop" and _claim():
+            os.kill(os.getpid(), signal.SIGSTOP)
 
 
 callbacks_map["safe_sft_fault"] = FaultCallback

@@ -1,0 +1,43 @@
+"""The progress watchdog as a table of (time, step, checkpoints) observations."""
+
+from pathlib import Path
+
+import pytest
+
+from launcher.run.watch import ProgressWatch
+
+
+def watch() -> ProgressWatch:
+    return ProgressWatch(Path("/nonexistent"), 0.0, started=100.0, hang_timeout=60, startup_timeout=600)
+
+
+@pytest.mark.parametrize(
+    ("observations", "now", "stalled"),
+    [
+        pytest.param([], 650, False, id="loading-within-startup-allowance"),
+        pytest.param([], 701, True, id="no-first-step-in-time"),
+        pytest.param([(200, 1, 0)], 259, False, id="step-then-quiet-under-timeout"),
+        pytest.param([(200, 1, 0)], 261, True, id="step-then-quiet-over-timeout"),
+        pytest.param([(200, 1, 0), (250, 1, 1)], 300, False, id="a-new-checkpoint-is-progress"),
+        pytest.param([(200, 1, 0), (250, 2, 0), (300, 2, 0)], 311, True, id="same-step-again-is-not-progress"),
+    ],
+)
+def test_stalled(observations: list[tuple[float, int, int]], now: float, stalled: bool) -> None:
+    w = watch()
+    for at, step, checkpoints in observations:
+        w.observe(at, step, checkpoints)
+    finding = w.stalled(now)
+    assert (finding is not None) is stalled
+    if finding and observations:
+        assert "--hang-timeout" in finding
+    elif finding:
+        assert "--startup-timeout" in finding
+
+
+def test_poll_reads_swifts_log(tmp_path: Path) -> None:
+    run = tmp_path / "v0-20260101-000000"
+    run.mkdir()
+    (run / "logging.jsonl").write_text('{"global_step/max_steps": "7/10"}\n')
+    w = ProgressWatch(tmp_path, 0.0, started=0.0, hang_timeout=60, startup_timeout=600)
+    assert w.poll(10.0) is None
+    assert w.step == 7
