@@ -2,12 +2,15 @@
 
 `swift sft` accepts `--key value [value ...]`, `--key=value`, transformers' dash spellings
 (`--max-steps`), and a YAML/JSON config file as the first argument whose keys come first and whose
-`ENV:` block sets environment variables. Later arguments win. safe-sft keeps the user's argv as it is
-and changes a setting by replacing that flag's values in place, or by appending the flag.
+`ENV:` block sets environment variables. Later arguments win. `swift sft` expands the config file into
+arguments before it starts torchrun, and so does safe-sft (`argv()`, in swift's own format). safe-sft
+keeps the user's arguments as they are and changes a setting by replacing that flag's values in place,
+or by appending the flag.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,6 +32,7 @@ class SwiftArgs:
     config_file: str | None = None
     config_values: Mapping[str, str] = field(default_factory=dict)
     config_env: Mapping[str, str] = field(default_factory=dict)
+    config_argv: tuple[str, ...] = ()  # the config file's keys as `--key value` tokens, placed first
 
     def get(self, key: str) -> str | None:
         """The effective value of a field: the last CLI occurrence, else the config file's."""
@@ -77,10 +81,11 @@ class SwiftArgs:
                     items[i] = (items[i][0], new_values)
             else:
                 items.append((f"--{key}", new_values))
-        return SwiftArgs(tuple(items), self.config_file, self.config_values, self.config_env)
+        return SwiftArgs(tuple(items), self.config_file, self.config_values, self.config_env, self.config_argv)
 
     def argv(self) -> tuple[str, ...]:
-        out: list[str] = [self.config_file] if self.config_file else []
+        """What swift's entry point receives: the config file's arguments first, then the command line's."""
+        out: list[str] = list(self.config_argv)
         for flag, values in self.items:
             out.append(flag)
             out.extend(values)
@@ -110,12 +115,20 @@ def parse_swift_argv(
             items.append((arg, ()))  # a stray positional; swift reports it, we pass it through unchanged
     config_values: dict[str, str] = {}
     config_env: dict[str, str] = {}
+    config_argv: list[str] = []
     for key, raw in (config or {}).items():
         if key == "ENV" and isinstance(raw, Mapping):
             config_env = {str(k): str(v) for k, v in raw.items()}
+            continue
+        config_values[normalize_key(str(key))] = _config_value_text(raw)
+        config_argv.append(f"--{key}")
+        if isinstance(raw, list):  # swift's own expansion (swift/cli/main.py), token for token
+            config_argv.extend(str(item) for item in raw)
+        elif isinstance(raw, dict):
+            config_argv.append(json.dumps(raw, ensure_ascii=False))
         else:
-            config_values[normalize_key(str(key))] = _config_value_text(raw)
-    return SwiftArgs(tuple(items), config_file, config_values, config_env)
+            config_argv.append(str(raw))
+    return SwiftArgs(tuple(items), config_file, config_values, config_env, tuple(config_argv))
 
 
 def _config_value_text(value: object) -> str:

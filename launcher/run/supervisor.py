@@ -219,7 +219,9 @@ class Supervisor:
         if settings.deepspeed == "zero3_offload" and not settings.pin_memory:
             write_no_pin_offload_config(self.run_dir / NO_PIN_CONFIG_NAME)
         env_set = {**plan.env_dict(), **ladder_env}
-        env = {**self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
+        config = self.prepared.swift
+        from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
+        env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         record = AttemptRecord(
             number=number,

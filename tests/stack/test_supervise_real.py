@@ -227,3 +227,20 @@ def test_f_sigkill_of_safe_sft_leaves_no_training_process(tiny, tmp_path: Path) 
     while _alive(pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(pids) == []
+
+
+def test_drop_in_with_a_swift_yaml_config_and_its_env_block(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    flat = swift_args(tiny, out, max_steps=4)
+    pairs = dict(zip(flat[0::2], flat[1::2], strict=True))
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        "ENV:\n  NPROC_PER_NODE: 2\n"
+        + "".join(f"{key[2:]}: {value}\n" for key, value in pairs.items() if key != "--max_steps")
+    )
+    env = {k: v for k, v in fault_env(tmp_path).items() if k != "NPROC_PER_NODE"}
+    result = safe_sft([str(config), "--max_steps", "3"], env)  # a later CLI argument wins over the file
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "NPROC_PER_NODE        2                 config" in result.stderr
+    assert sorted(p.name.split("-")[1] for p in (tmp_path / "ranks").glob("rank-*.json")) == ["0", "1"]
+    assert last_step(run_dirs(out)[-1]) == "3/3"

@@ -140,3 +140,16 @@ def test_signal_is_forwarded_and_never_restarted(tmp_path: Path) -> None:
     result = sup.run()
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 143, 1)
     assert process.signals[0] == signal.SIGTERM
+
+
+def test_report_masks_secret_looking_env_values(tmp_path: Path) -> None:
+    from launcher.run.report import report_json
+
+    spawned: list[list[str]] = []
+    sup = supervisor(tmp_path, [FakeProcess(0, "")], spawned)
+    result = sup.run()
+    result.attempts[0].env_set.update({"HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k", "NCCL_DEBUG": "WARN"})
+    data = report_json(result.attempts, result, ["safe-sft"])
+    env = data["attempts"][0]["env_set"]
+    assert (env["HF_TOKEN"], env["WANDB_API_KEY"], env["NCCL_DEBUG"]) == ("****", "****", "WARN")
+    assert data["schema"] == 1 and data["outcome"] == "succeeded"

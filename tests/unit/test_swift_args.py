@@ -22,18 +22,20 @@ def test_config_values_lose_to_cli_and_env_block_is_kept() -> None:
     assert args.config_env == {"NPROC_PER_NODE": "2"}
 
 
+def test_config_file_expands_like_swift_does() -> None:
+    config = {"model": "m", "dataset": ["a", "b"], "use_cpu": True, "deepspeed": {"zero": 2}, "ENV": {"X": 1}}
+    args = parse_swift_argv(["cfg.yaml", "--max_steps", "3"], config)
+    assert args.argv() == (
+        "--model", "m", "--dataset", "a", "b", "--use_cpu", "True", "--deepspeed", '{"zero": 2}', "--max_steps", "3",
+    )  # fmt: skip
+
+
 def test_with_values_replaces_in_place_and_appends() -> None:
-    args = parse_swift_argv(["cfg.yaml", "--per_device_train_batch_size", "4", "--model", "m"])
+    args = parse_swift_argv(["cfg.yaml", "--per_device_train_batch_size", "4", "--model", "m"], {"seed": 1})
     changed = args.with_values({"per_device_train_batch_size": "2", "gradient_accumulation_steps": "8"})
     assert changed.argv() == (
-        "cfg.yaml",
-        "--per_device_train_batch_size",
-        "2",
-        "--model",
-        "m",
-        "--gradient_accumulation_steps",
-        "8",
-    )
+        "--seed", "1", "--per_device_train_batch_size", "2", "--model", "m", "--gradient_accumulation_steps", "8",
+    )  # fmt: skip
     assert args.get_int("per_device_train_batch_size") == 4  # the original is untouched
 
 

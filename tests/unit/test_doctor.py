@@ -1,0 +1,56 @@
+"""Preflight checks from facts: each pass, warn or fail with its fix."""
+
+from dataclasses import replace
+
+from launcher.doctor import Status, run_checks
+from launcher.model import GpuFacts, Limits, Rlimit
+from launcher.run.memlock import MemlockStatus
+from launcher.units import GiB, MiB
+from tests.conftest import gpus, host
+
+UNLIMITED = MemlockStatus(Rlimit(64 * 1024, None), Rlimit(None, None), None)
+
+
+def status(checks, name):  # type: ignore[no-untyped-def]
+    return next(c for c in checks if c.name == name)
+
+
+def test_healthy_machine_passes() -> None:
+    checks = run_checks(host(gpus(8, 80)), UNLIMITED)
+    assert {c.name: c.status for c in checks} == {
+        "gpus": Status.PASS, "gpu_memory": Status.PASS, "memlock": Status.PASS, "shm": Status.PASS,
+        "host_ram": Status.PASS, "network": Status.PASS, "disk": Status.PASS, "versions": Status.PASS,
+    }  # fmt: skip
+
+
+def test_dockers_64mib_shm_fails_with_the_fix() -> None:
+    facts = host(gpus(2, 80))
+    facts = replace(facts, limits=Limits(memlock=None, nofile=None, shm_bytes=64 * MiB))
+    check = status(run_checks(facts, UNLIMITED), "shm")
+    assert check.status is Status.FAIL and "--shm-size" in check.fix
+
+
+def test_low_memlock_warns_with_the_fix() -> None:
+    low = MemlockStatus(Rlimit(64 * 1024, 8 * MiB), Rlimit(8 * MiB, 8 * MiB), "hard limit is 8.0 MiB")
+    check = status(run_checks(host(gpus(1, 80)), low), "memlock")
+    assert check.status is Status.WARN
+    assert "ulimit -l unlimited" in check.fix and "--ulimit memlock=-1" in check.fix
+
+
+def test_mixed_and_busy_gpus_warn() -> None:
+    mixed = (*gpus(1, 80), replace(gpus(1, 40)[0], index=1, free_bytes=5 * GiB))
+    facts = replace(host(), gpus=GpuFacts(gpus=mixed, driver_version="550"))
+    checks = run_checks(facts, UNLIMITED)
+    assert status(checks, "gpus").status is Status.WARN
+    assert status(checks, "gpu_memory").status is Status.WARN
+
+
+def test_missing_stack_fails() -> None:
+    facts = replace(host(gpus(1, 80)), versions={"torch": "2.13.0", "ms-swift": None, "deepspeed": None})
+    check = status(run_checks(facts, UNLIMITED), "versions")
+    assert check.status is Status.FAIL and "ms-swift" in check.detail
+
+
+def test_small_disk_fails() -> None:
+    check = status(run_checks(replace(host(), disk_free_bytes=2 * GiB), UNLIMITED), "disk")
+    assert check.status is Status.FAIL
