@@ -27,6 +27,7 @@ from launcher.errors import SafeSftError
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOTHING_FITS = 3
+EXIT_LOST_NODE = 4
 
 
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -185,6 +186,25 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     help="Seconds allowed before the first step (loading, data prep).",
 )
 @click.option(
+    "--coord-port",
+    type=click.IntRange(1, 65535),
+    envvar="SAFE_SFT_COORD_PORT",
+    help="Port of node 0's coordination store (several nodes). Default: MASTER_PORT + 1.",
+)
+@click.option(
+    "--run-id",
+    envvar="SAFE_SFT_RUN_ID",
+    help="The same on every node of one job. Default: SLURM_JOB_ID, else MASTER_ADDR:MASTER_PORT.",
+)
+@click.option(
+    "--node-timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    envvar="SAFE_SFT_NODE_TIMEOUT",
+    help="Seconds node 0 waits for every node's report of an attempt.",
+)
+@click.option(
     "--memory-sample-interval",
     type=click.FloatRange(min=0),
     default=5.0,
@@ -202,6 +222,9 @@ def run_command(
     hang_timeout: float,
     startup_timeout: float,
     memory_sample_interval: float,
+    coord_port: int | None,
+    run_id: str | None,
+    node_timeout: float,
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
@@ -219,10 +242,30 @@ def run_command(
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     if not prepared.plan.fits and not kwargs["force"]:
         raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
-    run_dir = prepared.output_dir.resolve() / "safe-sft" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    topology = prepared.plan.topology
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    if topology.nnodes.value > 1:
+        stamp += f"-node{topology.node_rank.value}"
+    run_dir = prepared.output_dir.resolve() / "safe-sft" / stamp
     run_dir.mkdir(parents=True)
     report_path = run_dir / "report.json"
     argv = sys.argv[1:]
+
+    coordinator = None
+    if topology.nnodes.value > 1:
+        from launcher.run.coord import Coordinator
+        from launcher.run.shared import check_shared_output_dir
+
+        default_id = os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
+        coordinator = Coordinator(
+            host=topology.master_addr.value,
+            port=coord_port or topology.master_port.value + 1,
+            node=topology.node_rank.value,
+            nnodes=topology.nnodes.value,
+            run_id=run_id or default_id,
+            report_timeout=node_timeout,
+        )
+        check_shared_output_dir(coordinator, prepared.output_dir.resolve())
 
     become_subreaper()
     supervisor = Supervisor(
@@ -233,9 +276,17 @@ def run_command(
         os.environ,
         run_dir=run_dir,
         on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv)),
+        coordinator=coordinator,
     )
     supervisor.install_signal_handlers()
-    result = supervisor.run()
+    try:
+        result = supervisor.run()
+    except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share
+        click.echo(f"safe-sft: error: {err.message}", err=True)
+        if err.hint:
+            click.echo(f"safe-sft: fix: {err.hint}", err=True)
+        click.echo(f"safe-sft: report: {report_path}", err=True)
+        sys.exit(EXIT_LOST_NODE)
     write_report(report_path, report_json(result.attempts, result, argv))
     click.echo(summary(result, report_path), err=True)
     sys.exit(result.exit_code)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.model import Failure, FailureKind
+from launcher.plan.severity import PRIMARY, strength
 
 SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 NATIVE_CRASH_SIGNALS = {4, 6, 7, 8, 11}
@@ -76,17 +77,6 @@ _PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
     ),
     (FailureKind.CRASH, re.compile(r"Segmentation fault|core dumped|Fatal Python error|Aborted \(core")),
 )
-# How strongly a kind points at the root cause: a peer's communication error follows another rank's death.
-_PRIMARY = 3.0
-_SIGKILLED = 2.5
-_SECONDARY = 2.0
-_WEAK = 1.0
-_RANK = {
-    FailureKind.COMM_TIMEOUT: _SECONDARY,
-    FailureKind.COMM_ERROR: _SECONDARY,
-    FailureKind.KILLED: _WEAK,
-    FailureKind.UNKNOWN: 0,
-}
 
 
 @dataclass(frozen=True)
@@ -171,20 +161,23 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
             continue
         kind, lines = found
         when = failure.timestamp if failure.timestamp is not None else float(order)
-        strength = _RANK.get(kind, _PRIMARY)
-        if kind is FailureKind.KILLED and failure.exit_code == -9:
-            strength = _SIGKILLED  # nobody's shutdown sends SIGKILL first: the killed rank went first
-        candidates.append((strength, -when, Failure(kind, lines, failure.rank, failure.exit_code, _summary(kind))))
+        candidates.append(
+            (
+                strength(kind, failure.exit_code),
+                -when,
+                Failure(kind, lines, failure.rank, failure.exit_code, _summary(kind)),
+            )
+        )
     error_lines = [line for line in evidence.log_tail if _ERROR_LINE.search(line)]
     tail_kind = classify_text(error_lines, evidence.steps_seen)
     if tail_kind is not None:
         kind, lines = tail_kind
         rank = _rank_of(lines[0])
         candidates.append(
-            (_RANK.get(kind, _PRIMARY), float("-inf"), Failure(kind, lines, rank, evidence.exit_code, _summary(kind)))
+            (strength(kind), float("-inf"), Failure(kind, lines, rank, evidence.exit_code, _summary(kind)))
         )
     if evidence.kernel_oom and not any(c[2].kind is FailureKind.HOST_OOM for c in candidates):
-        candidates.append((_PRIMARY - 1, float("-inf"), Failure(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))))
+        candidates.append((PRIMARY - 1, float("-inf"), Failure(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))))
     if not candidates:
         tail = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
         return Failure(FailureKind.UNKNOWN, tail or (f"exit code {evidence.exit_code}",), exit_code=evidence.exit_code)

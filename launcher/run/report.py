@@ -63,6 +63,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
         "diagnostics": record.diagnostics,
+        "decision": record.decision,
     }
 
 
@@ -99,6 +100,9 @@ def summary(result: RunResult, report_path: Path) -> str:
         lines.append(f"  root cause (attempt {first.number}): {f.kind.value}: {f.summary or f.kind.value}{where}{code}")
         for line in f.evidence[:3]:
             lines.append(f"    {line[:300]}")
+        agreed = first.decision
+        if agreed and agreed.get("root_kind"):
+            lines.append(f"  across the nodes (node 0's decision): {agreed['root_kind']} on node {agreed['root_node']}")
     ladder = [a for a in attempts if a.change or a.resumed_from]
     if ladder:
         lines.append("  ladder:")

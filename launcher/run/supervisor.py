@@ -16,16 +16,19 @@ from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
 from launcher.configs import config_dir, write_no_pin_offload_config
+from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind, Strategy
 from launcher.plan.build import NO_PIN_CONFIG_NAME
+from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
-from launcher.run.checkpoints import Checkpoint, latest_complete
+from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete
 from launcher.run.child import TrainingProcess
 from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
+from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
 from launcher.run.gpumon import MemoryMonitor, MemoryTimeline
 from launcher.run.watch import ProgressWatch
@@ -82,6 +85,7 @@ class AttemptRecord:
     start_epoch: float = 0.0  # wall-clock start, to tell which attempt wrote a checkpoint
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
+    decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
 
 
 @dataclass
@@ -107,6 +111,7 @@ class Supervisor:
         stdout: BinaryIO | None = None,
         stderr: BinaryIO | None = None,
         nvml: ModuleType | None = None,
+        coordinator: Coordinator | None = None,
     ) -> None:
         self.prepared = prepared
         self.config = config
@@ -120,6 +125,7 @@ class Supervisor:
         self.spawn: Spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
         self.nvml = nvml
+        self.coordinator = coordinator
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
 
@@ -146,11 +152,24 @@ class Supervisor:
         history: list[FailureKind] = []
         attempts: list[AttemptRecord] = []
         change: tuple[str, str] | None = None
+        decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
-            resume, skipped = self._resume_point(number, settings, attempts)
+            skipped: list[str] = []
+            if self.coordinator is not None:
+                resume = self._shared_resume(decided_resume)
+            else:
+                resume, skipped = self._resume_point(number, settings, attempts)
             record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
             attempts.append(record)
             self.on_attempt(attempts)
+            if self.coordinator is not None:
+                agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
+                self.on_attempt(attempts)
+                if isinstance(agreed, RunResult):
+                    return agreed
+                settings, change, decided_resume, kind = agreed
+                history.append(kind)
+                continue
             failure = record.failure
             if failure is None:
                 return RunResult("succeeded", attempts, 0)
@@ -162,6 +181,82 @@ class Supervisor:
             history.append(failure.kind)
             settings, change = step.settings, (step.change, step.reason)
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
+
+    # ---- several nodes ------------------------------------------------------------------------------
+
+    def _agree(
+        self,
+        coordinator: Coordinator,
+        number: int,
+        record: AttemptRecord,
+        settings: Settings,
+        history: list[FailureKind],
+        attempts: list[AttemptRecord],
+    ) -> RunResult | tuple[Settings, tuple[str, str], Resume | None, FailureKind]:
+        """Report this node's outcome, get node 0's decision, and turn it into the next step or the end."""
+        failure = record.failure
+        if failure is not None:
+            coordinator.request_stop(number)
+        report = NodeReport(
+            run_id=coordinator.run_id,
+            attempt=number,
+            node=coordinator.node,
+            kind=failure.kind.value if failure else None,
+            exit_code=failure.exit_code if failure else record.exit_code,
+            evidence=tuple(line[:MAX_TEXT] for line in (failure.evidence if failure else ())[:MAX_EVIDENCE]),
+            checkpoints=tuple(self._complete_checkpoints()),
+        )
+        interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
+        if interrupted and coordinator.node != 0:
+            coordinator.exchange_report_only(number, report)
+            return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+
+        def decide_next(reports: list[NodeReport]) -> Decision:
+            return decide(
+                coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
+                max_attempts=self.config.max_attempts,
+                resume_for=lambda new: self._relative_resume(number + 1, new, attempts),
+                gpus_have_room_for_zero3=self._zero3_fits(),
+            )  # fmt: skip
+
+        decision = coordinator.exchange(number, report, decide_next, settings.deepspeed)
+        record.decision = {
+            "action": decision.action, "reason": decision.reason, "root_node": decision.root_node,
+            "root_kind": decision.root_kind, "change": decision.change,
+            "resume_from": decision.resume.checkpoint if decision.resume else None,
+        }  # fmt: skip
+        sys.stderr.write(f"safe-sft: node 0 decided: {decision.action} ({decision.reason})\n")
+        if decision.action != "retry" or decision.settings is None:
+            coordinator.acknowledge(number)
+            if interrupted:
+                return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+            if decision.action == "finish":
+                return RunResult("succeeded", attempts, 0)
+            return RunResult("failed", attempts, 1, decision.reason)
+        kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
+        return decision.settings, (decision.change or "no change", decision.reason), decision.resume, kind
+
+    def _complete_checkpoints(self) -> list[str]:
+        return sorted(str(p.relative_to(self.output_dir)) for p in candidate_dirs(self.output_dir) if is_complete(p))
+
+    def _relative_resume(self, number: int, settings: Settings, attempts: list[AttemptRecord]) -> Resume | None:
+        resume, _ = self._resume_point(number, settings, attempts)
+        if resume is None:
+            return None
+        relative = str(Path(resume.checkpoint).relative_to(self.output_dir))
+        return Resume(relative, resume.step, resume.weights_only, resume.why_weights_only)
+
+    def _shared_resume(self, decided: Resume | None) -> Resume | None:
+        """Node 0's checkpoint, as this node sees it on the shared output dir: it must be complete here too."""
+        if decided is None:
+            return None
+        path = self.output_dir / decided.checkpoint
+        if not is_complete(path):
+            raise SafeSftError(
+                f"checkpoint {path} that node 0 chose is not complete on this node",
+                "put the output dir on a filesystem all nodes share (NFS, Lustre, GPFS)",
+            )
+        return Resume(str(path), decided.step, decided.weights_only, decided.why_weights_only)
 
     def _zero3_fits(self) -> bool:
         return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
@@ -292,6 +387,16 @@ class Supervisor:
                 if process.alive_descendants():
                     self._stop(process, signal.SIGTERM)
                 return None
+            if self.coordinator is not None:
+                try:
+                    peer_stop = self.coordinator.stop_requested(record.number)
+                except CoordinationLost:
+                    self._stop(process, signal.SIGTERM)
+                    raise
+                if peer_stop:
+                    sys.stderr.write("safe-sft: another node failed; stopping this node's attempt\n")
+                    self._stop(process, signal.SIGTERM)
+                    return None
             finding = watch.poll(self.clock())
             if finding is not None:
                 record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)

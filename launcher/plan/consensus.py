@@ -1,0 +1,259 @@
+"""Many nodes, one decision: the messages between the nodes' safe-sft processes, and node 0's rule.
+
+Pure. Messages carry data, never commands: every field is checked against a schema (known keys only,
+settings within bounds, known ZeRO names, a checkpoint inside the output dir), and a message of another
+run (a different run id or attempt) is rejected. The rule: the most severe failure of all nodes wins
+(the same ranking that picks the root cause among ranks), and the ladder takes one step from there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from launcher.errors import SafeSftError
+from launcher.model import Failure, FailureKind
+from launcher.plan.degrade import ZERO_LADDER, GiveUp, Settings, next_step
+from launcher.plan.settings import Resume
+from launcher.plan.severity import strength
+
+PROTOCOL = 1
+MAX_TEXT = 2000
+MAX_EVIDENCE = 8
+ACTIONS = ("finish", "retry", "stop")
+KNOWN_DEEPSPEED = frozenset({*ZERO_LADDER, "zero0", "zero1", "zero2_offload"})
+_BOUNDS = {"micro_batch": (1, 1 << 16), "grad_accum": (1, 1 << 20), "world_size": (1, 1 << 20),
+           "dataloader_num_workers": (0, 1024), "max_pixels": (1, 1 << 40), "max_length": (1, 1 << 24)}  # fmt: skip
+
+
+class ProtocolError(SafeSftError):
+    """A message that is malformed, out of bounds, or from another run."""
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    run_id: str
+    attempt: int
+    node: int
+    kind: str | None  # a FailureKind value; None: this node's attempt succeeded
+    exit_code: int | None
+    evidence: tuple[str, ...]
+    checkpoints: tuple[str, ...]  # complete checkpoints this node sees, relative to the output dir
+
+
+@dataclass(frozen=True)
+class Decision:
+    run_id: str
+    attempt: int  # the attempt this decides about
+    action: str  # finish | retry | stop
+    reason: str
+    root_node: int | None = None
+    root_kind: str | None = None
+    settings: Settings | None = None  # for retry
+    change: str | None = None
+    resume: Resume | None = None  # checkpoint relative to the output dir
+
+
+# ---- the rule --------------------------------------------------------------------------------------
+
+
+def root_report(reports: Sequence[NodeReport]) -> NodeReport | None:
+    """The most severe failure across nodes (None when every node succeeded); ties: the lowest node."""
+    failed = [r for r in reports if r.kind is not None]
+    if not failed:
+        return None
+    return max(failed, key=lambda r: (strength(FailureKind(r.kind), r.exit_code), -r.node))
+
+
+def decide(
+    run_id: str,
+    attempt: int,
+    reports: Sequence[NodeReport],
+    nnodes: int,
+    settings: Settings,
+    history: Sequence[FailureKind],
+    *,
+    max_attempts: int,
+    resume_for: Callable[[Settings], Resume | None],
+    gpus_have_room_for_zero3: bool = False,
+) -> Decision:
+    """Node 0's decision after an attempt; `resume_for(new_settings)` names the checkpoint to resume from."""
+    missing = sorted(set(range(nnodes)) - {r.node for r in reports})
+    if missing:
+        return Decision(run_id, attempt, "stop", f"node(s) {missing} never reported")
+    root = root_report(reports)
+    if root is None:
+        return Decision(run_id, attempt, "finish", "every node finished")
+    kind = FailureKind(root.kind)
+    base = dict(root_node=root.node, root_kind=root.kind)
+    if kind is FailureKind.INTERRUPTED:
+        return Decision(run_id, attempt, "stop", f"node {root.node} was interrupted", **base)  # type: ignore[arg-type]
+    if attempt >= max_attempts:
+        return Decision(run_id, attempt, "stop", f"--max-attempts {max_attempts} reached", **base)  # type: ignore[arg-type]
+    step = next_step(settings, kind, history, gpus_have_room_for_zero3=gpus_have_room_for_zero3)
+    if isinstance(step, GiveUp):
+        return Decision(run_id, attempt, "stop", step.reason, **base)  # type: ignore[arg-type]
+    resume = resume_for(step.settings)
+    blind = [r.node for r in reports if resume is not None and resume.checkpoint not in r.checkpoints]
+    if blind:
+        return Decision(
+            run_id, attempt, "stop",
+            f"node(s) {blind} do not see checkpoint {resume.checkpoint if resume else ''}: the output dir must be "
+            "on a filesystem all nodes share", **base,  # type: ignore[arg-type]
+        )  # fmt: skip
+    return Decision(run_id, attempt, "retry", step.reason, root.node, root.kind, step.settings, step.change, resume)
+
+
+# ---- encoding and validation -------------------------------------------------------------------------
+
+
+def encode(message: NodeReport | Decision) -> str:
+    data = asdict(message)
+    data["protocol"] = PROTOCOL
+    data["type"] = type(message).__name__
+    return json.dumps(data, sort_keys=True)
+
+
+def _load(text: str, kind: str, run_id: str, attempt: int) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ProtocolError(
+            f"a {kind} message is not JSON: {text[:80]!r}", "check that only safe-sft uses this port"
+        ) from None
+    if not isinstance(data, dict) or data.get("type") != kind or data.get("protocol") != PROTOCOL:
+        raise ProtocolError(
+            f"not a {kind} message of protocol {PROTOCOL}: {text[:80]!r}", "run one safe-sft version on all nodes"
+        )
+    if data.get("run_id") != run_id:
+        raise ProtocolError(
+            f"a {kind} message from another run ({data.get('run_id')!r}, this is {run_id!r})",
+            "give every job its own MASTER_PORT or --coord-port",
+        )
+    if data.get("attempt") != attempt:
+        raise ProtocolError(
+            f"a {kind} message for attempt {data.get('attempt')!r}, expected {attempt}", "restart all nodes"
+        )
+    return data
+
+
+def _check_keys(data: Mapping[str, Any], allowed: set[str], what: str) -> None:
+    extra = set(data) - allowed
+    if extra:
+        raise ProtocolError(f"{what} has unknown fields {sorted(extra)}", "run one safe-sft version on all nodes")
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise ProtocolError(f"{what} is not a short text", "run one safe-sft version on all nodes")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ProtocolError(
+            f"{what}={value!r} is out of bounds [{low}, {high}]", "run one safe-sft version on all nodes"
+        )
+    return value
+
+
+def decode_report(text: str, run_id: str, attempt: int, nnodes: int) -> NodeReport:
+    data = _load(text, "NodeReport", run_id, attempt)
+    _check_keys(data, {f.name for f in fields(NodeReport)} | {"protocol", "type"}, "a node report")
+    kind = data.get("kind")
+    if kind is not None and kind not in {k.value for k in FailureKind}:
+        raise ProtocolError(f"unknown failure kind {kind!r}", "run one safe-sft version on all nodes")
+    evidence = data.get("evidence") or []
+    checkpoints = data.get("checkpoints") or []
+    if not isinstance(evidence, list) or len(evidence) > MAX_EVIDENCE or not isinstance(checkpoints, list):
+        raise ProtocolError(
+            "a node report's evidence or checkpoints are malformed", "run one safe-sft version on all nodes"
+        )
+    return NodeReport(
+        run_id=run_id,
+        attempt=attempt,
+        node=_int(data.get("node"), "node", 0, nnodes - 1) or 0,
+        kind=kind,
+        exit_code=_int(data.get("exit_code"), "exit_code", -255, 255, optional=True),
+        evidence=tuple(_text(e, "evidence") for e in evidence),
+        checkpoints=tuple(_relative_path(c) for c in checkpoints),
+    )
+
+
+def _relative_path(value: Any) -> str:
+    path = _text(value, "a checkpoint path")
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts or not parts[-1].startswith("checkpoint-"):
+        raise ProtocolError(
+            f"checkpoint path {path!r} is not a checkpoint inside the output dir", "check the output dir"
+        )
+    return path
+
+
+def _settings(data: Any, own_deepspeed: str | None) -> Settings:
+    if not isinstance(data, dict):
+        raise ProtocolError("a decision's settings are not an object", "run one safe-sft version on all nodes")
+    names = {f.name for f in fields(Settings)}
+    _check_keys(data, names, "the settings")
+    if set(data) != names:
+        raise ProtocolError(f"the settings lack {sorted(names - set(data))}", "run one safe-sft version on all nodes")
+    for name, (low, high) in _BOUNDS.items():
+        _int(data[name], name, low, high, optional=name in ("max_pixels", "max_length"))
+    for name in ("gradient_checkpointing", "save_only_model", "pin_memory", "nccl_p2p_disable", "is_multimodal",
+                 "allow_shorter_max_length"):  # fmt: skip
+        if not isinstance(data[name], bool):
+            raise ProtocolError(f"{name}={data[name]!r} is not a boolean", "run one safe-sft version on all nodes")
+    deepspeed = data["deepspeed"]
+    if deepspeed is not None and deepspeed not in KNOWN_DEEPSPEED and deepspeed != own_deepspeed:
+        raise ProtocolError(
+            f"deepspeed {deepspeed!r} is not a known ZeRO strategy", "run one safe-sft version on all nodes"
+        )
+    return Settings(**data)
+
+
+def decode_decision(text: str, run_id: str, attempt: int, own_deepspeed: str | None) -> Decision:
+    data = _load(text, "Decision", run_id, attempt)
+    _check_keys(data, {f.name for f in fields(Decision)} | {"protocol", "type"}, "a decision")
+    action = data.get("action")
+    if action not in ACTIONS:
+        raise ProtocolError(
+            f"decision action {action!r} is not one of {ACTIONS}", "run one safe-sft version on all nodes"
+        )
+    settings = _settings(data["settings"], own_deepspeed) if data.get("settings") is not None else None
+    if action == "retry" and settings is None:
+        raise ProtocolError("a retry decision without settings", "run one safe-sft version on all nodes")
+    resume = None
+    if data.get("resume") is not None:
+        raw = data["resume"]
+        if not isinstance(raw, dict) or set(raw) != {"checkpoint", "step", "weights_only", "why_weights_only"}:
+            raise ProtocolError("a decision's resume point is malformed", "run one safe-sft version on all nodes")
+        resume = Resume(
+            _relative_path(raw["checkpoint"]),
+            _int(raw["step"], "step", 0, 1 << 40) or 0,
+            bool(raw["weights_only"]),
+            _text(raw["why_weights_only"], "why_weights_only"),
+        )
+    kind = data.get("root_kind")
+    if kind is not None and kind not in {k.value for k in FailureKind}:
+        raise ProtocolError(f"unknown failure kind {kind!r}", "run one safe-sft version on all nodes")
+    return Decision(
+        run_id=run_id,
+        attempt=attempt,
+        action=action,
+        reason=_text(data.get("reason", ""), "reason"),
+        root_node=_int(data.get("root_node"), "root_node", 0, 1 << 16, optional=True),
+        root_kind=kind,
+        settings=settings,
+        change=_text(data["change"], "change") if data.get("change") is not None else None,
+        resume=resume,
+    )
+
+
+def failure_of(report: NodeReport) -> Failure | None:
+    if report.kind is None:
+        return None
+    return Failure(FailureKind(report.kind), report.evidence, exit_code=report.exit_code)

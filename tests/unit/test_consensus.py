@@ -1,0 +1,143 @@
+"""Many nodes, one decision: the rule (the most severe failure wins) and message validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from launcher.model import FailureKind as K
+from launcher.plan.consensus import (
+    Decision,
+    NodeReport,
+    ProtocolError,
+    decide,
+    decode_decision,
+    decode_report,
+    encode,
+)
+from launcher.plan.degrade import Settings
+from launcher.plan.settings import Resume
+
+SETTINGS = Settings(micro_batch=4, grad_accum=2, world_size=16, deepspeed="zero2")
+RESUME = Resume("v0-a/checkpoint-3", 3, False, "")
+
+
+def report(node: int, kind: K | None, exit_code: int | None = 1, checkpoints=("v0-a/checkpoint-3",)) -> NodeReport:  # type: ignore[no-untyped-def]
+    return NodeReport("job-7", 1, node, kind.value if kind else None, exit_code, ("evidence",), tuple(checkpoints))
+
+
+def run(reports: list[NodeReport], nnodes: int = 3, max_attempts: int = 5) -> Decision:
+    return decide("job-7", 1, reports, nnodes, SETTINGS, [], max_attempts=max_attempts, resume_for=lambda s: RESUME)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "action", "root"),
+    [
+        pytest.param([None, None, None], "finish", None, id="all-finished"),
+        pytest.param([K.COMM_ERROR, K.CUDA_OOM, K.COMM_ERROR], "retry", (1, "cuda_oom"), id="oom-beats-peer-errors"),
+        pytest.param([K.KILLED, K.COMM_TIMEOUT, K.HOST_OOM], "retry", (2, "host_oom"), id="host-oom-on-node-2"),
+        pytest.param([K.CUDA_OOM, K.CUDA_OOM, None], "retry", (0, "cuda_oom"), id="tie-lowest-node"),
+        pytest.param([K.COMM_ERROR, K.USER_ERROR, None], "stop", (1, "user_error"), id="user-error-stops"),
+        pytest.param([K.INTERRUPTED, K.COMM_ERROR, K.COMM_ERROR], "stop", (0, "interrupted"), id="scancel"),
+    ],
+)
+def test_most_severe_failure_wins(kinds: list[K | None], action: str, root: tuple[int, str] | None) -> None:
+    decision = run([report(node, kind) for node, kind in enumerate(kinds)])
+    assert decision.action == action
+    assert (None if root is None else (decision.root_node, decision.root_kind)) == root
+
+
+def test_retry_carries_one_plan_for_every_node() -> None:
+    decision = run([report(0, K.COMM_ERROR), report(1, K.CUDA_OOM), report(2, K.COMM_ERROR)])
+    assert decision.settings == replace(SETTINGS, micro_batch=2, grad_accum=4)
+    assert decision.resume == RESUME
+    assert decision.change and decision.change.startswith("per_device_train_batch_size 4 -> 2")
+
+
+def test_missing_node_and_unshared_checkpoints_stop_the_job() -> None:
+    assert "never reported" in run([report(0, K.CUDA_OOM), report(2, None)]).reason
+    blind = run([report(0, K.CUDA_OOM), report(1, None, checkpoints=()), report(2, None)])
+    assert blind.action == "stop" and "node(s) [1]" in blind.reason and "share" in blind.reason
+
+
+def test_max_attempts_stops() -> None:
+    assert run([report(0, K.CUDA_OOM), report(1, None), report(2, None)], max_attempts=1).action == "stop"
+
+
+def test_round_trip() -> None:
+    decision = run([report(0, K.CUDA_OOM), report(1, None), report(2, None)])
+    assert decode_decision(encode(decision), "job-7", 1, "zero2") == decision
+    sent = report(1, K.CUDA_OOM)
+    assert decode_report(encode(sent), "job-7", 1, 3) == sent
+
+
+def tampered(message: NodeReport | Decision, **changes: object) -> str:
+    data = json.loads(encode(message))
+    data.update(changes)
+    return json.dumps(data)
+
+
+RETRY = Decision("job-7", 1, "retry", "why", 1, "cuda_oom", replace(SETTINGS, micro_batch=2, grad_accum=4), "c", RESUME)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("not json", "not JSON", id="garbage"),
+        pytest.param(tampered(RETRY, run_id="job-8"), "another run", id="foreign-job"),
+        pytest.param(tampered(RETRY, attempt=2), "attempt 2", id="wrong-attempt"),
+        pytest.param(tampered(RETRY, action="exec"), "action 'exec'", id="unknown-action"),
+        pytest.param(tampered(RETRY, command="rm -rf /"), "unknown fields ['command']", id="a-command-line"),
+        pytest.param(
+            tampered(RETRY, settings={**json.loads(encode(RETRY))["settings"], "micro_batch": 0}),
+            "micro_batch=0",
+            id="micro-batch-out-of-bounds",
+        ),
+        pytest.param(
+            tampered(RETRY, settings={**json.loads(encode(RETRY))["settings"], "deepspeed": "/tmp/x.json"}),
+            "not a known ZeRO",
+            id="unknown-zero",
+        ),
+        pytest.param(
+            tampered(RETRY, settings={**json.loads(encode(RETRY))["settings"], "pin_memory": "yes"}),
+            "not a boolean",
+            id="not-a-bool",
+        ),
+        pytest.param(
+            tampered(
+                RETRY,
+                resume={
+                    "checkpoint": "../../etc/checkpoint-1",
+                    "step": 1,
+                    "weights_only": False,
+                    "why_weights_only": "",
+                },
+            ),
+            "not a checkpoint inside",
+            id="path-escape",
+        ),
+        pytest.param(tampered(RETRY, settings=None), "retry decision without settings", id="retry-without-plan"),
+        pytest.param(tampered(RETRY, type="NodeReport"), "not a Decision", id="wrong-type"),
+    ],
+)
+def test_bad_decisions_are_rejected(text: str, message: str) -> None:
+    with pytest.raises(ProtocolError) as err:
+        decode_decision(text, "job-7", 1, "zero2")
+    assert message in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param({"node": 7}, "node=7", id="node-out-of-range"),
+        pytest.param({"kind": "meltdown"}, "unknown failure kind", id="unknown-kind"),
+        pytest.param({"checkpoints": ["/abs/checkpoint-3"]}, "not a checkpoint inside", id="absolute-path"),
+        pytest.param({"run_id": "other"}, "another run", id="foreign"),
+    ],
+)
+def test_bad_reports_are_rejected(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ProtocolError) as err:
+        decode_report(tampered(report(1, K.CUDA_OOM), **changes), "job-7", 1, 3)
+    assert message in err.value.message
