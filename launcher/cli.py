@@ -186,6 +186,12 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     help="Seconds allowed before the first step (loading, data prep).",
 )
 @click.option(
+    "--resume-latest",
+    is_flag=True,
+    envvar="SAFE_SFT_RESUME_LATEST",
+    help="Resume the first attempt too from the newest complete checkpoint (a requeued job).",
+)
+@click.option(
     "--coord-port",
     type=click.IntRange(1, 65535),
     envvar="SAFE_SFT_COORD_PORT",
@@ -222,6 +228,7 @@ def run_command(
     hang_timeout: float,
     startup_timeout: float,
     memory_sample_interval: float,
+    resume_latest: bool,
     coord_port: int | None,
     run_id: str | None,
     node_timeout: float,
@@ -271,7 +278,13 @@ def run_command(
     supervisor = Supervisor(
         prepared,
         RunConfig(
-            max_attempts, grace_period, allow_shorter_max_length, hang_timeout, startup_timeout, memory_sample_interval
+            max_attempts,
+            grace_period,
+            allow_shorter_max_length,
+            hang_timeout,
+            startup_timeout,
+            memory_sample_interval,
+            resume_latest,
         ),
         os.environ,
         run_dir=run_dir,

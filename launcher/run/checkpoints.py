@@ -73,3 +73,18 @@ def latest_complete(output_dir: Path) -> tuple[Checkpoint | None, list[Path]]:
         return None, skipped
     step, _, path = max(complete)
     return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path)), skipped
+
+
+def zero_stage(deepspeed: str | None) -> int | None:
+    """The ZeRO stage of a --deepspeed value: a name (zero3_offload), a config's JSON text, or None."""
+    if not deepspeed:
+        return None
+    match = re.match(r"^zero(\d)", deepspeed)
+    if match:
+        return int(match.group(1))
+    try:
+        config = json.loads(deepspeed)
+    except ValueError:
+        return None
+    stage = config.get("zero_optimization", {}).get("stage") if isinstance(config, dict) else None
+    return stage if isinstance(stage, int) else None

@@ -25,7 +25,7 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
-from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete
+from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete, zero_stage
 from launcher.run.child import TrainingProcess
 from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
 from launcher.run.coord import CoordinationLost, Coordinator
@@ -58,6 +58,7 @@ class RunConfig:
     hang_timeout: float = 1800.0
     startup_timeout: float = 3600.0
     sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
+    resume_latest: bool = False  # the first attempt too resumes from the newest complete checkpoint
 
     @property
     def ddp_timeout(self) -> int:
@@ -155,7 +156,7 @@ class Supervisor:
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
             skipped: list[str] = []
-            if self.coordinator is not None:
+            if self.coordinator is not None and number > 1:
                 resume = self._shared_resume(decided_resume)
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
@@ -264,7 +265,7 @@ class Supervisor:
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
     ) -> tuple[Resume | None, list[str]]:
-        if number == 1:
+        if number == 1 and (not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint")):
             return None, []
         checkpoint, skipped = latest_complete(self.output_dir)
         if checkpoint is None:
@@ -279,8 +280,10 @@ class Supervisor:
             (a for a in reversed(attempts) if checkpoint.path.stat().st_mtime >= a.start_epoch),
             None,
         )
-        if writer is None:
-            return "the checkpoint was not written by this run"
+        if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
+            if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
+                return "the checkpoint was written under another ZeRO stage by an earlier run"
+            return ""
         if writer.settings.deepspeed != settings.deepspeed:
             return f"the ZeRO stage changed ({writer.settings.deepspeed} -> {settings.deepspeed})"
         if writer.settings.world_size != settings.world_size:

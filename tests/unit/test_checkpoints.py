@@ -53,3 +53,11 @@ def test_reads_only(tmp_path: Path) -> None:
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     latest_complete(tmp_path)
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_zero_stage_of_names_and_configs() -> None:
+    from launcher.run.checkpoints import zero_stage
+
+    assert [
+        zero_stage(v) for v in ("zero2", "zero3_offload", None, '{"zero_optimization": {"stage": 3}}', "x.json")
+    ] == [2, 3, None, 3, None]

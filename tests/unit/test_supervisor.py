@@ -153,3 +153,15 @@ def test_report_masks_secret_looking_env_values(tmp_path: Path) -> None:
     env = data["attempts"][0]["env_set"]
     assert (env["HF_TOKEN"], env["WANDB_API_KEY"], env["NCCL_DEBUG"]) == ("****", "****", "WARN")
     assert data["schema"] == 1 and data["outcome"] == "succeeded"
+
+
+def test_resume_latest_resumes_the_first_attempt(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, "v0-earlier", 6)
+    spawned: list[list[str]] = []
+    result = supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run()
+    assert result.outcome == "succeeded"
+    assert spawned[0][spawned[0].index("--resume_from_checkpoint") + 1].endswith("v0-earlier/checkpoint-6")
+    assert "--resume_only_model" not in spawned[0]  # same (no) ZeRO stage: a full resume
+    plain: list[list[str]] = []
+    supervisor(tmp_path / "other", [FakeProcess(0, "")], plain).run()
+    assert "--resume_from_checkpoint" not in plain[0]
