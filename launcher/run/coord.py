@@ -56,6 +56,7 @@ class Coordinator:
                 "start node 0's safe-sft first, check MASTER_ADDR and that the port is free (--coord-port)",
             ) from None
         self.last_check = 0.0
+        self.departed: set[int] = set()
 
     def _key(self, attempt: int, what: str) -> str:
         return f"safe-sft/{self.run_id}/attempt-{attempt}/{what}"
@@ -123,6 +124,7 @@ class Coordinator:
                 key = self._key(attempt, f"report-{node}")
                 if self._wait_for(key, self.report_timeout):
                     reports.append(decode_report(self._get(key), self.run_id, attempt, self.nnodes))
+            self.departed = {r.node for r in reports if r.kind == "interrupted"}
             self._set(self._key(attempt, "decision"), encode(decide(reports)))
         key = self._key(attempt, "decision")
         if not self._wait_for(key, self.report_timeout + DECISION_SLACK):
@@ -141,7 +143,8 @@ class Coordinator:
             self._set(self._key(attempt, f"ack-{self.node}"), "1")
             return
         for node in range(1, self.nnodes):
-            self._wait_for(self._key(attempt, f"ack-{node}"), timeout)
+            if node not in self.departed:  # an interrupted node reported and left without waiting
+                self._wait_for(self._key(attempt, f"ack-{node}"), timeout)
 
     # ---- the shared output dir ---------------------------------------------------------------------
 

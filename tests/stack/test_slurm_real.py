@@ -1,0 +1,94 @@
+"""Real Slurm: munge, slurmctld and two slurmd "nodes" (own namespaces and hostnames, proctrack/cgroup)
+started by the test; an sbatch job whose step is `srun safe-sft ...` on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.stack.slurm_cluster import SlurmCluster
+from tests.stack.test_supervise_real import fault_env, last_step, run_dirs, swift_args
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    if os.geteuid() != 0:
+        pytest.fail("CANNOT RUN: the Slurm daemons, namespaces and cgroups of this tier need root")
+    slurm = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield slurm.start()
+    finally:
+        slurm.stop()
+
+
+def submit(cluster: SlurmCluster, tmp: Path, args: list[str]) -> str:
+    env = {k: v for k, v in fault_env(tmp).items() if k.startswith(("SAFE_SFT_", "TORCH_", "PYTHON"))}
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    script = tmp / "job.sh"
+    script.write_text(
+        f"""#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --output={tmp}/job-%j.out
+export OMP_NUM_THREADS=1 NPROC_PER_NODE=1 {exports}
+srun --ntasks-per-node=1 --output={tmp}/task-%t.out --error={tmp}/task-%t.err \\
+  {sys.executable} -m launcher --grace-period 5 {" ".join(args)}
+"""
+    )
+    result = cluster.slurm("sbatch", "--parsable", str(script))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
+
+
+def wait_gone(cluster: SlurmCluster, job: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job not in cluster.slurm("squeue", "-h", "-o", "%i").stdout.split():
+            return
+        time.sleep(1)
+    pytest.fail(f"job {job} still in the queue after {timeout} s:\n{cluster.logs()}")
+
+
+def test_d_sbatch_srun_safe_sft_on_two_nodes(cluster: SlurmCluster, tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=4))
+    wait_gone(cluster, job, 300)
+    plans = [(tmp_path / f"task-{t}.err").read_text() for t in (0, 1)]
+    port = 20000 + int(job) % 20000
+    for rank, plan in enumerate(plans):
+        assert re.search(r"NNODES\s+2\s+slurm", plan), plan[-3000:]
+        assert re.search(rf"NODE_RANK\s+{rank}\s+slurm", plan)
+        assert re.search(r"MASTER_ADDR\s+n1\s+slurm", plan)
+        assert re.search(rf"MASTER_PORT\s+{port}\s+slurm", plan)
+        assert "safe-sft: succeeded after 1 attempt(s)" in plan
+    assert last_step(run_dirs(out)[-1]) == "4/4"
+
+
+def test_d_scancel_term_reaches_every_training_process_and_nothing_restarts(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000))
+    deadline = time.monotonic() + 240
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
+    time.sleep(3)
+    pids = {json.loads(p.read_text())["pid"] for p in (tmp_path / "ranks").glob("rank-*.json")}
+    result = cluster.slurm("scancel", "--signal=TERM", job)
+    assert result.returncode == 0, result.stderr
+    wait_gone(cluster, job, 120)
+    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    reports = [json.loads(p.read_text()) for p in (out / "safe-sft").glob("*-node*/report.json")]
+    assert len(reports) == 2
+    for report in reports:
+        assert report["outcome"] == "interrupted" and report["exit_code"] == 143
+        assert len(report["attempts"]) == 1
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2  # no second attempt started
