@@ -75,3 +75,25 @@ def test_plan_on_a_real_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     assert plan["estimates"]["zero2"]["gpu_free_bytes"] > 10 * GiB
     assert plan["strategy"] == "zero2"
     assert plan["env"]["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+
+
+def test_monitor_peak_agrees_with_torch(cuda) -> None:  # type: ignore[no-untyped-def]
+    """The sampled NVML peak, less the usage before the allocation, against torch's own reserved peak."""
+    from launcher.run.gpumon import MemoryMonitor
+
+    cuda.cuda.init()
+    cuda.empty(1, device="cuda")  # the CUDA context exists before the baseline is taken
+    cuda.cuda.reset_peak_memory_stats()
+    monitor = MemoryMonitor(os.getpid(), (0,), interval=0.02)
+    monitor.sample(0.0)
+    baseline = monitor.timeline.gpu_peak[0]
+    monitor.start()
+    block = cuda.empty(int(6 * GiB), dtype=cuda.uint8, device="cuda")
+    block.fill_(1)
+    cuda.cuda.synchronize()
+    time.sleep(0.3)
+    del block
+    timeline = monitor.stop()
+    reserved = cuda.cuda.max_memory_reserved()
+    assert reserved >= 6 * GiB
+    assert abs((timeline.gpu_peak[0] - baseline) - reserved) <= 256 * 2**20  # tolerance: 256 MiB

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.stack.test_supervise_real import fault_env, last_step, run_dirs, swift_args
+from tests.stack.test_supervise_real import _alive, fault_env, last_step, run_dirs, swift_args
 
 
 def node_env(tmp: Path, rank: int, port: int, fault: str | None, addr: str = "127.0.0.1") -> dict[str, str]:
@@ -115,17 +115,6 @@ def _tree(pid: int) -> list[int]:
         return []
 
 
-def _alive(pids: set[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
 def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out, port = tmp_path / "out", 29720
     args = ["--allow-loopback-master", *swift_args(tiny, out, max_steps=100000, save_steps=100000)]
@@ -145,7 +134,7 @@ def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -
     assert "lost node 0's safe-sft" in log1
     assert waited < 2 * 5 + 10  # documented: within 2 x --grace-period + 10 s
     deadline = time.monotonic() + 15
-    while _alive(pids) and time.monotonic() < deadline:
+    while _alive(sorted(pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _alive(pids) == []
+    assert _alive(sorted(pids)) == []
     nodes[0].wait(timeout=5)
