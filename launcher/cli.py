@@ -1,14 +1,8 @@
 """The `safe-sft` command line: click only. Parse, call, map errors to exit codes.
 
-    safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
-    safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
-    safe-sft doctor                         preflight checks
-    safe-sft explain LOGFILE                classify a saved log
-    safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
-
-safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
-(`--` ends them explicitly). Every option also reads an environment variable SAFE_SFT_<NAME>.
-Exit codes: see docs/exit-codes.md.
+USAGE below is what `safe-sft --help` prints. safe-sft's own options come first; the first argument
+that is not one of them starts swift's arguments (split_own_options), so no option of safe-sft can be
+mistaken for one of swift's, whatever swift adds.
 """
 
 from __future__ import annotations
@@ -23,6 +17,19 @@ from typing import Any
 import click
 
 from launcher.errors import SafeSftError
+
+USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs right and survives memory failures.
+
+    safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
+    safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
+    safe-sft doctor                         preflight checks
+    safe-sft explain LOGFILE                classify a saved log
+    safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
+
+safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
+(`--` ends them explicitly). Every option also reads an environment variable SAFE_SFT_<NAME>.
+`safe-sft COMMAND --help` lists a command's options. Exit codes: docs/exit-codes.md.
+"""
 
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
@@ -98,7 +105,7 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
     )
 
 
-@click.command("plan", context_settings={"help_option_names": ["--help"]})
+@click.command("plan", context_settings={"help_option_names": ["--help"]}, options_metavar="[OPTIONS] SWIFT_ARGS...")
 @_launch_options
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the plan as JSON.")
 @click.pass_obj
@@ -145,7 +152,7 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
         sys.exit(EXIT_TRAINING_FAILED)
 
 
-@click.command("run", context_settings={"help_option_names": ["--help"]})
+@click.command("run", context_settings={"help_option_names": ["--help"]}, options_metavar="[OPTIONS] SWIFT_ARGS...")
 @_launch_options
 @click.option(
     "--max-attempts",
@@ -377,7 +384,7 @@ COMMANDS: dict[str, tuple[click.Command, bool]] = {
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        click.echo(__doc__)
+        click.echo(USAGE)
         return
     if args[0] == "--version":
         from launcher import __version__
