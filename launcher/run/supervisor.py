@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
 from launcher.configs import config_dir, write_no_pin_offload_config
-from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind, Strategy
 from launcher.plan.build import NO_PIN_CONFIG_NAME
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
@@ -25,12 +24,12 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
-from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete, zero_stage
 from launcher.run.child import TrainingProcess
 from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
 from launcher.run.gpumon import MemoryMonitor, MemoryTimeline
+from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
 from launcher.run.watch import ProgressWatch
 
 POLL_SECONDS = 0.2
@@ -157,7 +156,7 @@ class Supervisor:
         for number in range(1, self.config.max_attempts + 1):
             skipped: list[str] = []
             if self.coordinator is not None and number > 1:
-                resume = self._shared_resume(decided_resume)
+                resume = shared_resume(decided_resume, self.output_dir)
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
             record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
@@ -205,7 +204,7 @@ class Supervisor:
             kind=failure.kind.value if failure else None,
             exit_code=failure.exit_code if failure else record.exit_code,
             evidence=tuple(line[:MAX_TEXT] for line in (failure.evidence if failure else ())[:MAX_EVIDENCE]),
-            checkpoints=tuple(self._complete_checkpoints()),
+            checkpoints=tuple(complete_checkpoints(self.output_dir)),
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -216,7 +215,7 @@ class Supervisor:
             return decide(
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
-                resume_for=lambda new: self._relative_resume(number + 1, new, attempts),
+                resume_for=lambda new: relative_to(self._resume_point(number + 1, new, attempts)[0], self.output_dir),
                 gpus_have_room_for_zero3=self._zero3_fits(),
             )  # fmt: skip
 
@@ -237,28 +236,6 @@ class Supervisor:
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
         return decision.settings, (decision.change or "no change", decision.reason), decision.resume, kind
 
-    def _complete_checkpoints(self) -> list[str]:
-        return sorted(str(p.relative_to(self.output_dir)) for p in candidate_dirs(self.output_dir) if is_complete(p))
-
-    def _relative_resume(self, number: int, settings: Settings, attempts: list[AttemptRecord]) -> Resume | None:
-        resume, _ = self._resume_point(number, settings, attempts)
-        if resume is None:
-            return None
-        relative = str(Path(resume.checkpoint).relative_to(self.output_dir))
-        return Resume(relative, resume.step, resume.weights_only, resume.why_weights_only)
-
-    def _shared_resume(self, decided: Resume | None) -> Resume | None:
-        """Node 0's checkpoint, as this node sees it on the shared output dir: it must be complete here too."""
-        if decided is None:
-            return None
-        path = self.output_dir / decided.checkpoint
-        if not is_complete(path):
-            raise SafeSftError(
-                f"checkpoint {path} that node 0 chose is not complete on this node",
-                "put the output dir on a filesystem all nodes share (NFS, Lustre, GPFS)",
-            )
-        return Resume(str(path), decided.step, decided.weights_only, decided.why_weights_only)
-
     def _zero3_fits(self) -> bool:
         return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
 
@@ -267,28 +244,7 @@ class Supervisor:
     ) -> tuple[Resume | None, list[str]]:
         if number == 1 and (not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint")):
             return None, []
-        checkpoint, skipped = latest_complete(self.output_dir)
-        if checkpoint is None:
-            return None, [str(p) for p in skipped]
-        why = self._weights_only_reason(checkpoint, settings, attempts)
-        return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), [str(p) for p in skipped]
-
-    def _weights_only_reason(self, checkpoint: Checkpoint, settings: Settings, attempts: list[AttemptRecord]) -> str:
-        if not checkpoint.has_optimizer_state:
-            return "the checkpoint holds no optimizer state (save_only_model)"
-        writer = next(
-            (a for a in reversed(attempts) if checkpoint.path.stat().st_mtime >= a.start_epoch),
-            None,
-        )
-        if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
-            if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
-                return "the checkpoint was written under another ZeRO stage by an earlier run"
-            return ""
-        if writer.settings.deepspeed != settings.deepspeed:
-            return f"the ZeRO stage changed ({writer.settings.deepspeed} -> {settings.deepspeed})"
-        if writer.settings.world_size != settings.world_size:
-            return "the world size changed"
-        return ""
+        return resume_point(self.output_dir, settings, [(a.start_epoch, a.settings) for a in attempts])
 
     def _run_attempt(
         self,

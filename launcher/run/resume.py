@@ -1,0 +1,70 @@
+"""Where the next attempt resumes from: the newest complete checkpoint, and whether only its weights.
+
+Reads the output dir (never writes it). A full resume needs the optimizer state and the same ZeRO stage
+and world size as the attempt that wrote the checkpoint; otherwise the weights alone are loaded
+(`--resume_only_model true`), and the report says the optimizer state was reset. On several nodes,
+node 0 picks the checkpoint and every node checks that it sees it complete on the shared output dir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from launcher.errors import SafeSftError
+from launcher.plan.degrade import Settings
+from launcher.plan.settings import Resume
+from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete, zero_stage
+
+Writer = tuple[float, Settings]  # an attempt's wall-clock start and its settings
+
+
+def resume_point(output_dir: Path, settings: Settings, writers: Sequence[Writer]) -> tuple[Resume | None, list[str]]:
+    """(the resume point, the incomplete checkpoints that were skipped)."""
+    checkpoint, skipped = latest_complete(output_dir)
+    if checkpoint is None:
+        return None, [str(p) for p in skipped]
+    why = weights_only_reason(checkpoint, settings, writers)
+    return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), [str(p) for p in skipped]
+
+
+def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Sequence[Writer]) -> str:
+    """Why only the weights can be resumed, or "" for a full resume."""
+    if not checkpoint.has_optimizer_state:
+        return "the checkpoint holds no optimizer state (save_only_model)"
+    written = checkpoint.path.stat().st_mtime
+    writer = next((s for start, s in reversed(writers) if written >= start), None)
+    if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
+        if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
+            return "the checkpoint was written under another ZeRO stage by an earlier run"
+        return ""
+    if writer.deepspeed != settings.deepspeed:
+        return f"the ZeRO stage changed ({writer.deepspeed} -> {settings.deepspeed})"
+    if writer.world_size != settings.world_size:
+        return "the world size changed"
+    return ""
+
+
+def complete_checkpoints(output_dir: Path) -> list[str]:
+    """Every complete checkpoint under the output dir, relative to it (what a node reports it sees)."""
+    return sorted(str(p.relative_to(output_dir)) for p in candidate_dirs(output_dir) if is_complete(p))
+
+
+def relative_to(resume: Resume | None, output_dir: Path) -> Resume | None:
+    if resume is None:
+        return None
+    relative = str(Path(resume.checkpoint).relative_to(output_dir))
+    return Resume(relative, resume.step, resume.weights_only, resume.why_weights_only)
+
+
+def shared_resume(decided: Resume | None, output_dir: Path) -> Resume | None:
+    """Node 0's checkpoint as this node sees it on the shared output dir: it must be complete here too."""
+    if decided is None:
+        return None
+    path = output_dir / decided.checkpoint
+    if not is_complete(path):
+        raise SafeSftError(
+            f"checkpoint {path} that node 0 chose is not complete on this node",
+            "put the output dir on a filesystem all nodes share (NFS, Lustre, GPFS)",
+        )
+    return Resume(str(path), decided.step, decided.weights_only, decided.why_weights_only)
