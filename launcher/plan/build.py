@@ -30,6 +30,11 @@ from launcher.plan.swift_args import SwiftArgs
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
 
 
+def no_pin_config_path(output_dir: str) -> str:
+    """The one place the zero3_offload copy with pin_memory off lives: safe-sft's folder of the output dir."""
+    return posixpath.join(output_dir, "safe-sft", NO_PIN_CONFIG_NAME)
+
+
 @dataclass(frozen=True)
 class LaunchPaths:
     python: str  # the interpreter that runs torchrun and swift
@@ -136,7 +141,7 @@ def build_plan(
         if choice.strategy == Strategy.ZERO3_OFFLOAD.value:
             offload = next(e for e in estimates if e.strategy is Strategy.ZERO3_OFFLOAD)
             if memlock_too_low(host, offload.cpu_need_bytes):
-                deepspeed_arg = posixpath.join(output_dir_of(swift), "safe-sft", NO_PIN_CONFIG_NAME)
+                deepspeed_arg = no_pin_config_path(output_dir_of(swift))
                 no_pin = True
                 notes.append(
                     "memlock hard limit is below the offload buffers: using zero3_offload with "

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.model import ModelFacts, Plan
-from launcher.plan.build import NO_PIN_CONFIG_NAME
+from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.swift_args import SwiftArgs
 
@@ -61,11 +61,11 @@ def initial_settings(
     )
 
 
-def deepspeed_value(settings: Settings, config_dir: str, run_dir: str) -> str | None:
+def deepspeed_value(settings: Settings, config_dir: str, output_dir: str) -> str | None:
     """Our strategy names become our config files; pinning off with offload uses the no-pin copy."""
     name = settings.deepspeed
     if name == "zero3_offload" and not settings.pin_memory:
-        return posixpath.join(run_dir, NO_PIN_CONFIG_NAME)
+        return no_pin_config_path(output_dir)
     if name in ZERO_LADDER:
         return posixpath.join(config_dir, f"{name}.json")
     return name
@@ -78,7 +78,7 @@ def attempt_args(
     resume: Resume | None,
     *,
     config_dir: str,
-    run_dir: str,
+    output_dir: str,
     fresh_version_dir: bool,
 ) -> tuple[SwiftArgs, dict[str, str]]:
     """(the swift args of this attempt, the env variables the ladder sets)."""
@@ -89,7 +89,7 @@ def attempt_args(
     if settings.gradient_checkpointing != initial.gradient_checkpointing:
         updates["gradient_checkpointing"] = _flag(settings.gradient_checkpointing)
     if (settings.deepspeed, settings.pin_memory) != (initial.deepspeed, initial.pin_memory) and settings.deepspeed:
-        updates["deepspeed"] = deepspeed_value(settings, config_dir, run_dir)
+        updates["deepspeed"] = deepspeed_value(settings, config_dir, output_dir)
     if settings.save_only_model != initial.save_only_model:
         updates["save_only_model"] = _flag(settings.save_only_model)
     if settings.dataloader_num_workers != initial.dataloader_num_workers:

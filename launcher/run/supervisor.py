@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Protocol
 
 from launcher.configs import config_dir, write_no_pin_offload_config
 from launcher.model import Failure, FailureKind, Strategy
-from launcher.plan.build import NO_PIN_CONFIG_NAME
+from launcher.plan.build import no_pin_config_path
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
@@ -174,7 +174,7 @@ class Supervisor:
             if failure is None:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
-                return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+                return self._interrupted(attempts)
             step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
             if isinstance(step, GiveUp):
                 return RunResult("failed", attempts, 1, step.reason)
@@ -209,7 +209,7 @@ class Supervisor:
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
             coordinator.exchange_report_only(number, report)
-            return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+            return self._interrupted(attempts)
 
         def decide_next(reports: list[NodeReport]) -> Decision:
             return decide(
@@ -229,12 +229,16 @@ class Supervisor:
         if decision.action != "retry" or decision.settings is None:
             coordinator.acknowledge(number)
             if interrupted:
-                return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+                return self._interrupted(attempts)
             if decision.action == "finish":
                 return RunResult("succeeded", attempts, 0)
             return RunResult("failed", attempts, 1, decision.reason)
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
         return decision.settings, (decision.change or "no change", decision.reason), decision.resume, kind
+
+    def _interrupted(self, attempts: list[AttemptRecord]) -> RunResult:
+        """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""
+        return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
 
     def _zero3_fits(self) -> bool:
         return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
@@ -265,13 +269,11 @@ class Supervisor:
             settings,
             resume,
             config_dir=self.config_dir,
-            run_dir=str(self.run_dir),
+            output_dir=str(self.output_dir),
             fresh_version_dir=number > 1,
         )
-        if plan.write_no_pin_config and plan.deepspeed_arg:
-            write_no_pin_offload_config(Path(plan.deepspeed_arg))
-        if settings.deepspeed == "zero3_offload" and not settings.pin_memory:
-            write_no_pin_offload_config(self.run_dir / NO_PIN_CONFIG_NAME)
+        if settings.deepspeed == "zero3_offload" and not settings.pin_memory:  # the plan's choice or a rung's
+            write_no_pin_offload_config(Path(no_pin_config_path(str(self.output_dir))))
         env_set = {**plan.env_dict(), **ladder_env}
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}

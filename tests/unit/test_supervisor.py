@@ -165,3 +165,28 @@ def test_resume_latest_resumes_the_first_attempt(tmp_path: Path) -> None:
     plain: list[list[str]] = []
     supervisor(tmp_path / "other", [FakeProcess(0, "")], plain).run()
     assert "--resume_from_checkpoint" not in plain[0]
+
+
+def test_low_memlock_offload_config_is_written_once_where_the_plan_points(tmp_path: Path) -> None:
+    from launcher.probe.model_size import typical_shape
+    from tests.conftest import gpus
+
+    facts = host(gpus(4, 24), ram_gib=256, memlock_hard=8 * 2**20)
+    swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--output_dir", str(tmp_path)])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    plan = build_plan(
+        swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=LaunchPaths("python", "w", "/cfg")
+    )
+    spawned: list[list[str]] = []
+
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        return FakeProcess(0, "")
+
+    sup = Supervisor(Prepared(swift, facts, None, plan), RunConfig(), {}, run_dir=tmp_path / "safe-sft" / "r",
+                     spawn=spawn, sleep=lambda _: None)  # fmt: skip
+    assert sup.run().outcome == "succeeded"
+    written = tmp_path / "safe-sft" / "zero3_offload_nopin.json"
+    assert spawned[0][spawned[0].index("--deepspeed") + 1] == str(written) == plan.deepspeed_arg
+    config = json.loads(written.read_text())["zero_optimization"]
+    assert config["offload_param"]["pin_memory"] is False and config["offload_optimizer"]["pin_memory"] is False
