@@ -37,6 +37,13 @@ EXIT_NOTHING_FITS = 3
 EXIT_LOST_NODE = 4
 
 
+def _print_error(err: SafeSftError) -> None:
+    """One line naming the problem, one with the fix."""
+    click.echo(f"safe-sft: error: {err.message}", err=True)
+    if err.hint:
+        click.echo(f"safe-sft: fix: {err.hint}", err=True)
+
+
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Print a SafeSftError as one line plus its fix; tracebacks only with SAFE_SFT_DEBUG=1."""
 
@@ -47,9 +54,7 @@ def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except SafeSftError as err:
             if os.environ.get("SAFE_SFT_DEBUG") == "1":
                 raise
-            click.echo(f"safe-sft: error: {err.message}", err=True)
-            if err.hint:
-                click.echo(f"safe-sft: fix: {err.hint}", err=True)
+            _print_error(err)
             sys.exit(EXIT_USAGE)
 
     return wrapper
@@ -302,9 +307,7 @@ def run_command(
     try:
         result = supervisor.run()
     except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share
-        click.echo(f"safe-sft: error: {err.message}", err=True)
-        if err.hint:
-            click.echo(f"safe-sft: fix: {err.hint}", err=True)
+        _print_error(err)
         click.echo(f"safe-sft: report: {report_path}", err=True)
         sys.exit(EXIT_LOST_NODE)
     write_report(report_path, report_json(result.attempts, result, argv))
