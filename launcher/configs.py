@@ -1,4 +1,4 @@
-"""Find the shipped DeepSpeed configs, installed (package data) or in a source checkout.
+"""DeepSpeed config files: find the shipped ones, read the user's, write derived copies.
 
 The wheel maps the top-level deepspeed_configs/ to the package `launcher.deepspeed_configs`; a checkout
 run as `python -m launcher` finds the folder beside the package.
@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 
 from launcher.errors import SafeSftError
+from launcher.plan.ds_config import JsonObject, UserConfig, canonical_text, lacks_batch_size
 
-CONFIG_NAMES = ("zero2", "zero3", "zero3_offload")
+CONFIG_NAMES = ("zero2", "zero3", "zero3_offload")  # shipped in deepspeed_configs/
+SWIFT_CONFIG_NAMES = ("zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offload")  # swift's own names
 
 
 def config_dir() -> Path:
@@ -22,15 +24,53 @@ def config_dir() -> Path:
     raise SafeSftError("the DeepSpeed configs shipped with safe-sft are missing", "reinstall safe-sft")
 
 
-def write_no_pin_offload_config(path: Path) -> Path:
-    """zero3_offload.json with pin_memory off (for a memlock limit that cannot be raised), at `path`.
+def load_templates() -> dict[str, JsonObject]:
+    """The shipped configs by rung name: zero2, zero3, zero3_offload."""
+    folder = config_dir()
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in CONFIG_NAMES}
 
-    Never overwrites a file that differs: an existing identical file is reused.
-    """
-    config = json.loads((config_dir() / "zero3_offload.json").read_text())
-    for section in ("offload_optimizer", "offload_param"):
-        config["zero_optimization"][section]["pin_memory"] = False
-    text = json.dumps(config, indent=2) + "\n"
+
+def read_user_deepspeed(value: str | None) -> UserConfig | None:
+    """The user's --deepspeed file or inline JSON, read once; None for swift's names or no DeepSpeed."""
+    if not value or value in SWIFT_CONFIG_NAMES:
+        return None
+    path = Path(value)
+    fix = "fix it, or pass one of zero2, zero3, zero3_offload"
+    if _is_file(path):
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise SafeSftError(f"--deepspeed {value}: not a readable JSON file ({exc})", fix) from None
+        stem = path.stem
+    else:
+        try:
+            config = json.loads(value)
+        except ValueError:
+            raise SafeSftError(
+                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(SWIFT_CONFIG_NAMES)}", fix
+            ) from None
+        stem = "inline"
+    if not isinstance(config, dict):
+        raise SafeSftError(f"--deepspeed {value}: the JSON is not an object", fix)
+    if lacks_batch_size(config):
+        raise SafeSftError(
+            f"--deepspeed {value}: sets neither train_micro_batch_size_per_gpu nor train_batch_size "
+            "(DeepSpeed refuses to start)",
+            'add "train_micro_batch_size_per_gpu": "auto" to it',
+        )
+    return UserConfig(given=value, stem=stem, config=config)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # inline JSON longer than a file name may be
+        return False
+
+
+def write_config(path: Path, config: JsonObject) -> Path:
+    """Write a derived DeepSpeed config at `path`, once: an identical file is reused, a differing one is an error."""
+    text = canonical_text(config)
     if path.exists():
         if path.read_text() == text:
             return path

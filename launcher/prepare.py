@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from launcher.configs import config_dir
+from launcher.configs import config_dir, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, ModelFacts, Plan
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
+from launcher.plan.ds_config import UserConfig
 from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.probe import probe_host
@@ -45,6 +46,7 @@ class Prepared:
     host: HostFacts
     model: ModelFacts | None
     plan: Plan
+    user_deepspeed: UserConfig | None = None  # the user's own --deepspeed file or inline JSON, read once
 
     @property
     def output_dir(self) -> Path:
@@ -92,6 +94,7 @@ def prepare(
     if not swift_argv:
         raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
     swift = parse_swift_argv(swift_argv, load_swift_config(swift_argv))
+    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)
 
@@ -118,7 +121,10 @@ def prepare(
         env=env,
         paths=LaunchPaths(python=sys.executable, worker=str(WORKER), config_dir=str(config_dir())),
         options=PlanOptions(
-            force=options.force, nccl_overrides=parse_nccl_env(options.nccl_env), route_interface=iface
+            force=options.force,
+            nccl_overrides=parse_nccl_env(options.nccl_env),
+            route_interface=iface,
+            user_deepspeed_rung=user_deepspeed.rung if user_deepspeed else None,
         ),
     )
-    return Prepared(swift=swift, host=host, model=model, plan=plan)
+    return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)

@@ -47,6 +47,7 @@ class PlanOptions:
     force: bool = False
     nccl_overrides: Mapping[str, str] | None = None
     route_interface: str | None = None
+    user_deepspeed_rung: str | None = None  # the ZeRO rung of the user's own --deepspeed config
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -128,7 +129,11 @@ def build_plan(
 
     estimates = estimates_for(swift, model, topology, host)
     choice = choose_strategy(
-        estimates, user_deepspeed=swift.get("deepspeed"), uses_gpus=uses_gpus, is_lora=is_lora(swift)
+        estimates,
+        user_deepspeed=swift.get("deepspeed"),
+        user_rung=options.user_deepspeed_rung,
+        uses_gpus=uses_gpus,
+        is_lora=is_lora(swift),
     )
     warnings.extend(choice.warnings)
     if not choice.fits:

@@ -108,7 +108,7 @@ def _higher_zero(s: Settings) -> Step | None:
     elif current == "zero2_offload":
         target = "zero3_offload"
     else:
-        return None  # a custom DeepSpeed JSON: not ours to change
+        return None  # not a ZeRO rung (a user's config is named by its rung before it gets here)
     why = (
         "offload parameters and optimizer state to host RAM"
         if target.endswith("offload")

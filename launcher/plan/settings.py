@@ -1,7 +1,8 @@
 """Between swift's argv and the ladder's Settings: read the starting settings, write an attempt's argv.
 
 Pure. The attempt's argv is the user's argv with only the changed knobs rewritten (in place, or appended),
-plus the resume flags; environment knobs (MAX_PIXELS, NCCL_P2P_DISABLE) come back as a separate dict.
+plus the resume flags; environment knobs (MAX_PIXELS, NCCL_P2P_DISABLE) come back as a separate dict, and
+a derived DeepSpeed config (no pinning, or the user's own config on another rung) as content to write.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from launcher.model import ModelFacts, Plan
 from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
+from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
 
 SWIFT_DEFAULT_GLOBAL_BATCH = 16  # swift: gradient_accumulation_steps = ceil(16 / batch / world_size)
@@ -37,6 +39,7 @@ def initial_settings(
     model: ModelFacts | None,
     env: Mapping[str, str],
     allow_shorter_max_length: bool = False,
+    user_deepspeed: UserConfig | None = None,
 ) -> Settings:
     micro = swift.get_int("per_device_train_batch_size", 1) or 1
     world = plan.topology.world_size
@@ -49,7 +52,7 @@ def initial_settings(
         grad_accum=accum,
         world_size=world,
         gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
-        deepspeed=plan.strategy,
+        deepspeed=user_deepspeed.rung if user_deepspeed else plan.strategy,
         save_only_model=swift.get_bool("save_only_model", False),
         dataloader_num_workers=swift.get_int("dataloader_num_workers", 1) or 0,
         pin_memory=swift.get_bool("dataloader_pin_memory", True) and not plan.write_no_pin_config,
@@ -61,14 +64,62 @@ def initial_settings(
     )
 
 
-def deepspeed_value(settings: Settings, config_dir: str, output_dir: str) -> str | None:
-    """Our strategy names become our config files; pinning off with offload uses the no-pin copy."""
+@dataclass(frozen=True)
+class DeepSpeedChoice:
+    """--deepspeed for one attempt: the value (None leaves the argv as it is) and a config to write there first."""
+
+    value: str | None
+    write: JsonObject | None = None
+
+
+def deepspeed_for(
+    settings: Settings,
+    initial: Settings,
+    *,
+    user: UserConfig | None,
+    templates: Mapping[str, JsonObject],
+    config_dir: str,
+    output_dir: str,
+) -> DeepSpeedChoice:
+    """Our rungs are our shipped files; the user's own config moves up the ladder as a derived copy."""
     name = settings.deepspeed
+    if name is None:
+        return DeepSpeedChoice(None)
+    if user is not None:
+        return _user_config_for(settings, initial, user, templates, output_dir)
     if name == "zero3_offload" and not settings.pin_memory:
-        return no_pin_config_path(output_dir)
+        template = templates[name]
+        return DeepSpeedChoice(no_pin_config_path(output_dir), for_rung(template, template, pin_memory=False))
+    if (name, settings.pin_memory) == (initial.deepspeed, initial.pin_memory):
+        return DeepSpeedChoice(None)
     if name in ZERO_LADDER:
-        return posixpath.join(config_dir, f"{name}.json")
-    return name
+        return DeepSpeedChoice(posixpath.join(config_dir, f"{name}.json"))
+    return DeepSpeedChoice(name)
+
+
+def _user_config_for(
+    settings: Settings, initial: Settings, user: UserConfig, templates: Mapping[str, JsonObject], output_dir: str
+) -> DeepSpeedChoice:
+    def knobs(s: Settings) -> tuple[object, ...]:
+        return s.deepspeed, s.pin_memory, s.micro_batch, s.grad_accum
+
+    if knobs(settings) == knobs(initial):
+        return DeepSpeedChoice(None)  # the user's file, untouched
+    name = str(settings.deepspeed)
+    template = user.config if name == user.rung else templates.get(name)
+    if template is None:
+        return DeepSpeedChoice(name)  # a rung with no shipped template: swift's own config of that name
+    derived = for_rung(user.config, template, pin_memory=settings.pin_memory)
+    if derived == user.config:
+        return DeepSpeedChoice(None)
+    return DeepSpeedChoice(derived_path(output_dir, user.stem, name, settings.pin_memory, derived), derived)
+
+
+@dataclass(frozen=True)
+class AttemptArgs:
+    swift: SwiftArgs
+    env: dict[str, str]  # the environment knobs the ladder sets (MAX_PIXELS, NCCL_P2P_DISABLE)
+    deepspeed_file: tuple[str, JsonObject] | None  # a derived config to write before the attempt starts
 
 
 def attempt_args(
@@ -77,19 +128,24 @@ def attempt_args(
     settings: Settings,
     resume: Resume | None,
     *,
+    user_deepspeed: UserConfig | None,
+    templates: Mapping[str, JsonObject],
     config_dir: str,
     output_dir: str,
     fresh_version_dir: bool,
-) -> tuple[SwiftArgs, dict[str, str]]:
-    """(the swift args of this attempt, the env variables the ladder sets)."""
+) -> AttemptArgs:
+    """The swift args of this attempt, the env variables the ladder sets, and a config to write."""
     updates: dict[str, str | None] = {}
     if (settings.micro_batch, settings.grad_accum) != (initial.micro_batch, initial.grad_accum):
         updates["per_device_train_batch_size"] = str(settings.micro_batch)
         updates["gradient_accumulation_steps"] = str(settings.grad_accum)
     if settings.gradient_checkpointing != initial.gradient_checkpointing:
         updates["gradient_checkpointing"] = _flag(settings.gradient_checkpointing)
-    if (settings.deepspeed, settings.pin_memory) != (initial.deepspeed, initial.pin_memory) and settings.deepspeed:
-        updates["deepspeed"] = deepspeed_value(settings, config_dir, output_dir)
+    deepspeed = deepspeed_for(
+        settings, initial, user=user_deepspeed, templates=templates, config_dir=config_dir, output_dir=output_dir
+    )
+    if deepspeed.value is not None:
+        updates["deepspeed"] = deepspeed.value
     if settings.save_only_model != initial.save_only_model:
         updates["save_only_model"] = _flag(settings.save_only_model)
     if settings.dataloader_num_workers != initial.dataloader_num_workers:
@@ -109,7 +165,8 @@ def attempt_args(
         env["MAX_PIXELS"] = str(settings.max_pixels)
     if settings.nccl_p2p_disable and not initial.nccl_p2p_disable:
         env["NCCL_P2P_DISABLE"] = "1"
-    return base.with_values(updates), env
+    written = (deepspeed.value, deepspeed.write) if deepspeed.value and deepspeed.write is not None else None
+    return AttemptArgs(base.with_values(updates), env, written)
 
 
 def _flag(value: bool) -> str:

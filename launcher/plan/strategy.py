@@ -1,7 +1,7 @@
 """Choose the DeepSpeed strategy: the fastest of zero2, zero3, zero3_offload that fits, with reasons.
 
-A user's explicit `--deepspeed` is kept (with a warning when the estimate says it will not fit); CPU
-training keeps whatever the user set. When nothing fits, the choice says so and names what would help;
+A user's explicit `--deepspeed` is kept (with a warning when the estimate for its ZeRO rung says it will
+not fit); CPU training keeps whatever the user set. When nothing fits, the choice says so and names what would help;
 the caller decides whether `--force` overrides that.
 """
 
@@ -32,6 +32,7 @@ def choose_strategy(
     estimates: tuple[Estimate, ...],
     *,
     user_deepspeed: str | None,
+    user_rung: str | None = None,
     uses_gpus: bool,
     is_lora: bool,
 ) -> Choice:
@@ -41,13 +42,14 @@ def choose_strategy(
 
     by_name = {e.strategy.value: e for e in estimates}
     if user_deepspeed:
-        own = by_name.get(user_deepspeed)
+        own = by_name.get(user_rung or user_deepspeed)
+        as_rung = f" ({user_rung})" if user_rung and user_rung != user_deepspeed else ""
         warnings: tuple[str, ...] = ()
         if own is not None and not own.fits:
             better = next((e.strategy.value for e in estimates if e.fits), None)
             hint = f"; {better} would fit" if better else ""
-            warnings = (f"your --deepspeed {user_deepspeed} may not fit: {describe(own)}{hint}",)
-        return Choice(user_deepspeed, f"you chose --deepspeed {user_deepspeed}", True, warnings, True)
+            warnings = (f"your --deepspeed {user_deepspeed}{as_rung} may not fit: {describe(own)}{hint}",)
+        return Choice(user_deepspeed, f"you chose --deepspeed {user_deepspeed}{as_rung}", True, warnings, True)
 
     if not estimates:
         return Choice(None, "model size unknown: no DeepSpeed strategy chosen", True)

@@ -50,7 +50,8 @@ _PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
         re.compile(
             r"remaining_argv|FileNotFoundError|No such file or directory|does not exist|DatasetNotFoundError|"
             r"JSONDecodeError|ArrowInvalid|ModuleNotFoundError|error: argument|unrecognized arguments|"
-            r"ValueError: (Invalid|Unknown|Unsupported|Please|The )|is not a valid|not supported"
+            r"ValueError: (Invalid|Unknown|Unsupported|Please|The )|is not a valid|not supported|"
+            r"AssertionError: (Either train_batch_size|Check batch related parameters)"  # DeepSpeed's config checks
         ),
     ),
     (

@@ -47,6 +47,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             "optimizer_state_reset": record.resumed_from.weights_only,
         },
         "skipped_incomplete_checkpoints": record.skipped_incomplete,
+        "deepspeed_config_written": record.deepspeed_config_written,
         "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
         "command": record.command,
         "exit_code": record.exit_code,

@@ -15,9 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO, Protocol
 
-from launcher.configs import config_dir, write_no_pin_offload_config
+from launcher.configs import config_dir, load_templates, write_config
 from launcher.model import Failure, FailureKind, Strategy
-from launcher.plan.build import no_pin_config_path
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
@@ -77,6 +76,7 @@ class AttemptRecord:
     change_reason: str | None = None
     resumed_from: Resume | None = None
     skipped_incomplete: list[str] = field(default_factory=list)
+    deepspeed_config_written: str | None = None  # a derived config safe-sft wrote for this attempt
     ended: str | None = None
     duration_s: float | None = None
     exit_code: int | None = None
@@ -128,6 +128,7 @@ class Supervisor:
         self.coordinator = coordinator
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
+        self.templates = load_templates()
 
     # ---- signals ---------------------------------------------------------------------------------
 
@@ -146,7 +147,12 @@ class Supervisor:
         if not base.has("ddp_timeout"):
             base = base.with_values({"ddp_timeout": str(self.config.ddp_timeout)})
         initial = initial_settings(
-            self.prepared.swift, plan, self.prepared.model, self.base_env, self.config.allow_shorter_max_length
+            self.prepared.swift,
+            plan,
+            self.prepared.model,
+            self.base_env,
+            self.config.allow_shorter_max_length,
+            self.prepared.user_deepspeed,
         )
         settings = initial
         history: list[FailureKind] = []
@@ -263,18 +269,22 @@ class Supervisor:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
         attempt_dir.mkdir(parents=True, exist_ok=False)
-        swift, ladder_env = attempt_args(
+        args = attempt_args(
             base,
             initial,
             settings,
             resume,
+            user_deepspeed=self.prepared.user_deepspeed,
+            templates=self.templates,
             config_dir=self.config_dir,
             output_dir=str(self.output_dir),
             fresh_version_dir=number > 1,
         )
-        if settings.deepspeed == "zero3_offload" and not settings.pin_memory:  # the plan's choice or a rung's
-            write_no_pin_offload_config(Path(no_pin_config_path(str(self.output_dir))))
-        env_set = {**plan.env_dict(), **ladder_env}
+        written = None
+        if args.deepspeed_file is not None:  # no pinning, or the user's config on another rung
+            written = str(write_config(Path(args.deepspeed_file[0]), args.deepspeed_file[1]))
+        swift = args.swift
+        env_set = {**plan.env_dict(), **args.env}
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
         env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
@@ -290,6 +300,7 @@ class Supervisor:
             change_reason=change[1] if change else None,
             resumed_from=resume,
             skipped_incomplete=skipped,
+            deepspeed_config_written=written,
         )
         record.start_epoch = time.time()
         self._announce(record)
@@ -392,6 +403,8 @@ class Supervisor:
             )
         for path in record.skipped_incomplete:
             lines.append(f"safe-sft:   skipped incomplete checkpoint {path}")
+        if record.deepspeed_config_written:
+            lines.append(f"safe-sft:   deepspeed config written: {record.deepspeed_config_written}")
         lines.append(f"safe-sft:   log: {record.log_path}")
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()

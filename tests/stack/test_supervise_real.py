@@ -164,6 +164,57 @@ def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(ti
     assert last_step(run_dirs(out)[-1]) == "8/8"
 
 
+def user_deepspeed_file(tmp: Path, **top: object) -> tuple[Path, str]:
+    """A user's own ZeRO-2 config, as people write them: some literal values, some of their own tuning."""
+    zero = {"stage": 2, "overlap_comm": False, "allgather_bucket_size": 50000000}
+    config = {"zero_optimization": zero, "train_micro_batch_size_per_gpu": "auto", **top}
+    path = tmp / "my_ds.json"
+    text = json.dumps({**config, "steps_per_print": 1000}, indent=1)
+    path.write_text(text)
+    return path, text
+
+
+def test_i_users_own_config_with_literal_batch_sizes_survives_a_halved_micro_batch(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """transformers refuses a DeepSpeed batch size that disagrees with the arguments: the copy says "auto"."""
+    out = tmp_path / "out"
+    user_file, user_text = user_deepspeed_file(
+        tmp_path, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=2
+    )
+    result = safe_sft(swift_args(tiny, out, deepspeed=user_file), fault_env(tmp_path, "oom_step:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom" and first["deepspeed_config_written"] is None
+    assert first["command"][first["command"].index("--deepspeed") + 1] == str(user_file)
+    copy = Path(second["deepspeed_config_written"])
+    assert copy.parent == out / "safe-sft" and copy.name.startswith("my_ds-zero2-")
+    assert second["command"][second["command"].index("--deepspeed") + 1] == str(copy)
+    resumed = args_json(run_dirs(out)[-1])
+    assert (resumed["per_device_train_batch_size"], resumed["gradient_accumulation_steps"]) == (1, 4)
+    used = resumed["deepspeed"]
+    assert (used["train_micro_batch_size_per_gpu"], used["gradient_accumulation_steps"]) == ("auto", "auto")
+    assert used["zero_optimization"]["allgather_bucket_size"] == 50000000 and used["steps_per_print"] == 1000
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert user_file.read_text() == user_text  # never rewritten
+
+
+def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    user_file, user_text = user_deepspeed_file(tmp_path)
+    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    result = safe_sft(swift_args(tiny, out, per_device_train_batch_size=1, deepspeed=user_file), env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert (first["settings"]["deepspeed"], second["settings"]["deepspeed"]) == ("zero2", "zero3")
+    assert second["change"]["what"] == "deepspeed zero2 -> zero3"
+    assert second["resumed_from"]["weights_only"] is True
+    used = args_json(run_dirs(out)[-1])["deepspeed"]
+    assert used["zero_optimization"]["stage"] == 3
+    assert used["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True  # from our zero3.json
+    assert used["zero_optimization"]["allgather_bucket_size"] == 50000000 and used["steps_per_print"] == 1000
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert user_file.read_text() == user_text
+
+
 def test_e_missing_dataset_stops_after_one_attempt(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     start = time.monotonic()

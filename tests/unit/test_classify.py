@@ -94,6 +94,17 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         ("torch.distributed.DistBackendError: NCCL error in: ncclSystemError", True, K.COMM_ERROR),
         ("ValueError: remaining_argv: ['--bogus', '1']", False, K.USER_ERROR),
         ("FileNotFoundError: [Errno 2] No such file or directory: 'data.jsonl'", False, K.USER_ERROR),
+        (
+            "AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided",
+            False,
+            K.USER_ERROR,
+        ),
+        (
+            "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu *"
+            " gradient_acc_step * world_size 16 != 2 * 2 * 2",
+            True,
+            K.USER_ERROR,
+        ),
         ("RuntimeError: unable to write to file </torch_123_456_0>: No space left on device (28)", True, K.SHM),
         (
             "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.",

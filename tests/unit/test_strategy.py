@@ -2,7 +2,7 @@
 
 import pytest
 
-from launcher.plan.build import LaunchPaths, build_plan
+from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.probe.model_size import typical_shape
@@ -105,3 +105,14 @@ def test_cpu_training_keeps_users_deepspeed() -> None:
     assert plan.topology.nproc_per_node.value == 2
     assert plan.command[:4] == ("python", "-m", "torch.distributed.run", "--nproc_per_node")
     assert plan.command[4] == "2"
+
+
+def test_users_own_config_is_checked_at_its_zero_rung() -> None:
+    facts = host(gpus(4, 24), ram_gib=256)
+    swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--deepspeed", "my_ds.json"])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    options = PlanOptions(user_deepspeed_rung="zero2")
+    plan = build_plan(swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=PATHS, options=options)
+    assert plan.strategy == "my_ds.json" and plan.deepspeed_arg is None
+    assert plan.strategy_reason == "you chose --deepspeed my_ds.json (zero2)"
+    assert any("my_ds.json (zero2) may not fit" in w and "zero3_offload would fit" in w for w in plan.warnings)

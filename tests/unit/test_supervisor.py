@@ -6,6 +6,7 @@ import json
 import signal
 from pathlib import Path
 
+from launcher.configs import read_user_deepspeed
 from launcher.model import FailureKind
 from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.swift_args import parse_swift_argv
@@ -83,7 +84,9 @@ def prepared(out: Path, *extra: str) -> Prepared:
     return Prepared(swift=swift, host=facts, model=None, plan=plan)
 
 
-def supervisor(out: Path, script: list[FakeProcess], spawned: list[list[str]], **config) -> Supervisor:  # type: ignore[no-untyped-def]
+def supervisor(
+    out: Path, script: list[FakeProcess], spawned: list[list[str]], prep: Prepared | None = None, **config
+) -> Supervisor:  # type: ignore[no-untyped-def]
     def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
         spawned.append(argv)
         process = script[len(spawned) - 1]
@@ -92,7 +95,7 @@ def supervisor(out: Path, script: list[FakeProcess], spawned: list[list[str]], *
         return process
 
     return Supervisor(
-        prepared(out), RunConfig(**config), {}, run_dir=out / "safe-sft" / "run", spawn=spawn,
+        prep or prepared(out), RunConfig(**config), {}, run_dir=out / "safe-sft" / "run", spawn=spawn,
         sleep=lambda _: None,
     )  # fmt: skip
 
@@ -109,6 +112,24 @@ def test_oom_then_success_halves_batch_and_resumes(tmp_path: Path) -> None:
     assert second[second.index("--resume_from_checkpoint") + 1].endswith("v0-x/checkpoint-3")
     assert "--resume_only_model" not in second
     assert spawned[0][:3] == ["python", "-m", "torch.distributed.run"]
+
+
+def test_users_own_deepspeed_config_is_copied_with_auto_batch_sizes_when_the_micro_batch_halves(
+    tmp_path: Path,
+) -> None:
+    user_file = tmp_path / "my_ds.json"
+    user_text = json.dumps({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 4}) + "\n"
+    user_file.write_text(user_text)
+    prep = prepared(tmp_path, "--deepspeed", str(user_file))
+    prep = Prepared(prep.swift, prep.host, prep.model, prep.plan, read_user_deepspeed(str(user_file)))
+    spawned: list[list[str]] = []
+    result = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned, prep).run()
+    assert result.outcome == "succeeded"
+    assert spawned[0][spawned[0].index("--deepspeed") + 1] == str(user_file)
+    copy = Path(spawned[1][spawned[1].index("--deepspeed") + 1])
+    assert copy.parent == tmp_path / "safe-sft" and copy.name.startswith("my_ds-zero2-")
+    assert json.loads(copy.read_text()) == {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}
+    assert user_file.read_text() == user_text  # the user's file is never rewritten
 
 
 def test_max_attempts_bounds_the_ladder(tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""A DeepSpeed config as JSON: where it stands on the ZeRO ladder, and its copy for another rung.
+
+Pure. A user's own config (a file or inline JSON given to `--deepspeed`) joins the ladder like ours:
+`rung_of` names its place (zero2, zero3_offload, ...), and `for_rung` keeps everything the user set
+except what the rung decides (the stage and the offload sections, from the rung's shipped template) and
+the batch sizes, which become "auto" so transformers fills them from the arguments the ladder changes
+(an explicit value that disagrees is an error there).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+OFFLOAD_SECTIONS = ("offload_optimizer", "offload_param")
+BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
+OFFLOAD_DEVICES = ("cpu", "nvme")
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """The user's own --deepspeed config: as given, a short name for derived copies, and its JSON."""
+
+    given: str  # a path or inline JSON, as on the command line
+    stem: str  # the file's stem, or "inline"
+    config: JsonObject
+
+    @property
+    def rung(self) -> str:
+        return rung_of(self.config)
+
+
+def zero_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    section = config.get("zero_optimization")
+    return section if isinstance(section, Mapping) else {}
+
+
+def offloads(config: Mapping[str, Any]) -> bool:
+    """True when the config offloads the optimizer or the parameters to the host (or NVMe)."""
+    zero = zero_section(config)
+    for name in OFFLOAD_SECTIONS:
+        section = zero.get(name)
+        if isinstance(section, Mapping) and section.get("device") in OFFLOAD_DEVICES:
+            return True
+    return False
+
+
+def rung_of(config: Mapping[str, Any]) -> str:
+    """The ladder name of a config: zero0, zero1, zero2, zero2_offload, zero3 or zero3_offload."""
+    stage = zero_section(config).get("stage", 0)
+    stage = stage if isinstance(stage, int) and 0 <= stage <= 3 else 0
+    if stage >= 2 and offloads(config):
+        return f"zero{stage}_offload"
+    return f"zero{stage}"
+
+
+def lacks_batch_size(config: Mapping[str, Any]) -> bool:
+    """DeepSpeed refuses a config with neither batch size, and transformers fills only the keys present."""
+    return "train_micro_batch_size_per_gpu" not in config and "train_batch_size" not in config
+
+
+def for_rung(base: Mapping[str, Any], template: Mapping[str, Any], *, pin_memory: bool) -> JsonObject:
+    """`base` moved to the template's rung: its stage and offload sections, the rest of `base` kept."""
+    config = copy.deepcopy(dict(base))
+    target = zero_section(template)
+    kept = {
+        key: value
+        for key, value in zero_section(base).items()
+        if key not in ("stage", *OFFLOAD_SECTIONS) and not (key.startswith("stage3_") and target.get("stage") != 3)
+    }
+    zero: JsonObject = {**copy.deepcopy(dict(target)), **copy.deepcopy(kept)}
+    if not pin_memory:
+        for name in OFFLOAD_SECTIONS:
+            section = zero.get(name)
+            if isinstance(section, dict):
+                section["pin_memory"] = False
+    config["zero_optimization"] = zero
+    for key in BATCH_KEYS:
+        if key in config:
+            config[key] = "auto"
+    return config
+
+
+def derived_path(output_dir: str, stem: str, rung: str, pin_memory: bool, config: Mapping[str, Any]) -> str:
+    """Where a derived config lives: the content's hash in the name, so a file is never rewritten."""
+    text = canonical_text(config)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    pin = "" if pin_memory else "-nopin"
+    return posixpath.join(output_dir, "safe-sft", f"{stem}-{rung}{pin}-{digest}.json")
+
+
+def canonical_text(config: Mapping[str, Any]) -> str:
+    return json.dumps(config, indent=2) + "\n"

@@ -1,0 +1,165 @@
+"""A user's own DeepSpeed config on the ladder: its rung, its derived copies, and when a copy is needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from launcher.configs import load_templates, read_user_deepspeed, write_config
+from launcher.errors import SafeSftError
+from launcher.plan.degrade import Settings
+from launcher.plan.ds_config import UserConfig, derived_path, for_rung, rung_of
+from launcher.plan.settings import deepspeed_for
+
+TEMPLATES = load_templates()
+USER_ZERO2 = {
+    "bf16": {"enabled": True},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
+    "zero_optimization": {"stage": 2, "reduce_bucket_size": 500000000, "overlap_comm": True},
+    "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 2,
+    "gradient_clipping": 0.5,
+}
+
+
+@pytest.mark.parametrize(
+    ("zero", "rung"),
+    [
+        pytest.param(None, "zero0", id="no-zero-section"),
+        pytest.param({"stage": 1}, "zero1", id="stage1"),
+        pytest.param({"stage": 2}, "zero2", id="stage2"),
+        pytest.param({"stage": 2, "offload_optimizer": {"device": "cpu"}}, "zero2_offload", id="stage2-cpu"),
+        pytest.param({"stage": 3}, "zero3", id="stage3"),
+        pytest.param({"stage": 3, "offload_param": {"device": "none"}}, "zero3", id="stage3-device-none"),
+        pytest.param({"stage": 3, "offload_optimizer": {"device": "nvme"}}, "zero3_offload", id="stage3-nvme"),
+        pytest.param({"stage": "3"}, "zero0", id="stage-not-an-int"),
+    ],
+)
+def test_rung_of(zero: dict[str, object] | None, rung: str) -> None:
+    assert rung_of({} if zero is None else {"zero_optimization": zero}) == rung
+
+
+def test_for_rung_takes_stage_and_offload_from_the_template_and_keeps_the_rest() -> None:
+    derived = for_rung(USER_ZERO2, TEMPLATES["zero3"], pin_memory=True)
+    zero = derived["zero_optimization"]
+    assert zero["stage"] == 3
+    assert zero["reduce_bucket_size"] == 500000000 and zero["overlap_comm"] is True  # the user's, kept
+    assert zero["stage3_gather_16bit_weights_on_model_save"] is True  # the template's, added
+    assert "offload_param" not in zero and "offload_optimizer" not in zero
+    assert derived["optimizer"] == USER_ZERO2["optimizer"] and derived["gradient_clipping"] == 0.5
+    assert (derived["train_micro_batch_size_per_gpu"], derived["gradient_accumulation_steps"]) == ("auto", "auto")
+    assert "train_batch_size" not in derived  # only the keys the user set become "auto"
+    assert USER_ZERO2["zero_optimization"]["stage"] == 2  # the input is not changed
+
+
+def test_for_rung_off_offload_keeps_the_users_stage3_settings() -> None:
+    user = {"zero_optimization": {**TEMPLATES["zero3_offload"]["zero_optimization"], "stage3_max_live_parameters": 7}}
+    derived = for_rung(user, TEMPLATES["zero3"], pin_memory=True)["zero_optimization"]
+    assert "offload_param" not in derived and "offload_optimizer" not in derived
+    assert derived["stage3_max_live_parameters"] == 7
+
+
+def test_for_rung_without_pinning_turns_it_off_in_both_offload_sections() -> None:
+    derived = for_rung(USER_ZERO2, TEMPLATES["zero3_offload"], pin_memory=False)["zero_optimization"]
+    assert derived["offload_param"] == {"device": "cpu", "pin_memory": False}
+    assert derived["offload_optimizer"] == {"device": "cpu", "pin_memory": False}
+
+
+def test_derived_path_names_the_rung_and_changes_with_the_content() -> None:
+    one = derived_path("/out", "ds", "zero3", True, {"a": 1})
+    assert one.startswith("/out/safe-sft/ds-zero3-") and one.endswith(".json")
+    assert one == derived_path("/out", "ds", "zero3", True, {"a": 1})
+    assert one != derived_path("/out", "ds", "zero3", True, {"a": 2})
+    assert "-zero3-nopin-" in derived_path("/out", "ds", "zero3", False, {"a": 1})
+
+
+def settings(deepspeed: str | None, micro: int = 4, accum: int = 2, pin: bool = True) -> Settings:
+    return Settings(micro_batch=micro, grad_accum=accum, world_size=2, deepspeed=deepspeed, pin_memory=pin)
+
+
+def choice(initial: Settings, now: Settings, user: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    config = UserConfig("ds.json", "ds", user) if user is not None else None
+    return deepspeed_for(now, initial, user=config, templates=TEMPLATES, config_dir="/cfg", output_dir="/out")
+
+
+def test_the_users_config_is_untouched_while_nothing_it_holds_changes() -> None:
+    unchanged = choice(settings("zero2"), settings("zero2"), USER_ZERO2)
+    assert (unchanged.value, unchanged.write) == (None, None)
+
+
+def test_a_smaller_micro_batch_rewrites_the_users_literal_batch_sizes_as_auto() -> None:
+    """transformers raises on a DeepSpeed batch size that disagrees with the arguments the ladder set."""
+    halved = choice(settings("zero2"), settings("zero2", micro=2, accum=4), USER_ZERO2)
+    assert halved.value is not None and halved.value.startswith("/out/safe-sft/ds-zero2-")
+    assert halved.write is not None and halved.write["train_micro_batch_size_per_gpu"] == "auto"
+    assert halved.write["zero_optimization"] == USER_ZERO2["zero_optimization"]
+
+
+def test_an_all_auto_users_config_needs_no_copy_for_a_smaller_micro_batch() -> None:
+    user = {**USER_ZERO2, "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"}
+    halved = choice(settings("zero2"), settings("zero2", micro=2, accum=4), user)
+    assert (halved.value, halved.write) == (None, None)
+
+
+def test_a_higher_zero_stage_moves_the_users_config_up() -> None:
+    up = choice(settings("zero2", micro=1), settings("zero3", micro=1), USER_ZERO2)
+    assert up.value is not None and "-zero3-" in up.value
+    assert up.write is not None and up.write["zero_optimization"]["stage"] == 3
+    assert up.write["optimizer"] == USER_ZERO2["optimizer"]
+
+
+@pytest.mark.parametrize(
+    ("initial", "now", "value", "writes"),
+    [
+        pytest.param(settings("zero2"), settings("zero2"), None, False, id="unchanged"),
+        pytest.param(settings("zero2"), settings("zero3"), "/cfg/zero3.json", False, id="zero2-to-zero3"),
+        pytest.param(settings("zero1"), settings("zero2"), "/cfg/zero2.json", False, id="swift-name-to-ours"),
+        pytest.param(settings("zero3_offload"), settings("zero3_offload", pin=False),
+                     "/out/safe-sft/zero3_offload_nopin.json", True, id="no-pin"),
+        pytest.param(settings(None), settings(None, micro=2, accum=4), None, False, id="no-deepspeed"),
+    ],
+)  # fmt: skip
+def test_our_rungs_are_our_files(initial: Settings, now: Settings, value: str | None, writes: bool) -> None:
+    ours = choice(initial, now)
+    assert ours.value == value
+    assert (ours.write is not None) == writes
+
+
+def test_read_user_deepspeed_reads_a_file_or_inline_json_and_leaves_swifts_names(tmp_path: Path) -> None:
+    path = tmp_path / "my_ds.json"
+    path.write_text(json.dumps(USER_ZERO2))
+    from_file = read_user_deepspeed(str(path))
+    assert from_file is not None and (from_file.stem, from_file.rung) == ("my_ds", "zero2")
+    inline = read_user_deepspeed('{"zero_optimization": {"stage": 3}, "train_batch_size": "auto"}')
+    assert inline is not None and (inline.stem, inline.rung) == ("inline", "zero3")
+    assert read_user_deepspeed("zero2_offload") is None and read_user_deepspeed(None) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("{not json", "not a readable JSON file", id="bad-json"),
+        pytest.param("[1, 2]", "the JSON is not an object", id="array"),
+        pytest.param('{"zero_optimization": {"stage": 2}}', "neither train_micro_batch_size_per_gpu", id="no-batch"),
+        pytest.param(None, "is no file, no inline JSON", id="missing"),
+    ],
+)
+def test_read_user_deepspeed_errors_name_the_value(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "ds.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SafeSftError, match=message) as error:
+        read_user_deepspeed(str(path))
+    assert str(path) in error.value.message and "\n" not in error.value.message
+    assert "zero3_offload" in error.value.hint or '"auto"' in error.value.hint
+
+
+def test_write_config_reuses_an_identical_file_and_refuses_a_different_one(tmp_path: Path) -> None:
+    path = tmp_path / "safe-sft" / "c.json"
+    write_config(path, {"a": 1})
+    write_config(path, {"a": 1})
+    with pytest.raises(SafeSftError, match="exists and differs"):
+        write_config(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 1}
