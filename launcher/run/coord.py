@@ -18,6 +18,7 @@ from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.plan.consensus import Decision, NodeReport, decode_decision, decode_report, encode
+from launcher.run.poll import wait_until
 
 POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
@@ -102,12 +103,7 @@ class Coordinator:
     # ---- between attempts --------------------------------------------------------------------------
 
     def _wait_for(self, key: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while not self._check(key):
-            if time.monotonic() > deadline:
-                return False
-            self.sleep(0.2)
-        return True
+        return wait_until(lambda: self._check(key), timeout, sleep=self.sleep)
 
     def exchange(
         self,

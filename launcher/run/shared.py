@@ -7,11 +7,11 @@ every other node reads the file and compares. Resuming from one checkpoint on al
 from __future__ import annotations
 
 import secrets
-import time
 from pathlib import Path
 
 from launcher.errors import SafeSftError
 from launcher.run.coord import Coordinator
+from launcher.run.poll import wait_until
 
 FILE_WAIT_SECONDS = 30.0  # NFS attribute caches can hide a new file for a while
 
@@ -25,11 +25,8 @@ def check_shared_output_dir(coordinator: Coordinator, output_dir: Path) -> None:
         coordinator.publish_token(token)
         return
     token = coordinator.read_token()
-    deadline = time.monotonic() + FILE_WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if path.is_file() and path.read_text().strip() == token:
-            return
-        time.sleep(0.5)
+    if wait_until(lambda: path.is_file() and path.read_text().strip() == token, FILE_WAIT_SECONDS, max_wait=2.0):
+        return
     raise SafeSftError(
         f"the output dir {output_dir} is not the one node 0 writes to ({path} is missing or differs)",
         "put --output_dir on a filesystem every node shares (NFS, Lustre, GPFS), with the same path",
