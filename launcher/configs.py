@@ -7,6 +7,8 @@ run as `python -m launcher` finds the folder beside the package.
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -69,12 +71,22 @@ def _is_file(path: Path) -> bool:
 
 
 def write_config(path: Path, config: JsonObject) -> Path:
-    """Write a derived DeepSpeed config at `path`, once: an identical file is reused, a differing one is an error."""
+    """Write a derived DeepSpeed config at `path`, once: an identical file is reused, a differing one is an error.
+
+    Every node of a multi-node run writes the same file to the shared output dir: the content goes to a
+    private temporary file first and is linked into place, so no node ever reads a half-written copy.
+    """
     text = canonical_text(config)
-    if path.exists():
-        if path.read_text() == text:
-            return path
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        staged.write_text(text)
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            pass  # another node linked it first: compared below
+        finally:
+            staged.unlink()
+    if path.read_text() != text:
         raise SafeSftError(f"{path} exists and differs from the config safe-sft would write", "move it away")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
     return path

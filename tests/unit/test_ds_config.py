@@ -163,3 +163,27 @@ def test_write_config_reuses_an_identical_file_and_refuses_a_different_one(tmp_p
     with pytest.raises(SafeSftError, match="exists and differs"):
         write_config(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["c.json"]  # no staging file left behind
+
+
+def _write_after(barrier, path: Path, config: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+    barrier.wait()
+    write_config(path, config)
+
+
+def test_write_config_from_many_nodes_at_once_never_reads_a_half_written_file(tmp_path: Path) -> None:
+    """Every node writes the same derived config to the shared output dir at the same moment."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    config = {"zero_optimization": {"stage": 3}, "pad": "x" * 4_000_000}  # big enough to be seen half-written
+    for round_number in range(5):
+        path = tmp_path / f"round-{round_number}" / "c.json"
+        barrier = context.Barrier(8)
+        workers = [context.Process(target=_write_after, args=(barrier, path, config)) for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(30)
+        assert [worker.exitcode for worker in workers] == [0] * 8
+        assert json.loads(path.read_text()) == config
