@@ -253,8 +253,9 @@ def run_command(
     from launcher.render import render_plan
     from launcher.run.child import become_subreaper
     from launcher.run.memlock import raise_memlock
+    from launcher.run.records import RunConfig
     from launcher.run.report import report_json, summary, write_report
-    from launcher.run.supervisor import RunConfig, Supervisor
+    from launcher.run.supervisor import Supervisor
 
     memlock = raise_memlock()
     prepared = prepare(swift_argv, _options_from(kwargs), os.environ)

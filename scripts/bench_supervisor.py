@@ -118,7 +118,8 @@ def bench_restart() -> None:
     from launcher.prepare import Prepared
     from launcher.probe import probe_host
     from launcher.run.child import TrainingProcess
-    from launcher.run.supervisor import RunConfig, Supervisor
+    from launcher.run.records import RunConfig
+    from launcher.run.supervisor import Supervisor
 
     with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "wb") as sink:
         out, marks = Path(tmp) / "out", Path(tmp) / "marks"

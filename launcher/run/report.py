@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.render import mask
-from launcher.run.supervisor import AttemptRecord, RunResult
+from launcher.run.records import AttemptRecord, RunResult
 
 REPORT_SCHEMA = 1
 

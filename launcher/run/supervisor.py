@@ -1,7 +1,8 @@
-"""The restart loop: launch an attempt, watch it, classify its end, degrade, resume; record everything.
+"""The restart loop: prepare an attempt, run it, decide from its record, degrade, resume; record everything.
 
-Reads like torchrun's agent: each attempt returns an AttemptRecord, and the loop decides from it. The
-process spawner, clock and sleep are injected so the loop is testable without processes.
+Reads like torchrun's agent: each attempt returns an AttemptRecord (run by launcher.run.attempt), and the
+loop decides from it, alone or, over several nodes, with node 0's decision. The process spawner, clock
+and sleep are injected so the loop is testable without processes.
 """
 
 from __future__ import annotations
@@ -10,90 +11,25 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
-from launcher.model import Failure, FailureKind, Strategy
+from launcher.model import FailureKind, Strategy
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
+from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.child import TrainingProcess
-from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
-from launcher.run.coord import CoordinationLost, Coordinator
-from launcher.run.diagnose import collect_stacks
-from launcher.run.gpumon import MemoryMonitor, MemoryTimeline
+from launcher.run.coord import Coordinator
+from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
-from launcher.run.watch import ProgressWatch
 
-POLL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Process(Protocol):
-    @property
-    def pid(self) -> int: ...
-
-    def poll(self) -> int | None: ...
-    def signal_all(self, signum: int) -> None: ...
-    def alive_descendants(self) -> list[Any]: ...
-    def finish(self) -> tuple[int, str]: ...
-
-
-Spawn = Callable[[list[str], dict[str, str], Path], Process]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    max_attempts: int = 5
-    grace_seconds: float = 30.0
-    allow_shorter_max_length: bool = False
-    hang_timeout: float = 1800.0
-    startup_timeout: float = 3600.0
-    sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
-    resume_latest: bool = False  # the first attempt too resumes from the newest complete checkpoint
-
-    @property
-    def ddp_timeout(self) -> int:
-        """Long enough that the watchdog, not a collective's timeout, notices a stalled rank first."""
-        return int(2 * max(self.hang_timeout, self.startup_timeout))
-
-
-@dataclass
-class AttemptRecord:
-    number: int
-    settings: Settings
-    command: list[str]
-    env_set: dict[str, str]
-    log_path: str
-    started: str
-    change: str | None = None
-    change_reason: str | None = None
-    resumed_from: Resume | None = None
-    skipped_incomplete: list[str] = field(default_factory=list)
-    deepspeed_config_written: str | None = None  # a derived config safe-sft wrote for this attempt
-    ended: str | None = None
-    duration_s: float | None = None
-    exit_code: int | None = None
-    failure: Failure | None = None
-    last_step: int | None = None
-    start_epoch: float = 0.0  # wall-clock start, to tell which attempt wrote a checkpoint
-    memory: MemoryTimeline | None = None
-    diagnostics: list[str] = field(default_factory=list)
-    decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
-
-
-@dataclass
-class RunResult:
-    outcome: str  # succeeded | failed | interrupted
-    attempts: list[AttemptRecord]
-    exit_code: int
-    give_up_reason: str | None = None
 
 
 class Supervisor:
@@ -117,18 +53,29 @@ class Supervisor:
         self.config = config
         self.base_env = dict(base_env)
         self.run_dir = run_dir
-        self.clock = clock
-        self.sleep = sleep
         self.on_attempt = on_attempt or (lambda _: None)
         out = stdout or sys.stdout.buffer
         err = stderr or sys.stderr.buffer
-        self.spawn: Spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
+        spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
-        self.nvml = nvml
         self.coordinator = coordinator
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
         self.templates = load_templates()
+        topology = prepared.plan.topology
+        self.runner = AttemptRunner(
+            config,
+            spawn,
+            output_dir=self.output_dir,
+            gpus=topology.gpus,
+            node_rank=topology.node_rank.value,
+            nproc_per_node=topology.nproc_per_node.value,
+            received=lambda: self.received,
+            clock=clock,
+            sleep=sleep,
+            nvml=nvml,
+            coordinator=coordinator,
+        )
 
     # ---- signals ---------------------------------------------------------------------------------
 
@@ -304,89 +251,8 @@ class Supervisor:
         )
         record.start_epoch = time.time()
         self._announce(record)
-        oom_before = ev.oom_kill_count()
-        start = self.clock()
-        process = self.spawn(argv, env, attempt_dir / "console.log")
-        monitor = self._start_monitor(process.pid)
-        watch = ProgressWatch(
-            self.output_dir, record.start_epoch, start, self.config.hang_timeout, self.config.startup_timeout
-        )
-        hang = self._wait(process, watch, attempt_dir, record)
-        code, tail = process.finish()
-        record.memory = monitor.stop() if monitor else None
-        record.duration_s = round(self.clock() - start, 3)
-        record.ended = ev.now_iso()
-        record.exit_code = code
-        run_dir = ev.newest_run_dir(self.output_dir, record.start_epoch)
-        record.last_step = ev.last_logged_step(run_dir)
-        tail_lines = tail.splitlines()
-        rank_failures = merge_failures(
-            parse_torchrun_failures(tail_lines),
-            ev.read_error_files(
-                attempt_dir / "torchelastic", plan.topology.node_rank.value, plan.topology.nproc_per_node.value
-            ),
-        )
-        record.failure = classify(
-            AttemptEvidence(
-                exit_code=code,
-                rank_failures=rank_failures,
-                log_tail=tuple(tail_lines[-400:]),
-                kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
-                interrupted_by=signal.Signals(self.received).name if self.received else None,
-                hang=hang,
-                steps_seen=record.last_step is not None and (resume is None or record.last_step > resume.step),
-            )
-        )
+        self.runner.run(record, argv, env, attempt_dir, resume)
         return record
-
-    def _start_monitor(self, pid: int) -> MemoryMonitor | None:
-        if self.config.sample_interval <= 0:
-            return None
-        indices = tuple(g.index for g in self.prepared.plan.topology.gpus)
-        monitor = MemoryMonitor(pid, indices, self.config.sample_interval, self.nvml)
-        monitor.start()
-        return monitor
-
-    def _wait(self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord) -> str | None:
-        """Until the attempt ends; the watchdog's finding when it stopped a hung attempt, else None."""
-        while True:
-            code = process.poll()
-            if self.received is not None:
-                self._stop(process, self.received)
-                return None
-            if code is not None:
-                # torchrun is gone; anything it left behind goes too.
-                if process.alive_descendants():
-                    self._stop(process, signal.SIGTERM)
-                return None
-            if self.coordinator is not None:
-                try:
-                    peer_stop = self.coordinator.stop_requested(record.number)
-                except CoordinationLost:
-                    self._stop(process, signal.SIGTERM)
-                    raise
-                if peer_stop:
-                    sys.stderr.write("safe-sft: another node failed; stopping this node's attempt\n")
-                    self._stop(process, signal.SIGTERM)
-                    return None
-            finding = watch.poll(self.clock())
-            if finding is not None:
-                record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
-                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n")
-                self._stop(process, signal.SIGTERM)
-                return finding
-            self.sleep(POLL_SECONDS)
-
-    def _stop(self, process: Process, signum: int) -> None:
-        """Forward the signal to every training process; SIGKILL what is left after the grace period."""
-        process.signal_all(signum)
-        process.signal_all(signal.SIGCONT)  # a stopped process only acts on SIGTERM once it runs again
-        deadline = self.clock() + self.config.grace_seconds
-        while self.clock() < deadline:
-            if process.poll() is not None and not process.alive_descendants():
-                return
-            self.sleep(POLL_SECONDS)
-        process.signal_all(signal.SIGKILL)
 
     def _announce(self, record: AttemptRecord) -> None:
         lines = [f"safe-sft: attempt {record.number}/{self.config.max_attempts}"]

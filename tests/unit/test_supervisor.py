@@ -12,7 +12,8 @@ from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
-from launcher.run.supervisor import RunConfig, Supervisor
+from launcher.run.records import RunConfig
+from launcher.run.supervisor import Supervisor
 from tests.conftest import host
 
 OOM_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:

@@ -1,0 +1,150 @@
+"""One attempt, from spawn to verdict: start the process tree, sample its memory, watch its progress,
+stop it when told to or when it hangs, and classify how it ended into the AttemptRecord.
+
+The supervisor prepares the argv, the environment and the record, and decides what comes next; this
+module runs what it is given. The spawner, clock and sleep are injected so it runs without processes.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from launcher.model import GpuInfo
+from launcher.plan.settings import Resume
+from launcher.run import evidence as ev
+from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
+from launcher.run.coord import CoordinationLost, Coordinator
+from launcher.run.diagnose import collect_stacks
+from launcher.run.gpumon import MemoryMonitor
+from launcher.run.records import AttemptRecord, RunConfig
+from launcher.run.watch import ProgressWatch
+
+POLL_SECONDS = 0.2
+
+
+class Process(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+    def signal_all(self, signum: int) -> None: ...
+    def alive_descendants(self) -> list[Any]: ...
+    def finish(self) -> tuple[int, str]: ...
+
+
+Spawn = Callable[[list[str], dict[str, str], Path], Process]
+
+
+class AttemptRunner:
+    def __init__(
+        self,
+        config: RunConfig,
+        spawn: Spawn,
+        *,
+        output_dir: Path,
+        gpus: Sequence[GpuInfo],
+        node_rank: int,
+        nproc_per_node: int,
+        received: Callable[[], int | None],
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        nvml: ModuleType | None = None,
+        coordinator: Coordinator | None = None,
+    ) -> None:
+        self.config, self.spawn = config, spawn
+        self.output_dir, self.gpus = output_dir, gpus
+        self.node_rank, self.nproc_per_node = node_rank, nproc_per_node
+        self.received = received  # the signal safe-sft got, if any: the attempt stops and is not retried
+        self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
+
+    def run(
+        self, record: AttemptRecord, argv: list[str], env: dict[str, str], attempt_dir: Path, resume: Resume | None
+    ) -> None:
+        """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
+        oom_before = ev.oom_kill_count()
+        start = self.clock()
+        process = self.spawn(argv, env, attempt_dir / "console.log")
+        monitor = self._start_monitor(process.pid)
+        watch = ProgressWatch(
+            self.output_dir, record.start_epoch, start, self.config.hang_timeout, self.config.startup_timeout
+        )
+        hang = self._wait(process, watch, attempt_dir, record)
+        code, tail = process.finish()
+        record.memory = monitor.stop() if monitor else None
+        record.duration_s = round(self.clock() - start, 3)
+        record.ended = ev.now_iso()
+        record.exit_code = code
+        run_dir = ev.newest_run_dir(self.output_dir, record.start_epoch)
+        record.last_step = ev.last_logged_step(run_dir)
+        tail_lines = tail.splitlines()
+        rank_failures = merge_failures(
+            parse_torchrun_failures(tail_lines),
+            ev.read_error_files(attempt_dir / "torchelastic", self.node_rank, self.nproc_per_node),
+        )
+        record.failure = classify(
+            AttemptEvidence(
+                exit_code=code,
+                rank_failures=rank_failures,
+                log_tail=tuple(tail_lines[-400:]),
+                kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
+                interrupted_by=signal.Signals(received).name if (received := self.received()) else None,
+                hang=hang,
+                steps_seen=record.last_step is not None and (resume is None or record.last_step > resume.step),
+            )
+        )
+
+    def _start_monitor(self, pid: int) -> MemoryMonitor | None:
+        if self.config.sample_interval <= 0:
+            return None
+        indices = tuple(g.index for g in self.gpus)
+        monitor = MemoryMonitor(pid, indices, self.config.sample_interval, self.nvml)
+        monitor.start()
+        return monitor
+
+    def _wait(self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord) -> str | None:
+        """Until the attempt ends; the watchdog's finding when it stopped a hung attempt, else None."""
+        while True:
+            code = process.poll()
+            received = self.received()
+            if received is not None:
+                self._stop(process, received)
+                return None
+            if code is not None:
+                # torchrun is gone; anything it left behind goes too.
+                if process.alive_descendants():
+                    self._stop(process, signal.SIGTERM)
+                return None
+            if self.coordinator is not None:
+                try:
+                    peer_stop = self.coordinator.stop_requested(record.number)
+                except CoordinationLost:
+                    self._stop(process, signal.SIGTERM)
+                    raise
+                if peer_stop:
+                    sys.stderr.write("safe-sft: another node failed; stopping this node's attempt\n")
+                    self._stop(process, signal.SIGTERM)
+                    return None
+            finding = watch.poll(self.clock())
+            if finding is not None:
+                record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
+                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n")
+                self._stop(process, signal.SIGTERM)
+                return finding
+            self.sleep(POLL_SECONDS)
+
+    def _stop(self, process: Process, signum: int) -> None:
+        """Forward the signal to every training process; SIGKILL what is left after the grace period."""
+        process.signal_all(signum)
+        process.signal_all(signal.SIGCONT)  # a stopped process only acts on SIGTERM once it runs again
+        deadline = self.clock() + self.config.grace_seconds
+        while self.clock() < deadline:
+            if process.poll() is not None and not process.alive_descendants():
+                return
+            self.sleep(POLL_SECONDS)
+        process.signal_all(signal.SIGKILL)
