@@ -133,7 +133,8 @@ class AttemptRunner:
             finding = watch.poll(self.clock())
             if finding is not None:
                 record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
-                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n")
+                found = "".join(f"safe-sft:   {line}\n" for line in record.diagnostics)
+                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n{found}")
                 self._stop(process, signal.SIGTERM)
                 return finding
             self.sleep(POLL_SECONDS)

@@ -1,34 +1,53 @@
-"""What helps diagnose a hang, collected before the hung attempt is stopped: Python stacks via py-spy.
+"""What helps diagnose a hang, collected before the hung attempt is stopped: each training process's
+state (a stopped or uninterruptible rank shows here) and its Python stacks via py-spy.
 
-py-spy is optional (`pip install py-spy`); without it the report says so. The NCCL flight recorder is
-torch's own: set TORCH_NCCL_TRACE_BUFFER_SIZE (and TORCH_NCCL_DUMP_ON_TIMEOUT=1) and it dumps on a
-collective timeout.
+py-spy is optional (`pip install safe-sft[diagnose]`); without it the report says so. The NCCL flight
+recorder is torch's own: set TORCH_NCCL_TRACE_BUFFER_SIZE (and TORCH_NCCL_DUMP_ON_TIMEOUT=1) and it dumps
+on a collective timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 PY_SPY_TIMEOUT = 20
+NOTABLE_STATES = {psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_DISK_SLEEP, psutil.STATUS_ZOMBIE}
+
+
+def find_py_spy() -> str | None:
+    """On PATH, or beside this interpreter (a virtual environment's bin/ that was never activated)."""
+    return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+
+
+def process_state(proc: Any) -> str:
+    with contextlib.suppress(psutil.Error):
+        return str(proc.status())
+    return "gone"
 
 
 def collect_stacks(processes: list[Any], attempt_dir: Path) -> list[str]:
-    """Dump each training process's Python stack into attempt_dir/stacks.txt; return what was done."""
-    py_spy = shutil.which("py-spy")
+    """Write each process's state and Python stack to attempt_dir/stacks.txt; return what was found."""
+    states = {proc.pid: process_state(proc) for proc in processes}  # before py-spy pauses anything
+    found = [f"pid {pid} is {state}" for pid, state in states.items() if state in NOTABLE_STATES]
+    py_spy = find_py_spy()
     if py_spy is None:
-        return ["py-spy is not installed: no stacks collected (pip install py-spy)"]
+        return [*found, "py-spy is not installed: no stacks collected (pip install py-spy)"]
     out = attempt_dir / "stacks.txt"
     with out.open("w") as handle:
         for proc in processes:
-            handle.write(f"=== pid {proc.pid} ===\n")
+            handle.write(f"=== pid {proc.pid} ({states[proc.pid]}) ===\n")
             try:
                 dump = subprocess.run(
                     [py_spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=PY_SPY_TIMEOUT
                 )
-                handle.write(dump.stdout or dump.stderr)
+                handle.write(dump.stdout + dump.stderr)
             except subprocess.TimeoutExpired:
                 handle.write("py-spy timed out\n")
-    return [f"python stacks of {len(processes)} processes: {out}"]
+    return [*found, f"python stacks of {len(processes)} processes: {out}"]

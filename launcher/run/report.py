@@ -101,6 +101,8 @@ def summary(result: RunResult, report_path: Path) -> str:
         lines.append(f"  root cause (attempt {first.number}): {f.kind.value}: {f.summary or f.kind.value}{where}{code}")
         for line in f.evidence[:3]:
             lines.append(f"    {line[:300]}")
+        for line in first.diagnostics:
+            lines.append(f"    {line}")
         agreed = first.decision
         if agreed and agreed.get("root_kind"):
             lines.append(f"  across the nodes (node 0's decision): {agreed['root_kind']} on node {agreed['root_node']}")

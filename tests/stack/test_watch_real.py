@@ -26,6 +26,12 @@ def test_a_sigstopped_rank_is_a_hang_and_the_next_attempt_finishes(tiny, tmp_pat
     # every process of the hung attempt was stopped before the next began (the frozen rank included)
     frozen = [json.loads(p.read_text())["pid"] for p in (tmp_path / "ranks").glob("rank-1-*.json")]
     assert frozen and all(not Path(f"/proc/{pid}").exists() for pid in frozen)
+    # what the watchdog collected first: the frozen rank by its state, the others' stacks (py-spy comes with
+    # the dev extra that scripts/setup.sh installs)
+    assert any(f"pid {pid} is stopped" in line for line in first["diagnostics"] for pid in frozen)
+    assert sum("is stopped" in line for line in result.stderr.splitlines()) == 2  # when found, and in the summary
+    [stacks] = (out / "safe-sft").glob("*/attempt-1/stacks.txt")
+    assert "(stopped) ===" in stacks.read_text() and "torch/distributed/" in stacks.read_text()
     assert first["memory"]["host_peak_bytes"] > 100 * 2**20  # two torch workers at least
 
     # safe-sft report on this run dir: the attempts, and a plot of what the report holds
