@@ -40,6 +40,7 @@ def run_checks(host: HostFacts, memlock: MemlockStatus) -> list[Check]:
         _network(host),
         _disk(host),
         _versions(host),
+        _hang_stacks(host),
     ]
 
 
@@ -154,3 +155,15 @@ def _versions(host: HostFacts) -> Check:
             "pip install 'ms-swift>=4.6'",
         )
     return Check("versions", Status.PASS, shown)
+
+
+def _hang_stacks(host: HostFacts) -> Check:
+    version = host.versions.get("py-spy")
+    if version:
+        return Check("hang_stacks", Status.PASS, f"py-spy {version}: a hung attempt's Python stacks are collected")
+    return Check(
+        "hang_stacks",
+        Status.WARN,
+        "py-spy not installed: a hang is still detected and stopped, but without Python stacks",
+        "pip install 'safe-sft[diagnose]'",
+    )

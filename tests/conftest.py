@@ -7,6 +7,8 @@ import pytest
 from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, Limits, NetworkFacts, Rlimit
 from launcher.units import GiB
 
+VERSIONS = {"torch": "2.13.0", "ms-swift": "4.6.0", "deepspeed": "0.19.8", "transformers": "5.19.0", "py-spy": "0.4.3"}
+
 
 def gpus(count: int, total_gib: float, free_gib: float | None = None) -> tuple[GpuInfo, ...]:
     total = int(total_gib * GiB)
@@ -36,7 +38,7 @@ def host(
         limits=Limits(memlock=Rlimit(memlock_hard, memlock_hard), nofile=Rlimit(1024, 4096), shm_bytes=16 * GiB),
         network=NetworkFacts(ib_devices=ib, interfaces=("lo", "eth0")),
         disk_free_bytes=500 * GiB,
-        versions={"torch": "2.13.0", "ms-swift": "4.6.0", "deepspeed": "0.19.8", "transformers": "5.19.0"},
+        versions=VERSIONS,
         free_port=45678,
     )
 

@@ -9,6 +9,7 @@ PACKAGES = {
     "deepspeed": "deepspeed",
     "ms-swift": "ms-swift",
     "transformers": "transformers",
+    "py-spy": "py-spy",  # optional: stacks of a hung attempt
 }
 
 

@@ -20,7 +20,14 @@ def test_healthy_machine_passes() -> None:
     assert {c.name: c.status for c in checks} == {
         "gpus": Status.PASS, "gpu_memory": Status.PASS, "memlock": Status.PASS, "shm": Status.PASS,
         "host_ram": Status.PASS, "network": Status.PASS, "disk": Status.PASS, "versions": Status.PASS,
+        "hang_stacks": Status.PASS,
     }  # fmt: skip
+
+
+def test_missing_py_spy_warns_with_the_extra_to_install() -> None:
+    facts = replace(host(gpus(1, 80)), versions={**host(gpus(1, 80)).versions, "py-spy": None})
+    check = status(run_checks(facts, UNLIMITED), "hang_stacks")
+    assert check.status is Status.WARN and "safe-sft[diagnose]" in check.fix
 
 
 def test_dockers_64mib_shm_fails_with_the_fix() -> None:
