@@ -56,8 +56,8 @@ def rung_of(config: Mapping[str, Any]) -> str:
     """The ladder name of a config: zero0, zero1, zero2, zero2_offload, zero3 or zero3_offload."""
     stage = zero_section(config).get("stage", 0)
     stage = stage if isinstance(stage, int) and 0 <= stage <= 3 else 0
-    if stage >= 2 and offloads(config):
-        return f"zero{stage}_offload"
+    if offloads(config):  # below stage 2 too: its next rung must keep the offload (zero3_offload)
+        return "zero3_offload" if stage == 3 else "zero2_offload"
     return f"zero{stage}"
 
 

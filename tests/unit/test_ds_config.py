@@ -29,6 +29,7 @@ USER_ZERO2 = {
     [
         pytest.param(None, "zero0", id="no-zero-section"),
         pytest.param({"stage": 1}, "zero1", id="stage1"),
+        pytest.param({"stage": 1, "offload_optimizer": {"device": "cpu"}}, "zero2_offload", id="stage1-cpu"),
         pytest.param({"stage": 2}, "zero2", id="stage2"),
         pytest.param({"stage": 2, "offload_optimizer": {"device": "cpu"}}, "zero2_offload", id="stage2-cpu"),
         pytest.param({"stage": 3}, "zero3", id="stage3"),
