@@ -73,6 +73,45 @@ def last_step(run_dir: Path) -> str:
     return [json.loads(line)["global_step/max_steps"] for line in lines if "global_step/max_steps" in line][-1]
 
 
+def trained_samples(records: Path) -> dict[int, list[str]]:
+    """Per optimizer step, the samples the finished model was trained on, over all ranks.
+
+    A step that a later attempt redid (after resuming from an earlier checkpoint) counts as redone:
+    the files are read in the order they were last written, so a later attempt's record wins.
+    """
+    per_step: dict[int, dict[str, list[str]]] = {}
+    for path in sorted(records.glob("samples-rank-*.jsonl"), key=lambda p: p.stat().st_mtime_ns):
+        rank = path.name.split("-")[2]
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            per_step.setdefault(entry["step"], {})[rank] = entry["samples"]
+    return {step: sorted(key for keys in ranks.values() for key in keys) for step, ranks in per_step.items()}
+
+
+_REFERENCES: dict[tuple[tuple[str, str], ...], dict[int, list[str]]] = {}
+
+
+def reference_samples(tiny, tmp: Path, env: dict[str, str], **overrides: object) -> dict[int, list[str]]:  # type: ignore[no-untyped-def]
+    """What plain `swift sft` trains on, step by step, with the same arguments and no failure."""
+    key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
+    if key not in _REFERENCES:
+        records = tmp / "reference-records"
+        swift = str(Path(sys.executable).parent / "swift")
+        plain = {k: v for k, v in env.items() if k != "SAFE_SFT_FAULT"} | {"SAFE_SFT_FAULT_RECORD": str(records)}
+        args = swift_args(tiny, tmp / "reference-out", **overrides)
+        done = subprocess.run([swift, "sft", *args], env=plain, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _REFERENCES[key] = trained_samples(records)
+    return _REFERENCES[key]
+
+
+def assert_no_sample_lost_or_repeated(tiny, tmp: Path, env: dict[str, str], **overrides: object) -> None:  # type: ignore[no-untyped-def]
+    """The supervised run, failure and resume included, trained on exactly what `swift sft` alone does."""
+    reference = reference_samples(tiny, tmp, env, **overrides)
+    assert sorted(reference) == list(range(1, 9))
+    assert trained_samples(tmp / "ranks") == reference
+
+
 def test_a_cuda_oom_on_rank1_halves_micro_batch_and_resumes(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
@@ -97,6 +136,7 @@ def test_a_cuda_oom_on_rank1_halves_micro_batch_and_resumes(tiny, tmp_path: Path
     assert original["per_device_train_batch_size"] * original["gradient_accumulation_steps"] == 2 * 2
     assert 1 * 4 * 2 == 2 * 2 * 2  # global batch: micro x accum x world size, before and after
     assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path))
     # the terminal summary: root cause first, then the ladder, then the report
     tail = result.stderr[result.stderr.index("safe-sft: succeeded") :]
     assert tail.index("root cause") < tail.index("ladder") < tail.index("report:")
@@ -147,6 +187,7 @@ def test_c_and_g_oom_while_saving_then_save_only_model_skipping_the_half_written
     assert half_written.is_dir() and not (half_written / "trainer_state.json").exists()  # left, not deleted
     assert args_json(run_dirs(out)[-1])["save_only_model"] is True
     assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path))
 
 
 def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -162,6 +203,7 @@ def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(ti
     assert resumed["deepspeed"]["zero_optimization"]["stage"] == 3
     assert resumed["resume_only_model"] is True
     assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, env, per_device_train_batch_size=1, deepspeed="zero2")
 
 
 def user_deepspeed_file(tmp: Path, **top: object) -> tuple[Path, str]:

@@ -7,12 +7,14 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
-  SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start.
+  SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
+                        samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
 On the CPU, ZeRO-3 needs the gloo process group before the model is built: done here at import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -79,11 +81,40 @@ def _host_oom() -> None:
         hog.append(bytearray(64 * 1024 * 1024))
 
 
+def _sample_keys(batch) -> list[str]:  # type: ignore[no-untyped-def]
+    """A key per sample of a micro-batch: a hash of its tokens, padding left out."""
+    mask = batch.get("attention_mask")
+    keys = []
+    for index, row in enumerate(batch["input_ids"]):
+        tokens = row if mask is None else row[mask[index].bool()]
+        keys.append(hashlib.sha1(tokens.cpu().numpy().tobytes()).hexdigest()[:12])
+    return keys
+
+
+def _record_samples(trainer) -> None:  # type: ignore[no-untyped-def]
+    """Log which samples each optimizer step consumes (transformers fetches a step's batches in one call)."""
+    folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
+    if not folder:
+        return
+    path = Path(folder) / f"samples-rank-{_rank()}-{os.getpid()}.jsonl"
+    original = trainer.get_batch_samples
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        batches, count = original(*args, **kwargs)
+        keys = [key for batch in batches for key in _sample_keys(batch)]
+        with path.open("a") as handle:
+            handle.write(json.dumps({"step": trainer.state.global_step + 1, "samples": keys}) + "\n")
+        return batches, count
+
+    trainer.get_batch_samples = recording
+
+
 class FaultCallback(TrainerCallback):
     def __init__(self, args, trainer) -> None:  # type: ignore[no-untyped-def]
         super().__init__(args, trainer)
         self.fault = _fault()
         _record()
+        _record_samples(trainer)
         if self.fault and self.fault[0] == "oom_save" and self.fault[2] == _rank():
             original = trainer._save_checkpoint
 
