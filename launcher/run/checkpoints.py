@@ -58,11 +58,36 @@ def candidate_dirs(output_dir: Path) -> list[Path]:
     return [c for root in roots for c in root.iterdir() if c.is_dir() and _CHECKPOINT_RE.match(c.name)]
 
 
-def latest_complete(output_dir: Path) -> tuple[Checkpoint | None, list[Path]]:
-    """(the newest complete checkpoint, the incomplete ones that were skipped)."""
+Snapshot = dict[Path, tuple[int, int]]  # checkpoint dir -> (its mtime, its trainer_state.json's mtime)
+
+
+def _signature(path: Path) -> tuple[int, int]:
+    state = path / "trainer_state.json"
+    try:
+        return path.stat().st_mtime_ns, state.stat().st_mtime_ns if state.is_file() else 0
+    except OSError:
+        return 0, 0
+
+
+def snapshot(output_dir: Path) -> Snapshot:
+    """The checkpoint dirs there now, as they are: taken before a run starts, to tell an earlier run's apart."""
+    return {path: _signature(path) for path in candidate_dirs(output_dir)}
+
+
+def latest_complete(
+    output_dir: Path, *, before: Snapshot | None = None, also: Path | None = None
+) -> tuple[Checkpoint | None, list[Path]]:
+    """(the newest complete checkpoint, the incomplete ones that were skipped).
+
+    With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out,
+    except `also` (the checkpoint this run itself started from). No clock is compared: on a shared
+    filesystem the server's clock stamps the files.
+    """
     complete: list[tuple[int, float, Path]] = []
     skipped: list[Path] = []
     for path in candidate_dirs(output_dir):
+        if before is not None and path != also and before.get(path) == _signature(path):
+            continue
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None
         if is_complete(path):

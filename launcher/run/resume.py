@@ -1,4 +1,6 @@
-"""Where the next attempt resumes from: the newest complete checkpoint, and whether only its weights.
+"""Where the next attempt resumes from: the newest complete checkpoint of this run, and whether only its
+weights. An earlier run's checkpoints in the same output dir (swift's v<N>-<time> dirs pile up there)
+count only for the first attempt, and only with --resume-latest.
 
 Reads the output dir (never writes it). A full resume needs the optimizer state and the same ZeRO stage
 and world size as the attempt that wrote the checkpoint; otherwise the weights alone are loaded
@@ -14,14 +16,32 @@ from pathlib import Path
 from launcher.errors import SafeSftError
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
-from launcher.run.checkpoints import Checkpoint, candidate_dirs, is_complete, latest_complete, zero_stage
+from launcher.run.checkpoints import (
+    Checkpoint,
+    Snapshot,
+    candidate_dirs,
+    is_complete,
+    latest_complete,
+    zero_stage,
+)
 
 Writer = tuple[float, Settings]  # an attempt's wall-clock start and its settings
 
 
-def resume_point(output_dir: Path, settings: Settings, writers: Sequence[Writer]) -> tuple[Resume | None, list[str]]:
-    """(the resume point, the incomplete checkpoints that were skipped)."""
-    checkpoint, skipped = latest_complete(output_dir)
+def resume_point(
+    output_dir: Path,
+    settings: Settings,
+    writers: Sequence[Writer],
+    *,
+    before: Snapshot | None = None,
+    started_from: Path | None = None,
+) -> tuple[Resume | None, list[str]]:
+    """(the resume point, the incomplete checkpoints that were skipped).
+
+    `before` (the output dir as it was when this run began) leaves an earlier run's checkpoints out, all
+    but `started_from`, the one this run's first attempt resumed from.
+    """
+    checkpoint, skipped = latest_complete(output_dir, before=before, also=started_from)
     if checkpoint is None:
         return None, [str(p) for p in skipped]
     why = weights_only_reason(checkpoint, settings, writers)

@@ -24,6 +24,7 @@ from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
 from launcher.run.attempt import AttemptRunner, Spawn
+from launcher.run.checkpoints import Snapshot, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
@@ -62,6 +63,7 @@ class Supervisor:
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
         self.templates = load_templates()
+        self.before: Snapshot = {}
         topology = prepared.plan.topology
         self.runner = AttemptRunner(
             config,
@@ -90,6 +92,7 @@ class Supervisor:
 
     def run(self) -> RunResult:
         plan = self.prepared.plan
+        self.before = snapshot(self.output_dir)  # an earlier run's checkpoints are not this run's resume points
         base = plan_swift_args(self.prepared.swift, plan)
         if not base.has("ddp_timeout"):
             base = base.with_values({"ddp_timeout": str(self.config.ddp_timeout)})
@@ -199,9 +202,18 @@ class Supervisor:
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
     ) -> tuple[Resume | None, list[str]]:
-        if number == 1 and (not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint")):
-            return None, []
-        return resume_point(self.output_dir, settings, [(a.start_epoch, a.settings) for a in attempts])
+        if number == 1:
+            if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
+                return None, []
+            return resume_point(self.output_dir, settings, [])  # a requeued job: an earlier job's checkpoint
+        first = attempts[0].resumed_from
+        return resume_point(
+            self.output_dir,
+            settings,
+            [(a.start_epoch, a.settings) for a in attempts],
+            before=self.before,
+            started_from=Path(first.checkpoint) if first else None,
+        )
 
     def _run_attempt(
         self,

@@ -119,24 +119,27 @@ def test_a_cuda_oom_on_rank1_halves_micro_batch_and_resumes(tiny, tmp_path: Path
     def low_memlock() -> None:  # the children must get the hard limit back from safe-sft
         resource.setrlimit(resource.RLIMIT_MEMLOCK, (min(64 * 1024, hard), hard))
 
+    # an earlier, finished run of plain swift sft in the same output dir: its checkpoint-8 is not this
+    # run's to resume from; what it trained on is the reference for the samples check below
+    reference_samples(tiny, tmp_path, fault_env(tmp_path), output_dir=out)
     result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "oom_step:4:1"), preexec_fn=low_memlock)
     assert result.returncode == 0, result.stderr[-3000:]
     data = report(out)
     assert data["outcome"] == "succeeded"
     first, second = data["attempts"]
     assert (first["failure"]["kind"], first["failure"]["rank"]) == ("cuda_oom", 1)
-    assert second["resumed_from"]["step"] == 3 and second["resumed_from"]["checkpoint"].endswith("checkpoint-3")
-    assert second["resumed_from"]["weights_only"] is False
+    earlier, original_dir, resumed_dir = run_dirs(out)
+    assert Path(second["resumed_from"]["checkpoint"]) == original_dir / "checkpoint-3"
+    assert second["resumed_from"]["step"] == 3 and second["resumed_from"]["weights_only"] is False
+    assert (earlier / "checkpoint-8").is_dir()  # there, complete, and not taken
 
-    # What swift itself ran with in the resumed attempt:
-    resumed = args_json(run_dirs(out)[-1])
+    # What swift itself ran with in the resumed attempt: half the micro-batch, the same global batch
+    resumed, original = args_json(resumed_dir), args_json(original_dir)
     assert (resumed["per_device_train_batch_size"], resumed["gradient_accumulation_steps"]) == (1, 4)
-    assert resumed["resume_from_checkpoint"].endswith("checkpoint-3")
-    original = args_json(run_dirs(out)[0])
-    assert original["per_device_train_batch_size"] * original["gradient_accumulation_steps"] == 2 * 2
-    assert 1 * 4 * 2 == 2 * 2 * 2  # global batch: micro x accum x world size, before and after
-    assert last_step(run_dirs(out)[-1]) == "8/8"
-    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path))
+    assert (original["per_device_train_batch_size"], original["gradient_accumulation_steps"]) == (2, 2)
+    assert resumed["resume_from_checkpoint"] == str(original_dir / "checkpoint-3")
+    assert last_step(resumed_dir) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), output_dir=out)
     # the terminal summary: root cause first, then the ladder, then the report
     tail = result.stderr[result.stderr.index("safe-sft: succeeded") :]
     assert tail.index("root cause") < tail.index("ladder") < tail.index("report:")

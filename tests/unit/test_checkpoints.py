@@ -1,8 +1,9 @@
 """Which checkpoint a resume uses: the newest complete one, across swift's versioned run dirs."""
 
+import time
 from pathlib import Path
 
-from launcher.run.checkpoints import latest_complete
+from launcher.run.checkpoints import latest_complete, snapshot
 
 
 def make(path: Path, *, state: bool = True, weights: str | None = "model.safetensors", optimizer: bool = True) -> Path:
@@ -61,3 +62,28 @@ def test_zero_stage_of_names_and_configs() -> None:
     assert [
         zero_stage(v) for v in ("zero2", "zero3_offload", None, '{"zero_optimization": {"stage": 3}}', "x.json")
     ] == [2, 3, None, 3, None]
+
+
+def test_an_earlier_runs_checkpoints_are_left_out_after_a_snapshot(tmp_path: Path) -> None:
+    """Reusing an output dir: the last run's checkpoint-8 is not where this run resumes."""
+    make(tmp_path / "v0-earlier" / "checkpoint-8")
+    make(tmp_path / "v0-earlier" / "checkpoint-9", state=False)
+    before = snapshot(tmp_path)
+    make(tmp_path / "v1-this-run" / "checkpoint-3")
+    checkpoint, skipped = latest_complete(tmp_path, before=before)
+    assert checkpoint is not None and checkpoint.path == tmp_path / "v1-this-run" / "checkpoint-3"
+    assert skipped == []  # an earlier run's half-written checkpoint is not this run's to report
+    assert latest_complete(tmp_path)[0].step == 8  # type: ignore[union-attr]  # without the snapshot
+
+
+def test_a_snapshot_still_allows_where_this_run_started_and_what_it_rewrote(tmp_path: Path) -> None:
+    started = make(tmp_path / "v0-earlier" / "checkpoint-4")
+    rewritten = make(tmp_path / "checkpoint-2")
+    before = snapshot(tmp_path)
+    assert latest_complete(tmp_path, before=before) == (None, [])
+    checkpoint, _ = latest_complete(tmp_path, before=before, also=started)
+    assert checkpoint is not None and checkpoint.path == started
+    time.sleep(0.01)
+    (rewritten / "trainer_state.json").write_text('{"global_step": 2}')  # --add_version false: same name
+    checkpoint, _ = latest_complete(tmp_path, before=before)
+    assert checkpoint is not None and checkpoint.path == rewritten

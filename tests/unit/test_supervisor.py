@@ -115,6 +115,15 @@ def test_oom_then_success_halves_batch_and_resumes(tmp_path: Path) -> None:
     assert spawned[0][:3] == ["python", "-m", "torch.distributed.run"]
 
 
+def test_an_earlier_runs_later_checkpoint_in_the_same_output_dir_is_not_resumed(tmp_path: Path) -> None:
+    """Rerunning into the same --output_dir: attempt 2 resumes from this run's checkpoint, not the last run's."""
+    write_checkpoint(tmp_path, "v9-earlier-run", 8)
+    spawned: list[list[str]] = []
+    result = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned).run()
+    assert result.outcome == "succeeded"
+    assert spawned[1][spawned[1].index("--resume_from_checkpoint") + 1] == str(tmp_path / "v0-x" / "checkpoint-3")
+
+
 def test_users_own_deepspeed_config_is_copied_with_auto_batch_sizes_when_the_micro_batch_halves(
     tmp_path: Path,
 ) -> None:
