@@ -68,11 +68,12 @@ class AttemptRunner:
     ) -> None:
         """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
         oom_before = ev.oom_kill_count()
+        existing_run_dirs = ev.run_dir_names(self.output_dir)
         start = self.clock()
         process = self.spawn(argv, env, attempt_dir / "console.log")
         monitor = self._start_monitor(process.pid)
         watch = ProgressWatch(
-            self.output_dir, record.start_epoch, start, self.config.hang_timeout, self.config.startup_timeout
+            self.output_dir, existing_run_dirs, start, self.config.hang_timeout, self.config.startup_timeout
         )
         hang = self._wait(process, watch, attempt_dir, record)
         code, tail = process.finish()
@@ -80,7 +81,7 @@ class AttemptRunner:
         record.duration_s = round(self.clock() - start, 3)
         record.ended = ev.now_iso()
         record.exit_code = code
-        run_dir = ev.newest_run_dir(self.output_dir, record.start_epoch)
+        run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs)
         record.last_step = ev.last_logged_step(run_dir)
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(

@@ -14,6 +14,8 @@ from launcher.run.classify import RankFailure
 
 _VMSTAT = Path("/proc/vmstat")
 
+_RUN_DIR = re.compile(r"^v\d+-")
+
 
 def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
     """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank."""
@@ -62,14 +64,19 @@ def kernel_oom_evidence(before: int | None, after: int | None) -> tuple[str, ...
     return (f"kernel OOM killer ran {count} time(s) during the attempt (/proc/vmstat oom_kill {before} -> {after})",)
 
 
-def newest_run_dir(output_dir: Path, since: float) -> Path | None:
-    """The swift run dir (v<N>-<timestamp>, or output_dir itself) that this attempt wrote its log to."""
+def run_dir_names(output_dir: Path) -> frozenset[str]:
+    """The swift run dirs (v<N>-<timestamp>) there now: taken before an attempt starts."""
     if not output_dir.is_dir():
-        return None
-    runs = [p for p in output_dir.iterdir() if p.is_dir() and re.match(r"^v\d+-", p.name)]
-    fresh = [p for p in runs if p.stat().st_mtime >= since - 1]
+        return frozenset()
+    return frozenset(p.name for p in output_dir.iterdir() if p.is_dir() and _RUN_DIR.match(p.name))
+
+
+def newest_run_dir(output_dir: Path, existing: frozenset[str]) -> Path | None:
+    """The swift run dir this attempt writes its log to: the newest one not in `existing`, or output_dir
+    itself (--add_version false). Names, not clocks: on a shared filesystem the server stamps the times."""
+    fresh = run_dir_names(output_dir) - existing
     if fresh:
-        return max(fresh, key=lambda p: p.stat().st_mtime)
+        return output_dir / max(fresh, key=lambda name: int(name[1:].split("-")[0]))
     return output_dir if (output_dir / "logging.jsonl").is_file() else None
 
 

@@ -20,7 +20,7 @@ CHECK_EVERY_SECONDS = 5.0
 @dataclass
 class ProgressWatch:
     output_dir: Path
-    attempt_start_epoch: float
+    existing_run_dirs: frozenset[str]  # swift's run dirs from before this attempt: not its progress
     started: float  # the clock's reading at the attempt's start
     hang_timeout: float
     startup_timeout: float
@@ -54,7 +54,7 @@ class ProgressWatch:
         """Read swift's progress now and then (cheap stats in between), and judge."""
         if now - self.last_check >= CHECK_EVERY_SECONDS:
             self.last_check = now
-            run_dir = newest_run_dir(self.output_dir, self.attempt_start_epoch)
+            run_dir = newest_run_dir(self.output_dir, self.existing_run_dirs)
             checkpoints = len(list(run_dir.glob("checkpoint-*"))) if run_dir else 0
             self.observe(now, last_logged_step(run_dir), checkpoints)
         return self.stalled(now)

@@ -4,11 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from launcher.run.evidence import newest_run_dir, run_dir_names
 from launcher.run.watch import ProgressWatch
 
 
 def watch() -> ProgressWatch:
-    return ProgressWatch(Path("/nonexistent"), 0.0, started=100.0, hang_timeout=60, startup_timeout=600)
+    return ProgressWatch(Path("/nonexistent"), frozenset(), started=100.0, hang_timeout=60, startup_timeout=600)
 
 
 @pytest.mark.parametrize(
@@ -34,10 +35,15 @@ def test_stalled(observations: list[tuple[float, int, int]], now: float, stalled
         assert "--startup-timeout" in finding
 
 
-def test_poll_reads_swifts_log(tmp_path: Path) -> None:
-    run = tmp_path / "v0-20260101-000000"
-    run.mkdir()
-    (run / "logging.jsonl").write_text('{"global_step/max_steps": "7/10"}\n')
-    w = ProgressWatch(tmp_path, 0.0, started=0.0, hang_timeout=60, startup_timeout=600)
+def test_poll_reads_swifts_log_in_the_run_dir_this_attempt_made(tmp_path: Path) -> None:
+    earlier = tmp_path / "v10-20260101-000000"  # an earlier run's, with a later step and a higher number
+    earlier.mkdir()
+    (earlier / "logging.jsonl").write_text('{"global_step/max_steps": "9/10"}\n')
+    existing = run_dir_names(tmp_path)
+    for name, step in (("v11-20260102-000000", 5), ("v12-20260102-000100", 7)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "logging.jsonl").write_text(f'{{"global_step/max_steps": "{step}/10"}}\n')
+    w = ProgressWatch(tmp_path, existing, started=0.0, hang_timeout=60, startup_timeout=600)
     assert w.poll(10.0) is None
-    assert w.step == 7
+    assert w.step == 7  # the newest new run dir, chosen by its version number, not by a clock
+    assert newest_run_dir(tmp_path, existing) == tmp_path / "v12-20260102-000100"
