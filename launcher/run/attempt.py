@@ -82,6 +82,7 @@ class AttemptRunner:
         record.ended = ev.now_iso()
         record.exit_code = code
         run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs)
+        record.run_dir = str(run_dir) if run_dir else None
         record.last_step = ev.last_logged_step(run_dir)
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(

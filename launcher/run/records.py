@@ -47,7 +47,7 @@ class AttemptRecord:
     exit_code: int | None = None
     failure: Failure | None = None
     last_step: int | None = None
-    start_epoch: float = 0.0  # wall-clock start, to tell which attempt wrote a checkpoint
+    run_dir: str | None = None  # the swift run dir (v<N>-...) it wrote: its checkpoints are there
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt

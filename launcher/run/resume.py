@@ -25,7 +25,7 @@ from launcher.run.checkpoints import (
     zero_stage,
 )
 
-Writer = tuple[float, Settings]  # an attempt's wall-clock start and its settings
+Writer = tuple[Path, Settings]  # an attempt's swift run dir (its checkpoints are there) and its settings
 
 
 def resume_point(
@@ -52,8 +52,7 @@ def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Seq
     """Why only the weights can be resumed, or "" for a full resume."""
     if not checkpoint.has_optimizer_state:
         return "the checkpoint holds no optimizer state (save_only_model)"
-    written = checkpoint.path.stat().st_mtime
-    writer = next((s for start, s in reversed(writers) if written >= start), None)
+    writer = next((s for run_dir, s in reversed(writers) if checkpoint.path.parent == run_dir), None)
     if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
         if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
             return "the checkpoint was written under another ZeRO stage by an earlier run"

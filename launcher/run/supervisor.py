@@ -210,7 +210,7 @@ class Supervisor:
         return resume_point(
             self.output_dir,
             settings,
-            [(a.start_epoch, a.settings) for a in attempts],
+            [(Path(a.run_dir), a.settings) for a in attempts if a.run_dir],
             before=self.before,
             started_from=Path(first.checkpoint) if first else None,
         )
@@ -261,7 +261,6 @@ class Supervisor:
             skipped_incomplete=skipped,
             deepspeed_config_written=written,
         )
-        record.start_epoch = time.time()
         self._announce(record)
         self.runner.run(record, argv, env, attempt_dir, resume)
         return record
