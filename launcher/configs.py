@@ -49,7 +49,8 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
             config = json.loads(value)
         except ValueError:
             raise SafeSftError(
-                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(SWIFT_CONFIG_NAMES)}", fix
+                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(SWIFT_CONFIG_NAMES)}",
+                "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
             ) from None
         stem = "inline"
     if not isinstance(config, dict):
