@@ -61,7 +61,7 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
             "(DeepSpeed refuses to start)",
             'add "train_micro_batch_size_per_gpu": "auto" to it',
         )
-    return UserConfig(given=value, stem=stem, config=config)
+    return UserConfig(stem=stem, config=config)
 
 
 def _is_file(path: Path) -> bool:

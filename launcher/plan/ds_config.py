@@ -26,9 +26,8 @@ OFFLOAD_DEVICES = ("cpu", "nvme")
 
 @dataclass(frozen=True)
 class UserConfig:
-    """The user's own --deepspeed config: as given, a short name for derived copies, and its JSON."""
+    """The user's own --deepspeed config (the argv keeps the value as given): a name for copies, its JSON."""
 
-    given: str  # a path or inline JSON, as on the command line
     stem: str  # the file's stem, or "inline"
     config: JsonObject
 

@@ -81,7 +81,7 @@ def settings(deepspeed: str | None, micro: int = 4, accum: int = 2, pin: bool = 
 
 
 def choice(initial: Settings, now: Settings, user: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
-    config = UserConfig("ds.json", "ds", user) if user is not None else None
+    config = UserConfig("ds", user) if user is not None else None
     return deepspeed_for(now, initial, user=config, templates=TEMPLATES, config_dir="/cfg", output_dir="/out")
 
 
