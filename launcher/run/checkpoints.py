@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+_RUN_DIR_RE = re.compile(r"^v\d+-")
 _WEIGHT_GLOBS = ("model*.safetensors", "adapter_model.safetensors", "pytorch_model*.bin", "adapter_model.bin")
 
 
@@ -50,11 +51,18 @@ def _deepspeed_of(path: Path) -> str | None:
     return None
 
 
+def run_dirs(output_dir: Path) -> list[Path]:
+    """swift's run dirs under output_dir (v<N>-<timestamp>, one per run with add_version), by name."""
+    if not output_dir.is_dir():
+        return []
+    return sorted(p for p in output_dir.iterdir() if p.is_dir() and _RUN_DIR_RE.match(p.name))
+
+
 def candidate_dirs(output_dir: Path) -> list[Path]:
     """checkpoint-N dirs directly in output_dir and in its v*-* run dirs."""
     if not output_dir.is_dir():
         return []
-    roots = [output_dir, *sorted(p for p in output_dir.iterdir() if p.is_dir() and re.match(r"^v\d+-", p.name))]
+    roots = [output_dir, *run_dirs(output_dir)]
     return [c for root in roots for c in root.iterdir() if c.is_dir() and _CHECKPOINT_RE.match(c.name)]
 
 

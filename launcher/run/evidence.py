@@ -6,15 +6,13 @@ Reads only; each source is parsed here once into the typed values launcher.run.c
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from pathlib import Path
 
+from launcher.run.checkpoints import run_dirs
 from launcher.run.classify import RankFailure
 
 _VMSTAT = Path("/proc/vmstat")
-
-_RUN_DIR = re.compile(r"^v\d+-")
 
 
 def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
@@ -66,9 +64,7 @@ def kernel_oom_evidence(before: int | None, after: int | None) -> tuple[str, ...
 
 def run_dir_names(output_dir: Path) -> frozenset[str]:
     """The swift run dirs (v<N>-<timestamp>) there now: taken before an attempt starts."""
-    if not output_dir.is_dir():
-        return frozenset()
-    return frozenset(p.name for p in output_dir.iterdir() if p.is_dir() and _RUN_DIR.match(p.name))
+    return frozenset(p.name for p in run_dirs(output_dir))
 
 
 def newest_run_dir(output_dir: Path, existing: frozenset[str]) -> Path | None:
