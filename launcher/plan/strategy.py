@@ -1,8 +1,8 @@
 """Choose the DeepSpeed strategy: the fastest of zero2, zero3, zero3_offload that fits, with reasons.
 
 A user's explicit `--deepspeed` is kept (with a warning when the estimate for its ZeRO rung says it will
-not fit); CPU training keeps whatever the user set. When nothing fits, the choice says so and names what would help;
-the caller decides whether `--force` overrides that.
+not fit); CPU training keeps whatever the user set. When nothing fits, the choice says so and names what
+would help; the caller decides whether `--force` overrides that.
 """
 
 from __future__ import annotations
