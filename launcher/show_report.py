@@ -15,17 +15,16 @@ from launcher.units import fmt_bytes
 
 
 def find_report(path: Path) -> Path:
-    candidates = [
-        path / "report.json",
-        *sorted((path / "safe-sft").glob("*/report.json")),
-        *sorted(path.glob("*/report.json")),
-    ]
-    found = [c for c in candidates if c.is_file()]
+    """The run dir's own report.json, else the newest one below an output dir or its safe-sft folder."""
+    direct = path / "report.json"
+    if direct.is_file():
+        return direct
+    found = [c for c in (*(path / "safe-sft").glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
     if not found:
         raise SafeSftError(
             f"no safe-sft report.json under {path}", "give a run dir, or the output dir of a safe-sft run"
         )
-    return max(found, key=lambda p: p.stat().st_mtime) if not (path / "report.json").is_file() else path / "report.json"
+    return max(found, key=lambda p: p.stat().st_mtime)
 
 
 def load_report(path: Path) -> dict[str, Any]:
