@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import SafeSftError
-from launcher.units import fmt_bytes
+from launcher.units import GiB, fmt_bytes
 
 
 def find_report(path: Path) -> Path:
@@ -87,10 +87,10 @@ def plot_series(data: dict[str, Any]) -> dict[str, tuple[list[float], list[float
         for index, used in sorted(timeline["gpu_used_bytes"].items(), key=lambda kv: int(kv[0])):
             xs, ys = series.setdefault(f"GPU {index}", ([], []))
             xs.extend(times)
-            ys.extend(u / 2**30 for u in used)
+            ys.extend(u / GiB for u in used)
         xs, ys = series.setdefault("host RAM", ([], []))
         xs.extend(times)
-        ys.extend(u / 2**30 for u in timeline["host_used_bytes"])
+        ys.extend(u / GiB for u in timeline["host_used_bytes"])
         offset += float(a.get("duration_s") or (timeline["t"][-1] if timeline["t"] else 0.0))
     return series
 

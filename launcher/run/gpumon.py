@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from launcher.units import fmt_bytes
+
 MAX_POINTS = 240
 IMBALANCE_FULL = 0.90  # a GPU this full ...
 IMBALANCE_LOW = 0.50  # ... while another peaks under this fraction of it
@@ -63,8 +65,8 @@ class MemoryTimeline:
             and self.gpu_peak[low] < IMBALANCE_LOW * self.gpu_peak[top]
         ):
             return (
-                f"GPU memory is uneven: GPU {top} peaked at {self.gpu_peak[top] / 2**30:.1f} GiB of "
-                f"{total / 2**30:.1f} GiB while GPU {low} peaked at {self.gpu_peak[low] / 2**30:.1f} GiB. "
+                f"GPU memory is uneven: GPU {top} peaked at {fmt_bytes(self.gpu_peak[top])} of "
+                f"{fmt_bytes(total)} while GPU {low} peaked at {fmt_bytes(self.gpu_peak[low])}. "
                 "Use DeepSpeed ZeRO-3 rather than device_map model parallelism (one process per GPU), and check "
                 "MAX_PIXELS and max_length for long or large samples"
             )
