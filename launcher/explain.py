@@ -40,14 +40,7 @@ def explain_file(path: Path) -> tuple[Failure | None, list[str]]:
 def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
     if failure is None:
         return {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
-    return {
-        "kind": failure.kind.value,
-        "summary": failure.summary,
-        "evidence": list(failure.evidence),
-        "rank": failure.rank,
-        "exit_code": failure.exit_code,
-        "ladder": ladder,
-    }
+    return {**failure.to_json(), "ladder": ladder}
 
 
 def explain_text(failure: Failure | None, ladder: list[str]) -> str:

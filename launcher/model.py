@@ -220,3 +220,13 @@ class Failure:
     rank: int | None = None
     exit_code: int | None = None
     summary: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """As report.json and `safe-sft explain --json` show it."""
+        return {
+            "kind": self.kind.value,
+            "summary": self.summary,
+            "rank": self.rank,
+            "exit_code": self.exit_code,
+            "evidence": list(self.evidence),
+        }

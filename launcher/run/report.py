@@ -51,15 +51,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
         "command": record.command,
         "exit_code": record.exit_code,
-        "failure": None
-        if failure is None
-        else {
-            "kind": failure.kind.value,
-            "summary": failure.summary,
-            "rank": failure.rank,
-            "exit_code": failure.exit_code,
-            "evidence": list(failure.evidence),
-        },
+        "failure": None if failure is None else failure.to_json(),
         "last_step": record.last_step,
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
