@@ -46,8 +46,7 @@ def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
 def explain_text(failure: Failure | None, ladder: list[str]) -> str:
     if failure is None:
         return "no failure found: the log ends in a finished run"
-    where = f" on rank {failure.rank}" if failure.rank is not None else ""
-    lines = [f"{failure.kind.value}: {failure.summary or failure.kind.value}{where}", "evidence:"]
+    lines = [failure.headline(), "evidence:"]
     lines += [f"  {line[:400]}" for line in failure.evidence]
     lines.append("safe-sft would change, in this order:")
     lines += [f"  {n}. {step}" for n, step in enumerate(ladder, 1)]

@@ -221,6 +221,11 @@ class Failure:
     exit_code: int | None = None
     summary: str = ""
 
+    def headline(self) -> str:
+        """`kind: what happened on rank N`, the first line wherever a failure is shown."""
+        where = f" on rank {self.rank}" if self.rank is not None else ""
+        return f"{self.kind.value}: {self.summary or self.kind.value}{where}"
+
     def to_json(self) -> dict[str, object]:
         """As report.json and `safe-sft explain --json` show it."""
         return {

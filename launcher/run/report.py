@@ -88,9 +88,8 @@ def summary(result: RunResult, report_path: Path) -> str:
         first = failed[0]
         assert first.failure is not None
         f = first.failure
-        where = f" on rank {f.rank}" if f.rank is not None else ""
         code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
-        lines.append(f"  root cause (attempt {first.number}): {f.kind.value}: {f.summary or f.kind.value}{where}{code}")
+        lines.append(f"  root cause (attempt {first.number}): {f.headline()}{code}")
         for line in f.evidence[:3]:
             lines.append(f"    {line[:300]}")
         for line in first.diagnostics:
