@@ -12,10 +12,9 @@ import secrets
 from pathlib import Path
 
 from launcher.errors import SafeSftError
-from launcher.plan.ds_config import JsonObject, UserConfig, canonical_text, lacks_batch_size
+from launcher.plan.ds_config import RUNG_NAMES, JsonObject, UserConfig, canonical_text, lacks_batch_size
 
 CONFIG_NAMES = ("zero2", "zero3", "zero3_offload")  # shipped in deepspeed_configs/
-SWIFT_CONFIG_NAMES = ("zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offload")  # swift's own names
 
 
 def config_dir() -> Path:
@@ -34,7 +33,7 @@ def load_templates() -> dict[str, JsonObject]:
 
 def read_user_deepspeed(value: str | None) -> UserConfig | None:
     """The user's --deepspeed file or inline JSON, read once; None for swift's names or no DeepSpeed."""
-    if not value or value in SWIFT_CONFIG_NAMES:
+    if not value or value in RUNG_NAMES:
         return None
     path = Path(value)
     fix = "fix it, or pass one of zero2, zero3, zero3_offload"
@@ -49,7 +48,7 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
             config = json.loads(value)
         except ValueError:
             raise SafeSftError(
-                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(SWIFT_CONFIG_NAMES)}",
+                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
                 "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
             ) from None
         stem = "inline"

@@ -15,7 +15,8 @@ from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind
-from launcher.plan.degrade import ZERO_LADDER, GiveUp, Settings, next_step
+from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.ds_config import RUNG_NAMES
 from launcher.plan.settings import Resume
 from launcher.plan.severity import strength
 
@@ -23,7 +24,6 @@ PROTOCOL = 1
 MAX_TEXT = 2000
 MAX_EVIDENCE = 8
 ACTIONS = ("finish", "retry", "stop")
-KNOWN_DEEPSPEED = frozenset({*ZERO_LADDER, "zero0", "zero1", "zero2_offload"})
 _BOUNDS = {"micro_batch": (1, 1 << 16), "grad_accum": (1, 1 << 20), "world_size": (1, 1 << 20),
            "dataloader_num_workers": (0, 1024), "max_pixels": (1, 1 << 40), "max_length": (1, 1 << 24)}  # fmt: skip
 
@@ -194,7 +194,7 @@ def _relative_path(value: Any) -> str:
     return path
 
 
-def _settings(data: Any, own_deepspeed: str | None) -> Settings:
+def _settings(data: Any) -> Settings:
     if not isinstance(data, dict):
         raise ProtocolError("a decision's settings are not an object", "run one safe-sft version on all nodes")
     names = {f.name for f in fields(Settings)}
@@ -208,14 +208,14 @@ def _settings(data: Any, own_deepspeed: str | None) -> Settings:
         if not isinstance(data[name], bool):
             raise ProtocolError(f"{name}={data[name]!r} is not a boolean", "run one safe-sft version on all nodes")
     deepspeed = data["deepspeed"]
-    if deepspeed is not None and deepspeed not in KNOWN_DEEPSPEED and deepspeed != own_deepspeed:
+    if deepspeed is not None and deepspeed not in RUNG_NAMES:
         raise ProtocolError(
             f"deepspeed {deepspeed!r} is not a known ZeRO strategy", "run one safe-sft version on all nodes"
         )
     return Settings(**data)
 
 
-def decode_decision(text: str, run_id: str, attempt: int, own_deepspeed: str | None) -> Decision:
+def decode_decision(text: str, run_id: str, attempt: int) -> Decision:
     data = _load(text, "Decision", run_id, attempt)
     _check_keys(data, {f.name for f in fields(Decision)} | {"protocol", "type"}, "a decision")
     action = data.get("action")
@@ -223,7 +223,7 @@ def decode_decision(text: str, run_id: str, attempt: int, own_deepspeed: str | N
         raise ProtocolError(
             f"decision action {action!r} is not one of {ACTIONS}", "run one safe-sft version on all nodes"
         )
-    settings = _settings(data["settings"], own_deepspeed) if data.get("settings") is not None else None
+    settings = _settings(data["settings"]) if data.get("settings") is not None else None
     if action == "retry" and settings is None:
         raise ProtocolError("a retry decision without settings", "run one safe-sft version on all nodes")
     resume = None

@@ -19,6 +19,7 @@ from typing import Any
 
 JsonObject = dict[str, Any]
 
+RUNG_NAMES = ("zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offload")  # also swift's own names
 OFFLOAD_SECTIONS = ("offload_optimizer", "offload_param")
 BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
 OFFLOAD_DEVICES = ("cpu", "nvme")

@@ -110,7 +110,6 @@ class Coordinator:
         attempt: int,
         report: NodeReport,
         decide: Callable[[list[NodeReport]], Decision],
-        own_deepspeed: str | None,
     ) -> Decision:
         """Publish this node's report; node 0 decides from all of them; every node returns that decision."""
         self._set(self._key(attempt, f"report-{self.node}"), encode(report))
@@ -127,7 +126,7 @@ class Coordinator:
             raise CoordinationLost(
                 f"no decision from node 0 within {self.report_timeout + DECISION_SLACK:.0f} s", "see node 0's terminal"
             )
-        return decode_decision(self._get(key), self.run_id, attempt, own_deepspeed)
+        return decode_decision(self._get(key), self.run_id, attempt)
 
     def exchange_report_only(self, attempt: int, report: NodeReport) -> None:
         """An interrupted node reports and leaves; node 0 decides for the others."""

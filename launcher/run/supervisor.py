@@ -175,7 +175,7 @@ class Supervisor:
                 gpus_have_room_for_zero3=self._zero3_fits(),
             )  # fmt: skip
 
-        decision = coordinator.exchange(number, report, decide_next, settings.deepspeed)
+        decision = coordinator.exchange(number, report, decide_next)
         record.decision = {
             "action": decision.action, "reason": decision.reason, "root_node": decision.root_node,
             "root_kind": decision.root_kind, "change": decision.change,
