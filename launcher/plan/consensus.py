@@ -24,6 +24,7 @@ PROTOCOL = 1
 MAX_TEXT = 2000
 MAX_EVIDENCE = 8
 ACTIONS = ("finish", "retry", "stop")
+SAME_VERSION = "run one safe-sft version on all nodes"  # the fix for any malformed message
 _BOUNDS = {"micro_batch": (1, 1 << 16), "grad_accum": (1, 1 << 20), "world_size": (1, 1 << 20),
            "dataloader_num_workers": (0, 1024), "max_pixels": (1, 1 << 40), "max_length": (1, 1 << 24)}  # fmt: skip
 
@@ -124,9 +125,7 @@ def _load(text: str, kind: str, run_id: str, attempt: int) -> dict[str, Any]:
             f"a {kind} message is not JSON: {text[:80]!r}", "check that only safe-sft uses this port"
         ) from None
     if not isinstance(data, dict) or data.get("type") != kind or data.get("protocol") != PROTOCOL:
-        raise ProtocolError(
-            f"not a {kind} message of protocol {PROTOCOL}: {text[:80]!r}", "run one safe-sft version on all nodes"
-        )
+        raise ProtocolError(f"not a {kind} message of protocol {PROTOCOL}: {text[:80]!r}", SAME_VERSION)
     if data.get("run_id") != run_id:
         raise ProtocolError(
             f"a {kind} message from another run ({data.get('run_id')!r}, this is {run_id!r})",
@@ -142,12 +141,12 @@ def _load(text: str, kind: str, run_id: str, attempt: int) -> dict[str, Any]:
 def _check_keys(data: Mapping[str, Any], allowed: set[str], what: str) -> None:
     extra = set(data) - allowed
     if extra:
-        raise ProtocolError(f"{what} has unknown fields {sorted(extra)}", "run one safe-sft version on all nodes")
+        raise ProtocolError(f"{what} has unknown fields {sorted(extra)}", SAME_VERSION)
 
 
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_TEXT:
-        raise ProtocolError(f"{what} is not a short text", "run one safe-sft version on all nodes")
+        raise ProtocolError(f"{what} is not a short text", SAME_VERSION)
     return value
 
 
@@ -155,24 +154,18 @@ def _int(value: Any, what: str, low: int, high: int, optional: bool = False) -> 
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ProtocolError(
-            f"{what}={value!r} is out of bounds [{low}, {high}]", "run one safe-sft version on all nodes"
-        )
+        raise ProtocolError(f"{what}={value!r} is out of bounds [{low}, {high}]", SAME_VERSION)
     return value
 
 
 def decode_report(text: str, run_id: str, attempt: int, nnodes: int) -> NodeReport:
     data = _load(text, "NodeReport", run_id, attempt)
     _check_keys(data, {f.name for f in fields(NodeReport)} | {"protocol", "type"}, "a node report")
-    kind = data.get("kind")
-    if kind is not None and kind not in {k.value for k in FailureKind}:
-        raise ProtocolError(f"unknown failure kind {kind!r}", "run one safe-sft version on all nodes")
+    kind = _kind(data.get("kind"))
     evidence = data.get("evidence") or []
     checkpoints = data.get("checkpoints") or []
     if not isinstance(evidence, list) or len(evidence) > MAX_EVIDENCE or not isinstance(checkpoints, list):
-        raise ProtocolError(
-            "a node report's evidence or checkpoints are malformed", "run one safe-sft version on all nodes"
-        )
+        raise ProtocolError("a node report's evidence or checkpoints are malformed", SAME_VERSION)
     return NodeReport(
         run_id=run_id,
         attempt=attempt,
@@ -182,6 +175,12 @@ def decode_report(text: str, run_id: str, attempt: int, nnodes: int) -> NodeRepo
         evidence=tuple(_text(e, "evidence") for e in evidence),
         checkpoints=tuple(_relative_path(c) for c in checkpoints),
     )
+
+
+def _kind(value: Any) -> str | None:
+    if value is not None and value not in {k.value for k in FailureKind}:
+        raise ProtocolError(f"unknown failure kind {value!r}", SAME_VERSION)
+    return None if value is None else str(value)
 
 
 def _relative_path(value: Any) -> str:
@@ -196,22 +195,20 @@ def _relative_path(value: Any) -> str:
 
 def _settings(data: Any) -> Settings:
     if not isinstance(data, dict):
-        raise ProtocolError("a decision's settings are not an object", "run one safe-sft version on all nodes")
+        raise ProtocolError("a decision's settings are not an object", SAME_VERSION)
     names = {f.name for f in fields(Settings)}
     _check_keys(data, names, "the settings")
     if set(data) != names:
-        raise ProtocolError(f"the settings lack {sorted(names - set(data))}", "run one safe-sft version on all nodes")
+        raise ProtocolError(f"the settings lack {sorted(names - set(data))}", SAME_VERSION)
     for name, (low, high) in _BOUNDS.items():
         _int(data[name], name, low, high, optional=name in ("max_pixels", "max_length"))
     for name in ("gradient_checkpointing", "save_only_model", "pin_memory", "nccl_p2p_disable", "is_multimodal",
                  "allow_shorter_max_length"):  # fmt: skip
         if not isinstance(data[name], bool):
-            raise ProtocolError(f"{name}={data[name]!r} is not a boolean", "run one safe-sft version on all nodes")
+            raise ProtocolError(f"{name}={data[name]!r} is not a boolean", SAME_VERSION)
     deepspeed = data["deepspeed"]
     if deepspeed is not None and deepspeed not in RUNG_NAMES:
-        raise ProtocolError(
-            f"deepspeed {deepspeed!r} is not a known ZeRO strategy", "run one safe-sft version on all nodes"
-        )
+        raise ProtocolError(f"deepspeed {deepspeed!r} is not a known ZeRO strategy", SAME_VERSION)
     return Settings(**data)
 
 
@@ -220,26 +217,22 @@ def decode_decision(text: str, run_id: str, attempt: int) -> Decision:
     _check_keys(data, {f.name for f in fields(Decision)} | {"protocol", "type"}, "a decision")
     action = data.get("action")
     if action not in ACTIONS:
-        raise ProtocolError(
-            f"decision action {action!r} is not one of {ACTIONS}", "run one safe-sft version on all nodes"
-        )
+        raise ProtocolError(f"decision action {action!r} is not one of {ACTIONS}", SAME_VERSION)
     settings = _settings(data["settings"]) if data.get("settings") is not None else None
     if action == "retry" and settings is None:
-        raise ProtocolError("a retry decision without settings", "run one safe-sft version on all nodes")
+        raise ProtocolError("a retry decision without settings", SAME_VERSION)
     resume = None
     if data.get("resume") is not None:
         raw = data["resume"]
         if not isinstance(raw, dict) or set(raw) != {"checkpoint", "step", "weights_only", "why_weights_only"}:
-            raise ProtocolError("a decision's resume point is malformed", "run one safe-sft version on all nodes")
+            raise ProtocolError("a decision's resume point is malformed", SAME_VERSION)
         resume = Resume(
             _relative_path(raw["checkpoint"]),
             _int(raw["step"], "step", 0, 1 << 40) or 0,
             bool(raw["weights_only"]),
             _text(raw["why_weights_only"], "why_weights_only"),
         )
-    kind = data.get("root_kind")
-    if kind is not None and kind not in {k.value for k in FailureKind}:
-        raise ProtocolError(f"unknown failure kind {kind!r}", "run one safe-sft version on all nodes")
+    kind = _kind(data.get("root_kind"))
     return Decision(
         run_id=run_id,
         attempt=attempt,
