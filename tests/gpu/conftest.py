@@ -17,7 +17,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def cuda():  # type: ignore[no-untyped-def]
-    torch = pytest.importorskip("torch")
+    try:
+        import torch
+    except ImportError:
+        pytest.fail("TORCH NOT INSTALLED: the gpu tier needs a CUDA build of torch (pip install torch)")
     if not torch.cuda.is_available():
         pytest.fail("NO CUDA GPU HERE: the gpu tier must run on a GPU machine (deselect it with -m 'not gpu')")
     return torch
