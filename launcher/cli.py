@@ -23,7 +23,7 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
     safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
     safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
     safe-sft doctor                         preflight checks
-    safe-sft explain LOGFILE                classify a saved log
+    safe-sft explain LOG... | DIR | -       classify saved logs
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
 
 safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
@@ -317,16 +317,15 @@ def run_command(
 
 
 @click.command("explain", context_settings={"help_option_names": ["--help"]})
-@click.argument("logfile", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("logs", nargs=-1, required=True, type=str)
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print kind and evidence as JSON.")
 @_user_errors
-def explain_command(logfile: str, as_json: bool) -> None:
-    """Classify a saved training log and say what safe-sft would change."""
-    from pathlib import Path
+def explain_command(logs: tuple[str, ...], as_json: bool) -> None:
+    """Classify saved logs (files merged into one diagnosis, an attempt's folder, or - for stdin) and say
+    what safe-sft would change."""
+    from launcher.explain import explain_json, explain_logs, explain_text
 
-    from launcher.explain import explain_file, explain_json, explain_text
-
-    failure, ladder = explain_file(Path(logfile))
+    failure, ladder = explain_logs(logs)
     click.echo(json.dumps(explain_json(failure, ladder), indent=2) if as_json else explain_text(failure, ladder))
 
 

@@ -1,53 +1,67 @@
-"""`safe-sft explain LOGFILE`: classify a saved log (a whole terminal capture or a tail).
+"""`safe-sft explain LOG...`: classify saved logs as the supervisor would have classified the live run.
 
-Reads the file once into the same evidence the supervisor builds from a live attempt.
+Input: one or more logs (per-rank logs, a Slurm .out, a dmesg capture: merged into one diagnosis), an
+attempt's folder, or `-` for stdin, read by launcher.logfile. The lines go through the same launcher
+parser (launcher.run.launcher_output) and classifier as a live attempt. Output: the kind, how firmly the
+log proves it (and the runner-up where it is thin), the proving lines, and what safe-sft would do next;
+for a user error, the line to fix.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, BinaryIO
 
-from launcher.errors import SafeSftError
-from launcher.model import Failure
+from launcher.logfile import read_logs
+from launcher.model import Confidence, Failure, FailureKind
 from launcher.plan.degrade import describe_ladder
-from launcher.run.classify import AttemptEvidence, classify, parse_torchrun_failures
-
-_KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory|oom_kill \d+ -> \d+")
-_SUCCESS = re.compile(r"last_model_checkpoint:|'train_runtime'|\"train_runtime\"")
+from launcher.run.classify import classify, merge_failures
+from launcher.run.launcher_output import parse_launcher_output, to_evidence
 
 
-def explain_file(path: Path) -> tuple[Failure | None, list[str]]:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError as err:
-        raise SafeSftError(f"cannot read log {path}: {err.strerror}", "give the path of a saved log") from None
-    failures = parse_torchrun_failures(lines)
-    succeeded = not failures and any(_SUCCESS.search(line) for line in lines[-50:])
-    failure = classify(
-        AttemptEvidence(
-            exit_code=0 if succeeded else 1,
-            rank_failures=failures,
-            log_tail=tuple(lines[-2000:]),
-            kernel_oom=tuple(line.strip() for line in lines if _KERNEL_OOM.search(line)),
-            steps_seen=any("global_step/max_steps" in line for line in lines),
+def explain_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> tuple[Failure | None, list[str]]:
+    """The failure the logs show (None: they end in a finished run) and the ladder safe-sft would climb."""
+    text = read_logs(paths, stdin)
+    output = parse_launcher_output(text.lines)
+    evidence = to_evidence(output, text.lines)
+    if text.error_files or text.steps_seen:
+        evidence = replace(
+            evidence,
+            rank_failures=merge_failures(evidence.rank_failures, text.error_files),
+            steps_seen=evidence.steps_seen or text.steps_seen,
         )
-    )
+    failure = classify(evidence)
     return failure, ([] if failure is None else describe_ladder(failure.kind))
 
 
 def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
     if failure is None:
         return {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
-    return {**failure.to_json(), "ladder": ladder}
+    return {**failure.to_json(), "ladder": ladder, "fix": _fix_line(failure)}
+
+
+def _fix_line(failure: Failure) -> str | None:
+    if failure.kind is FailureKind.USER_ERROR and failure.evidence:
+        return failure.evidence[0]
+    return None
 
 
 def explain_text(failure: Failure | None, ladder: list[str]) -> str:
     if failure is None:
         return "no failure found: the log ends in a finished run"
-    lines = [failure.headline(), "evidence:"]
-    lines += [f"  {line[:400]}" for line in failure.evidence]
+    lines = [failure.headline()]
+    if failure.confidence is Confidence.THIN:
+        also = f"; it could also be {failure.runner_up.value}" if failure.runner_up else ""
+        lines.append(f"the evidence is thin: no line names the cause, only how the process ended{also}")
+    if failure.evidence:
+        lines.append("evidence:")
+        lines += [f"  {line[:400]}" for line in failure.evidence]
+    else:
+        lines.append("evidence: no line in the log names a failure")
+    fix = _fix_line(failure)
+    if fix is not None:
+        lines.append(f"fix this line's cause, then run again: {fix[:400]}")
     lines.append("safe-sft would change, in this order:")
     lines += [f"  {n}. {step}" for n, step in enumerate(ladder, 1)]
     return "\n".join(lines)

@@ -209,8 +209,16 @@ class FailureKind(str, Enum):
     CRASH = "crash"
     KILLED = "killed"
     USER_ERROR = "user_error"
+    DISK_FULL = "disk_full"
     INTERRUPTED = "interrupted"
     UNKNOWN = "unknown"
+
+
+class Confidence(str, Enum):
+    """How well the evidence proves the kind: a proving line (firm), or an exit status alone (thin)."""
+
+    FIRM = "firm"
+    THIN = "thin"
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,8 @@ class Failure:
     rank: int | None = None
     exit_code: int | None = None
     summary: str = ""
+    confidence: Confidence = Confidence.FIRM
+    runner_up: FailureKind | None = None  # the next most likely kind, where the evidence allows another
 
     def headline(self) -> str:
         """`kind: what happened on rank N`, the first line wherever a failure is shown."""
@@ -234,4 +244,6 @@ class Failure:
             "rank": self.rank,
             "exit_code": self.exit_code,
             "evidence": list(self.evidence),
+            "confidence": self.confidence.value,
+            "runner_up": None if self.runner_up is None else self.runner_up.value,
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from launcher.model import FailureKind
 
 PRIMARY = 3.0
+STOPPED = 2.7  # the launcher itself was signalled or the job cancelled: beats the SIGKILLs and SIGTERMs that follow
 SIGKILLED = 2.5
 SECONDARY = 2.0
 WEAK = 1.0
@@ -17,6 +18,7 @@ _STRENGTH = {
     FailureKind.COMM_TIMEOUT: SECONDARY,
     FailureKind.COMM_ERROR: SECONDARY,
     FailureKind.KILLED: WEAK,
+    FailureKind.INTERRUPTED: STOPPED,
     FailureKind.UNKNOWN: 0.0,
 }
 

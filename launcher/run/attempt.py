@@ -18,10 +18,11 @@ from typing import Any, Protocol
 from launcher.model import GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
-from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
+from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
 from launcher.run.gpumon import MemoryMonitor
+from launcher.run.launcher_output import parse_launcher_output
 from launcher.run.records import AttemptRecord, RunConfig
 from launcher.run.watch import ProgressWatch
 
@@ -86,7 +87,7 @@ class AttemptRunner:
         record.last_step = ev.last_logged_step(run_dir)
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(
-            parse_torchrun_failures(tail_lines),
+            parse_launcher_output(tail_lines).rank_failures,
             ev.read_error_files(attempt_dir / "torchelastic", self.node_rank, self.nproc_per_node),
         )
         record.failure = classify(

@@ -1,10 +1,15 @@
-"""Why an attempt died: a pure function of exit statuses, error files, the log tail and OOM evidence.
+"""Why an attempt died: a pure function of exit statuses, error texts, the log and OOM evidence.
 
-Order of trust: the user's own signal, the watchdog; then each failed rank's structured error
-(torchelastic error.json, or its traceback in torchrun's summary); then specific patterns in the log
-tail; then exit signals with kernel OOM evidence. Peers of a dead rank fail too (gloo `Connection closed
-by peer`, NCCL watchdog, SIGTERM from torchrun), so a primary cause (OOM, user error, crash) on any rank
-outranks a communication failure or a SIGTERM, whatever rank torchrun's summary calls the root cause.
+Order of trust: the user's own signal to safe-sft and the watchdog; then each failed rank's own error
+(torchelastic error.json, or its traceback in torchrun's summary); then specific patterns in the log;
+then exit statuses (a signal) with the kernel's OOM evidence. Peers of a dead rank fail too (gloo
+`Connection closed by peer`, NCCL watchdog, SIGTERM from torchrun), so a primary cause (OOM, user error,
+crash) on any rank outranks a communication failure or a SIGTERM, whatever rank torchrun's summary calls
+the root cause (launcher.plan.severity ranks them).
+
+Every result says how well it is proven: `firm` when a line proves the kind, `thin` when only an exit
+status does, with the runner-up kind. Text patterns are table rows (kind, regex), tried in the order of
+`_PATTERNS`; an OOM is always tried first, so an OOM is never taken for a user error.
 """
 
 from __future__ import annotations
@@ -13,76 +18,163 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from launcher.model import Failure, FailureKind
-from launcher.plan.severity import PRIMARY, strength
+from launcher.model import Confidence, Failure, FailureKind
+from launcher.plan.severity import PRIMARY, SIGKILLED, STOPPED, strength
 
-SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
-NATIVE_CRASH_SIGNALS = {4, 6, 7, 8, 11}
+SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL"}
+SIGNAL_NAMES |= {11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+NATIVE_CRASH_SIGNALS = {4, 6, 8, 11}
+
+_RANK_PREFIX = re.compile(r"^\s*\[(?:default|rank)(\d+)\]:\s?")
+
+# ---- the patterns ----------------------------------------------------------------------------------
 
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUDNN_STATUS_NOT_SUPPORTED|"
-    r"CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory",
+    r"CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|hipErrorOutOfMemory|NPU out of memory|"
+    r"MPS backend out of memory|XPU out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"out of memory on device|Out of memory error on GPU|ACL_ERROR_RT_MEMORY_ALLOCATION|"
+    r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory"
 )
-_HOST_ALLOC = re.compile(r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc|MemoryError\b")
-_SAVE_MARKERS = re.compile(
-    r"_save_checkpoint|save_model\b|_save_optimizer_and_scheduler|save_pretrained|save_16bit_model|"
-    r"save_checkpoint\b|consolidated_16bit_state_dict|Saving model checkpoint"
+# Where an OOM happened, read from the innermost frame of its traceback that names a phase.
+_SAVE_FRAME = re.compile(
+    r"_save_checkpoint|\bsave_model\b|_save_optimizer_and_scheduler|save_pretrained|save_16bit_model|"
+    r"\bsave_checkpoint\b|_zero3_consolidated_16bit_state_dict|consolidated_16bit_state_dict|"
+    r"torch\.save|safe_save_file|_save_tp|save_state|Saving model checkpoint"
 )
-_LOAD_MARKERS = re.compile(
-    r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|_load_from_checkpoint|"
-    r"load_checkpoint|prepare_model|_wrap_model|\.to\(device|init_process_group"
+_LOAD_FRAME = re.compile(
+    r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|\binitialize\b|"
+    r"_configure_distributed_model|_broadcast_model|_load_from_checkpoint|load_checkpoint|"
+    r"_load_state_dict|load_state_dict_into|dispatch_model|prepare_model|_wrap_model|"
+    r"_prepare_deepspeed|_prepare_one|\.to\(device|\bmodel\.to\(|\.cuda\(\)|Init\.__init__|"
+    r"_post_init_method|_convert_to_deepspeed_param|init_process_group|load_model|_load_pretrained_model|"
+    r"_load_rng_state|_load_optimizer_and_scheduler"
 )
-_PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
-    (
-        FailureKind.MEMLOCK,
-        re.compile(r"RLIMIT_MEMLOCK|ulimit -l|memlock|ibv_reg_mr|[Ff]ailed to register memory|cudaHostRegister"),
-    ),
-    (
-        FailureKind.SHM,
-        re.compile(
-            r"/dev/shm.*(No space left|too small|failed)|No space left on device.*shm|"
-            r"DataLoader worker \(pid \d+\) is killed by signal: Bus error|unable to write to file </torch_|"
-            r"failed to extend /dev/shm|insufficient shared memory"
-        ),
-    ),
-    (
-        FailureKind.USER_ERROR,
-        re.compile(
-            r"remaining_argv|FileNotFoundError|No such file or directory|does not exist|DatasetNotFoundError|"
-            r"JSONDecodeError|ArrowInvalid|ModuleNotFoundError|error: argument|unrecognized arguments|"
-            r"ValueError: (Invalid|Unknown|Unsupported|Please|The )|is not a valid|not supported|"
-            r"AssertionError: (Either train_batch_size|Check batch related parameters)"  # DeepSpeed's config checks
-        ),
-    ),
-    (
-        FailureKind.COMM_TIMEOUT,
-        re.compile(
-            r"[Ww]atchdog caught collective operation timeout|Timed out after|Socket Timeout|"
-            r"DistStoreError: .*[Tt]imed? ?out|NCCL.*[Tt]imeout|wait timeout after"
-        ),
-    ),
-    (
-        FailureKind.COMM_ERROR,
-        re.compile(
-            r"Connection closed by peer|Connection reset by peer|ncclSystemError|ncclInternalError|"
-            r"ncclRemoteError|ncclUnhandledCudaError|NCCL error|DistNetworkError|RendezvousConnectionError|"
-            r"Broken pipe|Gloo connectFullMesh failed|ProcessGroupGloo.*failed"
-        ),
-    ),
-    (
-        FailureKind.CUDA_ERROR,
-        re.compile(
-            r"CUDA error: (?!out of memory)|CUBLAS_STATUS_|CUDNN_STATUS_|device-side assert|"
-            r"illegal memory access|NVML_SUCCESS == r INTERNAL ASSERT"
-        ),
-    ),
-    (FailureKind.CRASH, re.compile(r"Segmentation fault|core dumped|Fatal Python error|Aborted \(core")),
+_STEP_FRAME = re.compile(
+    r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
+    r"\bforward\b|evaluation_loop|prediction_step|_maybe_log_save_evaluate|\bevaluate\b"
+)
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in (\S+)|^\s*(\S+) at \S+\.py:\d+|^\s*at \S+')
+
+_HOST_ALLOC = re.compile(
+    r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc|\bMemoryError\b|Cannot allocate memory|"
+    r"not enough memory: you tried to allocate|ENOMEM"
+)
+_EXCEPTION_LINE = re.compile(
+    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:"
 )
 
 
 @dataclass(frozen=True)
+class _Pattern:
+    kind: FailureKind
+    regex: re.Pattern[str]
+    exception_only: bool = False  # counts only on an exception's message line, not on log or warning lines
+    exclude: re.Pattern[str] | None = None  # lines that look like this kind but are another's
+
+
+def _p(kind: FailureKind, pattern: str, exception_only: bool = False, exclude: str | None = None) -> _Pattern:
+    return _Pattern(kind, re.compile(pattern), exception_only, re.compile(exclude) if exclude else None)
+
+
+_NCCL_TERMINATE = r"terminate called after throwing.*(?:DistBackendError|NCCL|c10::Error)"
+
+
+_PATTERNS: tuple[_Pattern, ...] = (
+    _p(
+        FailureKind.MEMLOCK,
+        r"RLIMIT_MEMLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
+        r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|cannot lock memory",
+    ),
+    _p(
+        FailureKind.SHM,
+        r"/dev/shm.*(?:No space left|too small|failed|[Bb]us error)|No space left on device.*shm|"
+        r"is killed by signal: Bus error|unable to write to file </torch_|failed to extend /dev/shm|"
+        r"insufficient shared memory|[Ee]rror while creating shared.?memory segment|"
+        r"unable to allocate shared memory|shm_open|NCCL_SHM|unable to mmap \d+ bytes from file </torch_|"
+        r"Bus error \(core dumped\)|shared memory \(shm\) limit",
+    ),
+    _p(
+        FailureKind.DISK_FULL,
+        r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|"
+        r"PytorchStreamWriter failed writing file|file write failed|ENOSPC",
+    ),
+    _p(
+        FailureKind.USER_ERROR,
+        r"remaining_argv|error: argument|unrecognized arguments|error: the following arguments are required|"
+        r"FileNotFoundError|No such file or directory|DatasetNotFoundError|DatasetGenerationError|"
+        r"RepositoryNotFoundError|GatedRepoError|EntryNotFoundError|LocalEntryNotFoundError|"
+        r"RevisionNotFoundError|HFValidationError|Repo id must|is not a valid model identifier|"
+        r"is not a local folder|does not appear to have (?:a )?file|does not appear to have any of|"
+        r"Can't load (?:tokenizer|the configuration|config)|Unrecognized (?:model|configuration class)|"
+        r"model_type .* not recognized|not found in (?:registry|MODEL_MAPPING)|404 Client Error|"
+        r"401 Client Error|403 Client Error|ModuleNotFoundError|ImportError|undefined symbol|"
+        r"cannot import name|No module named|requires the .* library|pip install|"
+        r"JSONDecodeError|ArrowInvalid|ArrowTypeError|KeyError|TypeError|AttributeError|NameError|"
+        r"SyntaxError|IndentationError|NotImplementedError|yaml\.\w+Error|ScannerError|ParserError|"
+        r"Address already in use|EADDRINUSE|No CUDA GPUs are available|Found no NVIDIA driver|"
+        r"CUDA driver version is insufficient|no kernel image is available|not compiled with CUDA|"
+        r"Torch not compiled|AssertionError: (?:Either train_batch_size|Check batch related parameters)|"
+        r"ValueError|AssertionError|HfArgumentParser|(?:Template|template) .*not|Unknown template|"
+        r"PermissionError|Permission denied|IsADirectoryError|NotADirectoryError|"
+        r"DeepSpeed is not compatible with device_map|Please (?:install|set|use|specify|check|pass)|"
+        r"is not supported|are not supported|not supported (?:by|for|in|with)|must be (?:one of|a|an|in)|"
+        r"should be (?:one of|a|an)|does not exist|doesn't exist|not exist|invalid (?:argument|value|literal)|"
+        r"Invalid (?:argument|value|model|dataset|config)|got an unexpected keyword argument|"
+        r"missing \d+ required positional argument|list index out of range|index out of range|"
+        r"size mismatch for|shape mismatch|Expected .* but got|out of bounds",
+        exception_only=True,
+    ),
+    _p(
+        FailureKind.CUDA_ERROR,
+        r"CUDA error: (?!out of memory)|CUBLAS_STATUS_(?!ALLOC_FAILED)|CUDNN_STATUS_(?!NOT_SUPPORTED)|"
+        r"device-side assert|illegal memory access|unspecified launch failure|NVML_SUCCESS == r INTERNAL ASSERT|"
+        r"Xid[: ]|uncorrectable ECC error|CUDA_ERROR_(?!OUT_OF_MEMORY)|cudaError(?!MemoryAllocation)|"
+        r"misaligned address|HIP error|hipError(?!OutOfMemory)|CUDA kernel errors|an illegal instruction was|"
+        r"GPU is lost|fell off the bus|ECC error",
+    ),
+    _p(
+        FailureKind.CRASH,
+        r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error|Aborted \(core|"
+        r"terminate called (?:after throwing|without an active exception)|free\(\): invalid|"
+        r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
+        r"Floating point exception|stack smashing detected|malloc\(\): ",
+        exclude=_NCCL_TERMINATE,
+    ),
+    _p(
+        FailureKind.COMM_TIMEOUT,
+        r"[Ww]atchdog caught collective operation timeout|Timeout\(ms\)=\d+|[Tt]imed out after|"
+        r"Socket Timeout|DistStoreError: .*[Tt]ime ?out|NCCL.*[Tt]imeout|wait timeout after|"
+        r"collective operation timeout|HCCL.*(?:timeout|time out)|[Tt]imeout waiting for|"
+        r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
+        r"TimeoutError|operation timed out|[Tt]imed out\b",
+    ),
+    _p(
+        FailureKind.COMM_ERROR,
+        r"Connection closed by peer|Connection reset by peer|ncclSystemError|ncclInternalError|"
+        r"ncclRemoteError|ncclUnhandledCudaError|ncclInvalidUsage|NCCL error|DistNetworkError|"
+        r"RendezvousConnectionError|RendezvousClosedError|Broken pipe|Gloo connectFullMesh failed|"
+        r"ProcessGroupGloo.*failed|DistBackendError|Connection refused|NCCL WARN|HCCL.*(?:error|fail)|"
+        r"RCCL.*error|unhandled system error|socketStartConnect|ProcessGroupNCCL.*(?:error|Error)|"
+        r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
+        r"The server socket has failed|RuntimeError: \[\.\./third_party/gloo",
+    ),
+    _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$"),
+)
+_BY_KIND = {pattern.kind: pattern for pattern in _PATTERNS}
+
+# Lines that can be evidence at all: warnings that merely mention a path or a feature don't count.
+_ERROR_LINE = re.compile(
+    r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
+    r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
+    r"Permission denied|Cannot allocate|corruption|Xid"
+)
+_WARNING_LINE = re.compile(r"\b(?:WARNING|WARN|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b")
+
+
+@dataclass(frozen=True)
 class RankFailure:
-    """One failed rank as torchrun or its error file reported it."""
+    """One failed rank as torchrun, a launcher line or its error file reported it."""
 
     rank: int | None
     exit_code: int | None  # negative: killed by that signal
@@ -96,52 +188,138 @@ class AttemptEvidence:
     rank_failures: tuple[RankFailure, ...] = ()
     log_tail: tuple[str, ...] = ()
     kernel_oom: tuple[str, ...] = ()  # lines proving a kernel OOM kill happened during the attempt
+    kernel_checked: bool = True  # False: nobody read the kernel's OOM counter (a saved log), so no proof of none
     interrupted_by: str | None = None  # SIGINT/SIGTERM/SIGHUP that the user or scheduler sent safe-sft
+    stopped_by: str | None = None  # a log's word that the launcher was signalled or the job cancelled
     hang: str | None = None  # the watchdog's finding
     steps_seen: bool = False  # training steps were logged in this attempt
 
 
-_EXCEPTION_LINE = re.compile(r"\w+(Error|Exception|Interrupt)\b:")
+@dataclass(frozen=True)
+class _Found:
+    kind: FailureKind
+    lines: tuple[str, ...]
+    rank: int | None = None
+    confidence: Confidence = Confidence.FIRM
+    runner_up: FailureKind | None = None
 
 
-def _first_match(pattern: re.Pattern[str], lines: Sequence[str]) -> str | None:
-    """The line that proves a pattern, preferring an exception's message over the source line raising it."""
-    hits = [line.strip() for line in lines if pattern.search(line)]
-    return next((hit for hit in hits if _EXCEPTION_LINE.search(hit)), hits[0] if hits else None)
+def _rank_of(line: str) -> int | None:
+    match = _RANK_PREFIX.match(line)
+    return int(match.group(1)) if match else None
+
+
+def _clean(line: str) -> str:
+    return _RANK_PREFIX.sub("", line, count=1).strip()
+
+
+def _frame_phase(line: str) -> FailureKind | None:
+    text = _clean(line)
+    if _SAVE_FRAME.search(text):
+        return FailureKind.CUDA_OOM_SAVE
+    if _LOAD_FRAME.search(text):
+        return FailureKind.CUDA_OOM_LOAD
+    if _STEP_FRAME.search(text):
+        return FailureKind.CUDA_OOM
+    return None
+
+
+def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[FailureKind, str | None]:
+    """The phase of the OOM on line `at`, from the innermost frame of its traceback that names one."""
+    rank = _rank_of(lines[at])
+    start = max(0, at - 400)
+    frames: list[str] = []
+    for index in range(at - 1, start - 1, -1):
+        line = lines[index]
+        if rank is not None and _rank_of(line) not in (rank, None):
+            continue
+        if "Traceback (most recent call last)" in line:
+            break
+        if _FRAME_LINE.match(_clean(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
+            frames.append(line)
+    for frame in frames:  # innermost first
+        phase = _frame_phase(frame)
+        if phase is not None:
+            return phase, _clean(frame)
+    if not steps_seen:
+        return FailureKind.CUDA_OOM_LOAD, None
+    return FailureKind.CUDA_OOM, None
+
+
+def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
+    """The line that proves a pattern, preferring an exception's message over a source line raising it."""
+    hits = []
+    for index, line in enumerate(lines):
+        text = _clean(line)
+        if not pattern.regex.search(text):
+            continue
+        is_exception = bool(_EXCEPTION_LINE.search(text))
+        if pattern.exception_only and not is_exception:
+            continue
+        if pattern.exclude is not None and pattern.exclude.search(text):
+            continue
+        if _WARNING_LINE.search(text) and not is_exception:
+            continue
+        hits.append((index, is_exception))
+    if not hits:
+        return None
+    index = next((i for i, exc in hits if exc), hits[0][0])
+    return index, lines[index]
 
 
 def classify_text(lines: Sequence[str], steps_seen: bool) -> tuple[FailureKind, tuple[str, ...]] | None:
     """The kind of failure a traceback or log shows, with the lines that prove it; None if no pattern hits."""
-    oom_line = _first_match(_OOM, lines)
-    if oom_line is not None:
-        save = _first_match(_SAVE_MARKERS, lines)
-        if save is not None:
-            return FailureKind.CUDA_OOM_SAVE, (oom_line, save)
-        load = _first_match(_LOAD_MARKERS, lines)
-        if load is not None and not steps_seen:
-            return FailureKind.CUDA_OOM_LOAD, (oom_line, load)
-        return FailureKind.CUDA_OOM, (oom_line,)
-    host_line = _first_match(_HOST_ALLOC, lines)
-    if host_line is not None:
-        return FailureKind.HOST_OOM, (host_line,)
-    for kind, pattern in _PATTERNS:
-        line = _first_match(pattern, lines)
-        if line is not None:
-            return kind, (line,)
-    return None
+    found = _classify_lines(lines, steps_seen)
+    return None if found is None else (found.kind, found.lines)
 
 
-def _signal_failure(failure: RankFailure, kernel_oom: Sequence[str]) -> tuple[FailureKind, tuple[str, ...]]:
+def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
+    oom = _first(_Pattern(FailureKind.CUDA_OOM, _OOM), lines)
+    if oom is not None:
+        oom_at = oom[0]
+        kind, marker = _oom_phase(lines, oom_at, steps_seen)
+        proof = (_clean(lines[oom_at]),) if marker is None else (_clean(lines[oom_at]), marker)
+        return _Found(kind, proof, _rank_of(lines[oom_at]))
+    host = _first(_Pattern(FailureKind.HOST_OOM, _HOST_ALLOC), lines)
+    if host is not None:
+        return _Found(FailureKind.HOST_OOM, (_clean(host[1]),), _rank_of(host[1]))
+    hits = [(pattern, hit) for pattern in _PATTERNS if (hit := _first(pattern, lines)) is not None]
+    if not hits:
+        return None
+    pattern, (_, line) = hits[0]
+    runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
+    return _Found(pattern.kind, (_clean(line),), _rank_of(line), runner_up=runner_up)
+
+
+def _signal_failure(failure: RankFailure, evidence: AttemptEvidence) -> _Found:
     signum = -(failure.exit_code or 0)
     name = SIGNAL_NAMES.get(signum, f"signal {signum}")
-    where = f"rank {failure.rank} exited with {name}"
-    if signum == 9 and kernel_oom:
-        return FailureKind.HOST_OOM, (where, *kernel_oom)
+    where = f"rank {failure.rank} exited with {name}" if failure.rank is not None else f"a process exited with {name}"
+    rank = failure.rank
+    if signum == 9:
+        if evidence.kernel_oom:
+            return _Found(FailureKind.HOST_OOM, (where, *evidence.kernel_oom), rank)
+        if evidence.kernel_checked:
+            return _Found(FailureKind.KILLED, (where + " and no OOM evidence",), rank, Confidence.THIN)
+        # A saved log cannot show that no OOM kill happened; the kernel's OOM killer sends most SIGKILLs.
+        return _Found(FailureKind.HOST_OOM, (where + " (no kernel log to confirm)",), rank, Confidence.THIN,
+                      FailureKind.KILLED)  # fmt: skip
+    if signum == 7:
+        return _Found(FailureKind.SHM, (where + ": a bus error, most often a full /dev/shm",), rank,
+                      Confidence.THIN, FailureKind.CRASH)  # fmt: skip
     if signum in NATIVE_CRASH_SIGNALS:
-        return FailureKind.CRASH, (where,)
-    if signum in (9, 15):
-        return FailureKind.KILLED, (where + " and no OOM evidence",)
-    return FailureKind.UNKNOWN, (where,)
+        return _Found(FailureKind.CRASH, (where,), rank)
+    if signum in (1, 2, 15):
+        return _Found(FailureKind.KILLED, (where,), rank, Confidence.THIN, FailureKind.INTERRUPTED)
+    return _Found(FailureKind.UNKNOWN, (where,), rank, Confidence.THIN)
+
+
+def _rank_strength(found: _Found, exit_code: int | None) -> float:
+    if found.confidence is Confidence.THIN and found.kind is FailureKind.HOST_OOM:
+        return SIGKILLED
+    if found.kind is FailureKind.INTERRUPTED:
+        return STOPPED
+    return strength(found.kind, exit_code)
 
 
 def classify(evidence: AttemptEvidence) -> Failure | None:
@@ -150,51 +328,49 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         return Failure(FailureKind.INTERRUPTED, (f"safe-sft received {evidence.interrupted_by}",))
     if evidence.hang:
         return Failure(FailureKind.HANG, (evidence.hang,), exit_code=evidence.exit_code)
-    if evidence.exit_code == 0:
+    if evidence.exit_code == 0 and not evidence.rank_failures:
         return None
 
-    candidates: list[tuple[float, float, Failure]] = []
+    candidates: list[tuple[float, float, _Found, int | None]] = []
     for order, failure in enumerate(evidence.rank_failures):
-        found = classify_text(failure.message.splitlines(), evidence.steps_seen) if failure.message else None
+        found = _classify_lines(failure.message.splitlines(), evidence.steps_seen) if failure.message else None
         if found is None and failure.exit_code is not None and failure.exit_code < 0:
-            found = _signal_failure(failure, evidence.kernel_oom)
+            found = _signal_failure(failure, evidence)
         if found is None:
             continue
-        kind, lines = found
+        found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
-        candidates.append(
-            (
-                strength(kind, failure.exit_code),
-                -when,
-                Failure(kind, lines, failure.rank, failure.exit_code, _summary(kind)),
-            )
-        )
+        candidates.append((_rank_strength(found, failure.exit_code), -when, found, failure.exit_code))
     error_lines = [line for line in evidence.log_tail if _ERROR_LINE.search(line)]
-    tail_kind = classify_text(error_lines, evidence.steps_seen)
-    if tail_kind is not None:
-        kind, lines = tail_kind
-        rank = _rank_of(lines[0])
-        candidates.append(
-            (strength(kind), float("-inf"), Failure(kind, lines, rank, evidence.exit_code, _summary(kind)))
-        )
+    tail = _classify_lines(error_lines, evidence.steps_seen)
+    if tail is not None:
+        candidates.append((_rank_strength(tail, None), float("-inf"), tail, evidence.exit_code))
     if evidence.kernel_oom and not any(c[2].kind is FailureKind.HOST_OOM for c in candidates):
-        candidates.append((PRIMARY - 1, float("-inf"), Failure(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))))
+        kernel = _Found(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))
+        candidates.append((PRIMARY - 0.1, float("-inf"), kernel, evidence.exit_code))
+    if evidence.stopped_by:
+        stop = _Found(FailureKind.INTERRUPTED, (evidence.stopped_by,))
+        candidates.append((STOPPED, float("-inf"), stop, evidence.exit_code))
     if not candidates:
-        tail = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
-        return Failure(FailureKind.UNKNOWN, tail or (f"exit code {evidence.exit_code}",), exit_code=evidence.exit_code)
+        lines = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
+        proof = lines or ((f"exit code {evidence.exit_code}",) if evidence.exit_code is not None else ())
+        return Failure(
+            FailureKind.UNKNOWN, proof, exit_code=evidence.exit_code, summary=_summary(FailureKind.UNKNOWN),
+            confidence=Confidence.THIN,
+        )  # fmt: skip
     # The strongest kind wins; among equals, the earliest failure (error-file time, else report order).
     candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
-    return candidates[0][2]
-
-
-# Only these lines of a log tail count as evidence: warnings that merely mention a path or a feature don't.
-_ERROR_LINE = re.compile(r"Error|Exception|error:|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation")
-_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:")
-
-
-def _rank_of(line: str) -> int | None:
-    match = _RANK_PREFIX.match(line)
-    return int(match.group(1)) if match else None
+    _, _, best, exit_code = candidates[0]
+    runner_up = best.runner_up or next((c[2].kind for c in candidates[1:] if c[2].kind is not best.kind), None)
+    return Failure(
+        best.kind,
+        best.lines,
+        best.rank,
+        exit_code if exit_code is not None else evidence.exit_code,
+        _summary(best.kind),
+        best.confidence,
+        runner_up if runner_up is not best.kind else None,
+    )
 
 
 _SUMMARIES = {
@@ -204,67 +380,20 @@ _SUMMARIES = {
     FailureKind.HOST_OOM: "host RAM exhausted (kernel OOM kill)",
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",
+    FailureKind.DISK_FULL: "the disk is full",
     FailureKind.COMM_TIMEOUT: "a collective operation timed out",
     FailureKind.COMM_ERROR: "communication between ranks failed",
     FailureKind.CUDA_ERROR: "a CUDA error other than out of memory",
     FailureKind.CRASH: "a native crash",
     FailureKind.KILLED: "a training process was killed",
     FailureKind.USER_ERROR: "bad arguments, a missing path or bad data",
+    FailureKind.INTERRUPTED: "the run was interrupted or cancelled",
     FailureKind.UNKNOWN: "an unrecognised failure",
 }
 
 
 def _summary(kind: FailureKind) -> str:
     return _SUMMARIES.get(kind, kind.value)
-
-
-# ---- torchrun's ChildFailedError summary ------------------------------------------------------------
-
-_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
-
-
-def parse_torchrun_failures(lines: Sequence[str]) -> tuple[RankFailure, ...]:
-    """The `Failures:` and `Root Cause` blocks of torchrun's summary, as RankFailures (root cause first)."""
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    in_summary = False
-    for raw in lines:
-        line = raw.rstrip("\n")
-        if re.search(r"(Root Cause \(first observed failure\)|^Failures:)", line.strip()):
-            in_summary = True
-            continue
-        if not in_summary:
-            continue
-        if re.match(r"^\s*\[\d+\]:\s*$", line):
-            current = {}
-            blocks.append(current)
-            continue
-        match = _FIELD.match(line)
-        if line.startswith(("===", "---")):
-            current = None
-        elif match and current is not None:
-            current[match.group(1)] = match.group(2).strip()
-        elif current is not None and "traceback" in current and line.strip():
-            current["traceback"] += "\n" + line.strip()
-    failures: list[RankFailure] = []
-    seen: set[tuple[str, str]] = set()
-    for block in blocks:
-        key = (block.get("rank", ""), block.get("exitcode", ""))
-        if key in seen:
-            continue
-        seen.add(key)
-        rank_match = re.match(r"(\d+)", block.get("rank", ""))
-        code_match = re.match(r"(-?\d+)", block.get("exitcode", ""))
-        traceback = block.get("traceback", "")
-        failures.append(
-            RankFailure(
-                rank=int(rank_match.group(1)) if rank_match else None,
-                exit_code=int(code_match.group(1)) if code_match else None,
-                message="" if traceback.startswith("Signal ") or traceback == "<N/A>" else traceback,
-            )
-        )
-    # torchrun prints Failures (others) before the Root Cause; put the root cause first.
-    return tuple(reversed(failures)) if len(failures) > 1 else tuple(failures)
 
 
 def merge_failures(summary: Sequence[RankFailure], error_files: Sequence[RankFailure]) -> tuple[RankFailure, ...]:

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from launcher.model import FailureKind as K
-from launcher.run.classify import AttemptEvidence, RankFailure, classify, parse_torchrun_failures
+from launcher.run.classify import AttemptEvidence, RankFailure, classify
+from launcher.run.launcher_output import parse_torchrun_failures
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -120,4 +120,4 @@ def test_explain_reads_kernel_oom_lines_pasted_from_dmesg(tmp_path) -> None:  # 
 def test_explain_missing_file_is_one_line() -> None:
     result = run_cli("explain", "/no/such.log")
     assert result.returncode == 2
-    assert result.stderr.startswith("safe-sft: error: cannot read log /no/such.log")
+    assert result.stderr.startswith("safe-sft: error: /no/such.log does not exist")

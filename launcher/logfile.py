@@ -1,0 +1,176 @@
+"""Read the logs a user hands `safe-sft explain`, safely and in bounded memory.
+
+Input: paths (regular files, an attempt's folder, or `-` for stdin). Output: `LogText`, the lines that
+can matter for classification (every line of the last part of the input, plus the lines of earlier parts
+that carry a failure keyword), with terminal escape codes and control characters removed, and the
+failures recorded in torchelastic error files found in a folder. A 200 MB log is scanned in chunks with
+one regex pass, never held whole.
+
+Refused with a one-line `SafeSftError`: a path that does not exist or cannot be read, something that is
+not a regular file or folder (a FIFO or a device: it may never end), binary data, and empty input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from launcher.errors import SafeSftError
+from launcher.run.classify import RankFailure
+from launcher.run.evidence import read_error_files
+
+CHUNK = 8 << 20
+TAIL_BYTES = 2 << 20  # the last part of each input, kept whole
+MAX_BODY_LINES = 20_000  # keyword lines kept from before the tail (the newest)
+MAX_LINE = 4000  # characters of one line kept
+_LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+
+# Lines before the tail that can prove a failure: exceptions, tracebacks and their frames, launcher,
+# kernel and scheduler reports. Anything else there is training chatter.
+_KEYWORDS = re.compile(
+    rb"Error|Exception|error|Traceback|File \"|Signal|signal|exitcode|exit code|exit status|return code|"
+    rb"out of memory|Out of memory|oom|OOM|Killed|killed|Segmentation|Aborted|terminate called|NCCL|"
+    rb"Timeout|timed out|CANCELLED|FAILED|failed|No space left|Bus error|KeyboardInterrupt|memlock|"
+    rb"Cannot allocate|Saving model checkpoint"
+)
+_STEP_MARKER = re.compile(rb"global_step/max_steps|\{'loss': ")
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class LogText:
+    lines: tuple[str, ...]
+    error_files: tuple[RankFailure, ...]
+    steps_seen: bool
+    sources: tuple[str, ...]
+
+
+def clean_line(raw: str) -> str:
+    """A line as a terminal would show its text: no escape sequences, no control characters."""
+    return _CONTROL.sub("", _ESCAPES.sub("", raw))[:MAX_LINE]
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head[:8192]:
+        return True
+    sample = head[:8192].decode("utf-8", errors="replace")
+    odd = sum(1 for ch in sample if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b"))
+    return odd > len(sample) * 0.1
+
+
+class _Scanner:
+    """Keyword lines from the body of one input, every line of its tail."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.body: deque[bytes] = deque(maxlen=MAX_BODY_LINES)
+        self.pending = b""
+        self.size = 0
+        self.steps_seen = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.size == 0 and _looks_binary(chunk):
+            raise SafeSftError(f"{self.name} is binary data, not a log", "give a text log (a terminal capture)")
+        self.size += len(chunk)
+        self.pending += chunk
+        if len(self.pending) > 2 * TAIL_BYTES:
+            cut = self.pending.rfind(b"\n", 0, len(self.pending) - TAIL_BYTES) + 1
+            if cut > 0:
+                self._scan(self.pending[:cut])
+                self.pending = self.pending[cut:]
+
+    def _scan(self, block: bytes) -> None:
+        if not self.steps_seen and _STEP_MARKER.search(block):
+            self.steps_seen = True
+        end = -1
+        for match in _KEYWORDS.finditer(block):
+            if match.start() <= end:
+                continue
+            start = block.rfind(b"\n", 0, match.start()) + 1
+            end = block.find(b"\n", match.end())
+            end = len(block) if end < 0 else end
+            self.body.append(block[start:end])
+
+    def lines(self) -> list[str]:
+        if self.size == 0:
+            raise SafeSftError(f"{self.name} is empty: there is nothing to classify", "give the log of a failed run")
+        if _STEP_MARKER.search(self.pending):
+            self.steps_seen = True
+        text = b"\n".join(self.body) + b"\n" + self.pending if self.body else self.pending
+        decoded = text.decode("utf-8", errors="replace")
+        return [clean_line(line) for line in re.split(r"\r\n|\r|\n", decoded)]
+
+
+def _read_stream(stream: BinaryIO, name: str) -> _Scanner:
+    scanner = _Scanner(name)
+    while chunk := stream.read(CHUNK):
+        scanner.feed(chunk)
+    return scanner
+
+
+def _files_of(path: Path) -> list[Path]:
+    """The logs in an attempt's folder (console.log) or any folder of logs."""
+    console = path / "console.log"
+    if console.is_file():
+        return [console]
+    found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _LOG_SUFFIXES)
+    if not found and not any(path.glob("**/error.json")):
+        raise SafeSftError(f"{path} holds no log (*.log, *.out, *.err, *.txt) and no error.json", "give a log file")
+    return found
+
+
+def _open_checked(path: Path) -> Iterator[tuple[str, BinaryIO]]:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SafeSftError(f"{path} does not exist", "give the path of a saved log") from None
+    except OSError as err:
+        raise SafeSftError(f"cannot read {path}: {err.strerror}", "give the path of a saved log") from None
+    if stat.S_ISDIR(mode):
+        for file in _files_of(path):
+            yield from _open_checked(file)
+        return
+    if not stat.S_ISREG(mode):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        fix = f"pipe it in instead: cat {path} | safe-sft explain -"
+        raise SafeSftError(f"{path} is {what}, not a regular file", fix)
+    try:
+        with open(path, "rb") as stream:
+            yield str(path), stream
+    except OSError as err:
+        raise SafeSftError(f"cannot read {path}: {err.strerror}", "give the path of a saved log") from None
+
+
+def read_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> LogText:
+    """Every input's lines in the order given (several files merge into one log), and its error files."""
+    lines: list[str] = []
+    steps_seen = False
+    sources: list[str] = []
+    error_files: list[RankFailure] = []
+    for raw in paths:
+        if raw == "-":
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            if stream.isatty():
+                raise SafeSftError("nothing is piped into stdin", "pipe a log in: cat train.log | safe-sft explain -")
+            scanners = [_read_stream(stream, "stdin")]
+        else:
+            scanners = [_read_stream(stream, name) for name, stream in _open_checked(Path(raw))]
+            if Path(raw).is_dir():
+                error_files.extend(read_error_files(Path(raw), node_rank=0, nproc_per_node=1))
+        for scanner in scanners:
+            lines.extend(scanner.lines())
+            steps_seen = steps_seen or scanner.steps_seen
+            sources.append(scanner.name)
+    if not lines and not error_files:
+        raise SafeSftError("no log was given", "give a log file, an attempt's folder, or - for stdin")
+    return LogText(tuple(lines), tuple(error_files), steps_seen, tuple(sources))

@@ -1,0 +1,256 @@
+"""What launchers print about a failure, read from text: a pure parser, apart from the failure patterns.
+
+Input: the lines of a log (a terminal capture, torchrun's output, a Slurm .out file, a dmesg capture, in
+any mix). Output: `LauncherOutput`, the facts the launchers state about the run, which `to_evidence` turns
+into the same `AttemptEvidence` the supervisor builds from live exit statuses and error files, so a saved
+log and a live run are classified by one function.
+
+Read here, and only here:
+- torchrun's `ChildFailedError` summary (`Failures:` / `Root Cause` blocks: time, host, rank, exitcode,
+  error_file, traceback) and its agent line `failed (exitcode: -9) local_rank: 0 (pid: N)`;
+- torchrun's own death signal (`Received Signals.SIGHUP death signal`, `SignalException ... got signal`);
+- DeepSpeed's launcher (`[...'--local_rank=1'...] exits with return code = -9`);
+- Python's subprocess as accelerate and llamafactory-cli use it (`returned non-zero exit status 1`,
+  `died with <Signals.SIGKILL: 9>`);
+- Slurm (`Detected 1 oom_kill event`, `Exceeded job memory limit`, `CANCELLED AT ... DUE TO TIME LIMIT`,
+  `srun: error: node: task 0: Killed`) and the shell's `Killed`;
+- the kernel's OOM killer lines, and container runtimes' `OOMKilled`;
+- `[rankN]:` / `[defaultN]:` prefixes (the rank a line came from), and swift's step log (training began).
+An exit status above 128 is read as 128 + a signal number, as shells and container runtimes report it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from launcher.run.classify import AttemptEvidence, RankFailure
+
+SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8}
+SIGNAL_NUMBERS |= {"SIGKILL": 9, "SIGSEGV": 11, "SIGPIPE": 13, "SIGTERM": 15, "SIGUSR1": 10, "SIGUSR2": 12}
+SIGNAL_NAMES = {number: name for name, number in SIGNAL_NUMBERS.items()}
+
+
+@dataclass(frozen=True)
+class LauncherOutput:
+    """What the launchers in a log said: failed ranks, signals, kernel and scheduler findings."""
+
+    rank_failures: tuple[RankFailure, ...] = ()
+    kernel_oom: tuple[str, ...] = ()  # kernel, cgroup, Slurm or container lines proving an OOM kill
+    launcher_signal: tuple[str, str] | None = None  # (signal name, the line): the launcher itself was signalled
+    scheduler_stop: str | None = None  # Slurm cancelled the job or step (time limit, preemption, scancel)
+    exit_code: int | None = None  # the launcher's own exit status where the log states it
+    steps_seen: bool = False
+    finished: bool = False  # the log ends in a finished run
+
+
+_RANK_PREFIX = re.compile(r"^\s*\[(?:default|rank)(\d+)\]:\s?")
+
+
+def rank_of(line: str) -> int | None:
+    """The rank a `[rank3]:` or `[default3]:` prefixed line came from."""
+    match = _RANK_PREFIX.match(line)
+    return int(match.group(1)) if match else None
+
+
+def strip_rank(line: str) -> str:
+    return _RANK_PREFIX.sub("", line, count=1)
+
+
+def signal_of_status(code: int | None) -> int | None:
+    """The signal behind an exit status: negative (Python's convention) or 128 + N (a shell's)."""
+    if code is None:
+        return None
+    if code < 0:
+        return -code
+    if 128 < code < 160 and (code - 128) in SIGNAL_NAMES:
+        return code - 128
+    return None
+
+
+def as_exit_code(code: int) -> int:
+    """An exit status in Python's convention: a signal as a negative number."""
+    signum = signal_of_status(code)
+    return -signum if signum is not None else code
+
+
+# ---- torchrun's ChildFailedError summary -------------------------------------------------------------
+
+_SUMMARY_START = re.compile(r"Root Cause \(first observed failure\)|^Failures:")
+_BLOCK_START = re.compile(r"^\s*\[\d+\]:\s*$")
+_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+
+
+def _summary_blocks(lines: Sequence[str]) -> list[tuple[bool, dict[str, str]]]:
+    """Each `[N]:` block of every summary in the log, with whether it was under `Root Cause`."""
+    blocks: list[tuple[bool, dict[str, str]]] = []
+    current: dict[str, str] | None = None
+    in_summary = root = False
+    for raw in lines:
+        line = strip_rank(raw.rstrip("\n"))
+        stripped = line.strip()
+        if _SUMMARY_START.search(stripped):
+            in_summary, root = True, stripped.startswith("Root Cause")
+            continue
+        if not in_summary:
+            continue
+        if _BLOCK_START.match(line):
+            current = {}
+            blocks.append((root, current))
+            continue
+        match = _FIELD.match(line)
+        if stripped.startswith(("===", "---")):
+            current = None
+            if stripped.startswith("==="):
+                in_summary = root = False
+        elif match and current is not None:
+            current[match.group(1)] = match.group(2).strip()
+        elif current is not None and "traceback" in current and stripped:
+            current["traceback"] += "\n" + stripped
+    return blocks
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d_%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def parse_torchrun_failures(lines: Sequence[str]) -> tuple[RankFailure, ...]:
+    """The ranks torchrun's summary names, root cause first, each with its exit code and traceback."""
+    root_cause: list[RankFailure] = []
+    others: list[RankFailure] = []
+    seen: set[tuple[int | None, int | None]] = set()
+    for is_root, block in _summary_blocks(lines):
+        rank_match = re.match(r"(\d+)", block.get("rank", ""))
+        code_match = re.match(r"(-?\d+)", block.get("exitcode", ""))
+        rank = int(rank_match.group(1)) if rank_match else None
+        code = as_exit_code(int(code_match.group(1))) if code_match else None
+        if (rank, code) in seen:
+            continue
+        seen.add((rank, code))
+        traceback = block.get("traceback", "")
+        message = "" if traceback.startswith("Signal ") or traceback.startswith("<N/A>") else traceback
+        failure = RankFailure(rank, code, message, _timestamp(block.get("time", "")))
+        (root_cause if is_root else others).append(failure)
+    return (*root_cause, *others)
+
+
+# ---- one-line launcher reports -----------------------------------------------------------------------
+
+_AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+_DEEPSPEED_EXIT = re.compile(r"exits with return code = (-?\d+)")
+_DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
+_SUBPROCESS_STATUS = re.compile(r"returned non-zero exit status (-?\d+)|died with <Signals\.(SIG[A-Z0-9]+): \d+>")
+_EXIT_STATUS = re.compile(r"\b(?:exit (?:status|code)|return code|exitcode)\s*[:=]?\s*(1[3-5]\d)\b")
+_SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): (Killed|Segmentation fault|Bus error|Aborted|Terminated)")
+_SHELL_KILLED = re.compile(
+    r"^(?:.*line \d+: +\d+ )?(Killed|Segmentation fault|Bus error|Aborted)\b(?: \(core dumped\))?"
+)
+_SIGNAL_WORDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Terminated": 15}
+
+_LAUNCHER_SIGNAL = re.compile(
+    r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got signal: (\d+)|"
+    r"^\s*(KeyboardInterrupt)\b"
+)
+_SCHEDULER_STOP = re.compile(
+    r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)"
+)
+_KERNEL_OOM = re.compile(
+    r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom_kill event|"
+    r"Exceeded (?:job|step) memory limit|oom_reaper: reaped process|\bOOMKilled\b|task \d+: Out Of Memory|"
+    r"oom_kill \d+ -> \d+"
+)
+_STEP_LOG = re.compile(r"global_step/max_steps|\{'loss': |\"loss\": \d|'train_runtime'|\"train_runtime\"")
+_FINISHED = re.compile(r"last_model_checkpoint:|'train_runtime'|\"train_runtime\"")
+
+
+def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
+    """Failed workers named by a single line: torchrun's agent, DeepSpeed's launcher, srun, the shell."""
+    found: list[RankFailure] = []
+    for line in lines:
+        text = strip_rank(line)
+        if match := _AGENT_FAILED.search(text):
+            found.append(RankFailure(int(match.group(2)), as_exit_code(int(match.group(1)))))
+        elif match := _DEEPSPEED_EXIT.search(text):
+            local = _DS_LOCAL_RANK.search(text)
+            found.append(RankFailure(int(local.group(1)) if local else None, as_exit_code(int(match.group(1)))))
+        elif match := _SRUN_TASK.search(text):
+            first_task = re.match(r"\d+", match.group(1))
+            task = int(first_task.group(0)) if first_task else None
+            found.append(RankFailure(task, -_SIGNAL_WORDS[match.group(2)]))
+        elif match := _SHELL_KILLED.match(text.strip()):
+            found.append(RankFailure(None, -_SIGNAL_WORDS[match.group(1)]))
+        elif match := _SUBPROCESS_STATUS.search(text):
+            if match.group(2):
+                found.append(RankFailure(None, -SIGNAL_NUMBERS.get(match.group(2), 0) or None))
+            elif (signum := signal_of_status(int(match.group(1)))) is not None:
+                found.append(RankFailure(None, -signum))
+        elif (match := _EXIT_STATUS.search(text)) and signal_of_status(int(match.group(1))) is not None:
+            found.append(RankFailure(None, as_exit_code(int(match.group(1)))))
+    return found
+
+
+def _launcher_signal(lines: Sequence[str]) -> tuple[str, str] | None:
+    for line in lines:
+        match = _LAUNCHER_SIGNAL.search(strip_rank(line))
+        if match is None:
+            continue
+        if match.group(3):
+            return "SIGINT", line.strip()
+        raw = match.group(1) or match.group(2)
+        name = raw if not raw.isdigit() else SIGNAL_NAMES.get(int(raw), f"signal {raw}")
+        return name, line.strip()
+    return None
+
+
+def _merge_one_liners(summary: Sequence[RankFailure], others: Iterable[RankFailure]) -> tuple[RankFailure, ...]:
+    """The summary's ranks first; a one-line report adds only a signal death the summary does not hold."""
+    merged = list(summary)
+    known = {(f.rank, f.exit_code) for f in summary}
+    signalled = {f.exit_code for f in summary if f.exit_code is not None and f.exit_code < 0}
+    for failure in others:
+        if failure.exit_code is None or (failure.rank, failure.exit_code) in known:
+            continue
+        if failure.rank is None and failure.exit_code in signalled:
+            continue
+        known.add((failure.rank, failure.exit_code))
+        signalled.add(failure.exit_code)
+        merged.append(failure)
+    return tuple(merged)
+
+
+def parse_launcher_output(lines: Sequence[str]) -> LauncherOutput:
+    """Everything the launchers in these lines say about how the run ended."""
+    stop = next((line.strip() for line in lines if _SCHEDULER_STOP.search(line)), None)
+    summary = parse_torchrun_failures(lines)
+    failures = _merge_one_liners(summary, _one_line_failures(lines))
+    steps_seen = any(_STEP_LOG.search(line) for line in lines)
+    return LauncherOutput(
+        rank_failures=failures,
+        kernel_oom=tuple(dict.fromkeys(line.strip() for line in lines if _KERNEL_OOM.search(line))),
+        launcher_signal=_launcher_signal(lines),
+        scheduler_stop=stop,
+        steps_seen=steps_seen,
+        finished=not failures and any(_FINISHED.search(line) for line in lines[-80:]),
+    )
+
+
+def to_evidence(output: LauncherOutput, lines: Sequence[str]) -> AttemptEvidence:
+    """The evidence a saved log gives, as the supervisor would have gathered it from a live attempt.
+
+    A log cannot prove a negative: the absence of kernel lines does not mean no OOM kill happened
+    (`kernel_checked` is False), unlike a live attempt, where safe-sft read the kernel's counter itself.
+    """
+    return AttemptEvidence(
+        exit_code=0 if output.finished else output.exit_code,
+        rank_failures=output.rank_failures,
+        log_tail=tuple(lines),
+        kernel_oom=output.kernel_oom,
+        kernel_checked=False,
+        stopped_by=output.scheduler_stop or (output.launcher_signal[1] if output.launcher_signal else None),
+        steps_seen=output.steps_seen,
+    )
