@@ -161,7 +161,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$"),
 )
-_BY_KIND = {pattern.kind: pattern for pattern in _PATTERNS}
+_NCCL_TERMINATE_LINE = re.compile(_NCCL_TERMINATE)
 
 # Lines that can be evidence at all: warnings that merely mention a path or a feature don't count.
 _ERROR_LINE = re.compile(
@@ -254,6 +254,8 @@ def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
         if not pattern.regex.search(text):
             continue
         is_exception = bool(_EXCEPTION_LINE.search(text))
+        if not is_exception and not _ERROR_LINE.search(text):
+            continue
         if pattern.exception_only and not is_exception:
             continue
         if pattern.exclude is not None and pattern.exclude.search(text):
@@ -283,7 +285,10 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     host = _first(_Pattern(FailureKind.HOST_OOM, _HOST_ALLOC), lines)
     if host is not None:
         return _Found(FailureKind.HOST_OOM, (_clean(host[1]),), _rank_of(host[1]))
-    hits = [(pattern, hit) for pattern in _PATTERNS if (hit := _first(pattern, lines)) is not None]
+    # An NCCL watchdog aborts the process: the abort is its consequence, not a crash of its own.
+    nccl_abort = any(_NCCL_TERMINATE_LINE.search(line) for line in lines)
+    patterns = [p for p in _PATTERNS if not (nccl_abort and p.kind is FailureKind.CRASH)]
+    hits = [(pattern, hit) for pattern in patterns if (hit := _first(pattern, lines)) is not None]
     if not hits:
         return None
     pattern, (_, line) = hits[0]
@@ -341,8 +346,7 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
         candidates.append((_rank_strength(found, failure.exit_code), -when, found, failure.exit_code))
-    error_lines = [line for line in evidence.log_tail if _ERROR_LINE.search(line)]
-    tail = _classify_lines(error_lines, evidence.steps_seen)
+    tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
         candidates.append((_rank_strength(tail, None), float("-inf"), tail, evidence.exit_code))
     if evidence.kernel_oom and not any(c[2].kind is FailureKind.HOST_OOM for c in candidates):

@@ -1,0 +1,128 @@
+"""`safe-sft explain` on what users really hand it: several files, folders, stdin, and hostile input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+OOM_LINES = (
+    "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n"
+)
+
+
+def explain(*args: str, stdin: bytes | None = None, timeout: float = 20) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "explain", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def test_several_files_merge_into_one_diagnosis(tmp_path: Path) -> None:
+    """The job's .out shows only a SIGKILL; the dmesg capture beside it proves the kernel's OOM kill."""
+    (tmp_path / "slurm-1.out").write_text("srun: error: gpu-1: task 0: Killed\n")
+    (tmp_path / "dmesg.txt").write_text("[77.1] Out of memory: Killed process 4242 (python)\n")
+    alone = json.loads(explain("--json", str(tmp_path / "slurm-1.out")).stdout)
+    both = json.loads(explain("--json", str(tmp_path / "slurm-1.out"), str(tmp_path / "dmesg.txt")).stdout)
+    assert (alone["kind"], alone["confidence"]) == ("host_oom", "thin")
+    assert (both["kind"], both["confidence"]) == ("host_oom", "firm")
+    assert any("Killed process 4242" in line for line in both["evidence"])
+
+
+def test_an_attempt_folder_reads_its_console_log_and_error_files(tmp_path: Path) -> None:
+    error = tmp_path / "torchelastic" / "none_x" / "attempt_0" / "1" / "error.json"
+    error.parent.mkdir(parents=True)
+    message = {
+        "message": "ValueError: remaining_argv: ['--bogus']",
+        "extraInfo": {"py_callstack": "", "timestamp": "1"},
+    }
+    error.write_text(json.dumps({"message": message}))
+    (tmp_path / "console.log").write_text(
+        "run sh: torchrun ...\nsomething failed (exitcode: 1) local_rank: 1 (pid: 5)\n"
+    )
+    result = explain("--json", str(tmp_path))
+    data = json.loads(result.stdout)
+    assert (data["kind"], data["rank"]) == ("user_error", 1)
+    assert data["fix"] == "ValueError: remaining_argv: ['--bogus']"
+
+
+def test_stdin(tmp_path: Path) -> None:
+    result = explain("-", stdin=OOM_LINES.encode())
+    assert result.returncode == 0
+    assert result.stdout.decode().startswith("cuda_oom")
+
+
+def test_escape_codes_are_stripped_and_no_raw_bytes_reach_the_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "color.log"
+    log.write_bytes(b"\x1b[31mRuntimeError: CUDA error: an illegal memory access was encountered\x1b[0m\x07\n")
+    result = explain(str(log))
+    out = result.stdout.decode()
+    assert result.returncode == 0 and out.startswith("cuda_error")
+    assert "\x1b" not in out and "\x07" not in out
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in out
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda p: p.write_bytes(b""), "is empty", id="empty"),
+        pytest.param(lambda p: p.write_bytes(bytes(range(256)) * 64), "is binary data", id="binary"),
+        pytest.param(lambda p: os.mkfifo(p), "is a FIFO", id="fifo"),
+        pytest.param(lambda p: None, "does not exist", id="missing"),
+    ],
+)
+def test_hostile_inputs_get_one_line(tmp_path: Path, make, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "log"
+    make(path)
+    result = explain(str(path), timeout=10)
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert err.startswith(f"safe-sft: error: {path} {message}"), err
+    assert "Traceback" not in err and result.stdout == b""
+
+
+def test_a_device_that_never_ends_is_refused_at_once() -> None:
+    result = explain("/dev/zero", timeout=10)
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith("safe-sft: error: /dev/zero is a device or socket")
+
+
+def test_endless_binary_on_stdin_is_refused_at_once() -> None:
+    with subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE) as zeros:
+        result = subprocess.run(
+            [sys.executable, "-m", "launcher", "explain", "-"],
+            stdin=zeros.stdout,
+            capture_output=True,
+            timeout=20,
+            cwd=REPO,
+        )
+        zeros.kill()
+    assert result.returncode == 2
+    assert b"stdin is binary data" in result.stderr
+
+
+def test_a_long_log_keeps_the_early_oom_and_its_frames(tmp_path: Path) -> None:
+    """The root cause early in a long log (later ranks print chatter and peer errors) is still found."""
+    head = (
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/x/transformers/trainer.py", line 3331, in _save_checkpoint\n'
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB\n"
+    )
+    chatter = "".join(
+        f"{{'loss': 0.5, 'global_step/max_steps': '{i}/9'}} padding padding padding\n" for i in range(120_000)
+    )
+    tail = "[rank0]: RuntimeError: Connection closed by peer [10.0.0.3]:29500\n"
+    log = tmp_path / "long.log"
+    log.write_text(head + chatter + tail)
+    assert log.stat().st_size > 4 * (2 << 20)  # longer than the whole-line tail
+    data = json.loads(explain("--json", str(log)).stdout)
+    assert (data["kind"], data["rank"]) == ("cuda_oom_save", 3)

@@ -1,0 +1,201 @@
+"""The launcher parser: each launcher's failure report, as one line or a block, read into rank failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.model import Confidence
+from launcher.model import FailureKind as K
+from launcher.run.classify import classify
+from launcher.run.launcher_output import parse_launcher_output, signal_of_status, to_evidence
+
+AGENT = (
+    "E1123 10:00:01.123000 4242 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) "
+    "local_rank: 3 (pid: 4711) of binary: /usr/bin/python3"
+)
+SUMMARY_SIGBUS = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_12:00:00
+  host      : gpu-node-7
+  rank      : 5 (local_rank: 5)
+  exitcode  : -7 (pid: 999)
+  error_file: <N/A>
+  traceback : Signal 7 (SIGBUS) received by PID 999
+============================================================"""
+DEEPSPEED = (
+    "[2024-01-02 03:04:05,678] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+    "'--local_rank=2', '--deepspeed', 'ds.json'] exits with return code = -9"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        pytest.param([AGENT], [(3, -9)], id="torchrun-agent-line"),
+        pytest.param(SUMMARY_SIGBUS.splitlines(), [(5, -7)], id="torchrun-summary-signal"),
+        pytest.param([DEEPSPEED], [(2, -9)], id="deepspeed-launcher"),
+        pytest.param(
+            ["subprocess.CalledProcessError: Command '['torchrun', 'x.py']' died with <Signals.SIGKILL: 9>."],
+            [(None, -9)],
+            id="subprocess-died-with-signal",
+        ),
+        pytest.param(
+            ["subprocess.CalledProcessError: Command '['torchrun', 'x.py']' returned non-zero exit status 137."],
+            [(None, -9)],
+            id="subprocess-status-137",
+        ),
+        pytest.param(
+            ["subprocess.CalledProcessError: Command '['torchrun', 'x.py']' returned non-zero exit status 1."],
+            [],
+            id="subprocess-status-1-says-nothing",
+        ),
+        pytest.param(["srun: error: node-3: task 1: Killed"], [(1, -9)], id="srun-task-killed"),
+        pytest.param(["run.sh: line 12: 31337 Killed                  python train.py"], [(None, -9)], id="bash"),
+        pytest.param(["Segmentation fault (core dumped)"], [(None, -11)], id="shell-segfault"),
+        pytest.param([AGENT, *SUMMARY_SIGBUS.splitlines()], [(5, -7), (3, -9)], id="summary-first-then-agent"),
+    ],
+)
+def test_rank_failures_from_launcher_lines(lines: list[str], expected: list[tuple[int | None, int]]) -> None:
+    output = parse_launcher_output(lines)
+    assert [(f.rank, f.exit_code) for f in output.rank_failures] == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "signal_name"),
+    [
+        (
+            "[2024-01-01 00:00:00,000] torch.distributed.elastic.agent.server.api: [WARNING] Received Signals.SIGHUP "
+            "death signal, shutting down workers",
+            "SIGHUP",
+        ),
+        (
+            "W0101 00:00:00.000 1 torch/distributed/elastic/agent/server/api.py:704] Received 15 death signal, "
+            "shutting down workers",
+            "SIGTERM",
+        ),
+        ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 2", "SIGINT"),
+        ("KeyboardInterrupt", "SIGINT"),
+    ],
+)
+def test_launcher_signal(line: str, signal_name: str) -> None:
+    signal = parse_launcher_output([line]).launcher_signal
+    assert signal is not None and signal[0] == signal_name
+
+
+@pytest.mark.parametrize(
+    ("line", "kernel", "stop"),
+    [
+        (
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=42.0. Some of your processes may have been killed "
+            "by the cgroup out-of-memory handler.",
+            True,
+            False,
+        ),
+        ("[12345.678] Out of memory: Killed process 4711 (python) total-vm:99kB, anon-rss:88kB", True, False),
+        ("[1.2] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,task=python", True, False),
+        ("slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-02-02T10:00:00 DUE TO TIME LIMIT ***", False, True),
+        ("slurmstepd: error: *** STEP 77.0 ON gpu-1 CANCELLED AT 2024-02-02T10:00:00 ***", False, True),
+        ("INFO: training step 5 of 100", False, False),
+    ],
+)
+def test_kernel_and_scheduler_lines(line: str, kernel: bool, stop: bool) -> None:
+    output = parse_launcher_output([line])
+    assert bool(output.kernel_oom) is kernel
+    assert (output.scheduler_stop is not None) is stop
+
+
+@pytest.mark.parametrize(
+    ("code", "signum"), [(-9, 9), (137, 9), (139, 11), (143, 15), (1, None), (0, None), (255, None)]
+)
+def test_exit_status_signals(code: int, signum: int | None) -> None:
+    assert signal_of_status(code) == signum
+
+
+def explain_lines(lines: list[str]):  # type: ignore[no-untyped-def]
+    return classify(to_evidence(parse_launcher_output(lines), lines))
+
+
+def test_a_sigkill_in_a_saved_log_is_a_thin_host_oom_with_killed_runner_up() -> None:
+    failure = explain_lines([AGENT])
+    assert failure is not None
+    assert (failure.kind, failure.rank, failure.confidence, failure.runner_up) == (
+        K.HOST_OOM,
+        3,
+        Confidence.THIN,
+        K.KILLED,
+    )
+
+
+def test_a_kernel_line_makes_the_sigkill_a_firm_host_oom() -> None:
+    failure = explain_lines([AGENT, "[9.9] Out of memory: Killed process 4711 (python)"])
+    assert failure is not None
+    assert (failure.kind, failure.confidence) == (K.HOST_OOM, Confidence.FIRM)
+    assert "Out of memory: Killed process 4711 (python)" in failure.evidence[-1]
+
+
+def test_sigbus_is_a_thin_shm() -> None:
+    failure = explain_lines(SUMMARY_SIGBUS.splitlines())
+    assert failure is not None
+    assert (failure.kind, failure.rank, failure.confidence, failure.runner_up) == (K.SHM, 5, Confidence.THIN, K.CRASH)
+
+
+def test_a_time_limit_beats_the_sigterms_it_causes() -> None:
+    lines = [
+        "W0101 torch/distributed/elastic/agent/server/api.py] failed (exitcode: -15) local_rank: 0 (pid: 1)",
+        "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-02-02T10:00:00 DUE TO TIME LIMIT ***",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None and failure.kind is K.INTERRUPTED
+    assert "DUE TO TIME LIMIT" in failure.evidence[0]
+
+
+def test_an_oom_seen_only_in_rank_prefixed_lines() -> None:
+    lines = [
+        "[rank6]: Traceback (most recent call last):",
+        "[rank2]: some other rank's chatter",
+        '[rank6]:   File "/x/transformers/trainer.py", line 3331, in _save_checkpoint',
+        "[rank2]: Error: peer closed",
+        "[rank6]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None
+    assert (failure.kind, failure.rank) == (K.CUDA_OOM_SAVE, 6)
+
+
+def test_the_innermost_phase_frame_decides() -> None:
+    """A checkpoint load inside the training loop (a DeepSpeed resume) is a load, not a step."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/transformers/trainer.py", line 1, in _inner_training_loop',
+        '  File "/x/transformers/integrations/deepspeed.py", line 2, in deepspeed_load_checkpoint',
+        '  File "/x/deepspeed/runtime/engine.py", line 3, in load_checkpoint',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None and failure.kind is K.CUDA_OOM_LOAD
+
+
+def test_an_nccl_watchdog_through_terminate_is_a_timeout_not_a_crash() -> None:
+    lines = [
+        "[rank1]:[E1123 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "Fatal Python error: Aborted",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None and failure.kind is K.COMM_TIMEOUT
+
+
+def test_no_failure_line_gives_unknown_without_invented_evidence() -> None:
+    failure = explain_lines(["loading data", "step 3/10"])
+    assert failure is not None
+    assert failure.kind is K.UNKNOWN and failure.confidence is Confidence.THIN
+    assert all("exit code" not in line for line in failure.evidence)
