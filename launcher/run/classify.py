@@ -34,13 +34,27 @@ _OOM = re.compile(
     r"CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|hipErrorOutOfMemory|NPU out of memory|"
     r"MPS backend out of memory|XPU out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
     r"out of memory on device|Out of memory error on GPU|ACL_ERROR_RT_MEMORY_ALLOCATION|"
-    r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory"
+    r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory|"
+    r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
+    r"Cuda failure (?:\d+ )?'out of memory'"
 )
+# Ray's memory monitor raises an OutOfMemoryError for host RAM.
+_NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
+# An OOM that PyTorch itself reports inside a warning (FSDP's state_dict clone) still is one.
+_MEMLOCK = (
+    r"RLIMIT_MEMLOCK|RLIMIT_MLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
+    r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
+    r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
+    r"[Ff]ailed to register mr"
+)
+_OOM_IN_A_WARNING = re.compile(r"Tried to allocate|Error: CUDA out of memory")
 # Where an OOM happened, read from the innermost frame of its traceback that names a phase.
 _SAVE_FRAME = re.compile(
-    r"_save_checkpoint|\bsave_model\b|_save_optimizer_and_scheduler|save_pretrained|save_16bit_model|"
+    r"_save_checkpoint|save_model|_save_optimizer_and_scheduler|save_pretrained|save_16bit_model|"
     r"\bsave_checkpoint\b|_zero3_consolidated_16bit_state_dict|consolidated_16bit_state_dict|"
-    r"torch\.save|safe_save_file|_save_tp|save_state|Saving model checkpoint"
+    r"torch\.save|safe_save_file|_save_tp|save_state|_save_to_state_dict|[Ss]aving (?:model|checkpoint)|"
+    r"[Ee]rror saving|savemodel|Failed to clone\(\) tensor|_full_post_state_dict_hook|state_dict\(\) call|"
+    r"/save\.py\"|/saving\.py\"|checkpoint_engine|push_to_hub|merge_and_unload"
 )
 _LOAD_FRAME = re.compile(
     r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|\binitialize\b|"
@@ -48,17 +62,21 @@ _LOAD_FRAME = re.compile(
     r"_load_state_dict|load_state_dict_into|dispatch_model|prepare_model|_wrap_model|"
     r"_prepare_deepspeed|_prepare_one|\.to\(device|\bmodel\.to\(|\.cuda\(\)|Init\.__init__|"
     r"_post_init_method|_convert_to_deepspeed_param|init_process_group|load_model|_load_pretrained_model|"
+    r"torch\.load|_cuda_deserialize|load_state_dict|\.restore\(|, in restore\b|, in load\b|"
+    r"[Rr]estoring checkpoint|[Ll]oading checkpoint|"
     r"_load_rng_state|_load_optimizer_and_scheduler"
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
+    r"train_step|forward_backward|\btrain\(|_run_epoch|"
     r"\bforward\b|evaluation_loop|prediction_step|_maybe_log_save_evaluate|\bevaluate\b"
 )
-_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in (\S+)|^\s*(\S+) at \S+\.py:\d+|^\s*at \S+')
+_FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 
 _HOST_ALLOC = re.compile(
     r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc|\bMemoryError\b|Cannot allocate memory|"
-    r"not enough memory: you tried to allocate|ENOMEM"
+    r"not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
+    r"running low on memory|killed due to memory pressure"
 )
 _EXCEPTION_LINE = re.compile(
     r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:"
@@ -71,20 +89,20 @@ class _Pattern:
     regex: re.Pattern[str]
     exception_only: bool = False  # counts only on an exception's message line, not on log or warning lines
     exclude: re.Pattern[str] | None = None  # lines that look like this kind but are another's
+    warning_ok: re.Pattern[str] | None = None  # a warning line counts where it also matches this
 
 
 def _p(kind: FailureKind, pattern: str, exception_only: bool = False, exclude: str | None = None) -> _Pattern:
     return _Pattern(kind, re.compile(pattern), exception_only, re.compile(exclude) if exclude else None)
 
 
-_NCCL_TERMINATE = r"terminate called after throwing.*(?:DistBackendError|NCCL|c10::Error)"
+_NCCL_TERMINATE = r"terminate called after throwing.*(?:DistBackendError|NCCL|c10::Error|gloo)"
 
 
 _PATTERNS: tuple[_Pattern, ...] = (
     _p(
         FailureKind.MEMLOCK,
-        r"RLIMIT_MEMLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
-        r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|cannot lock memory",
+        _MEMLOCK,
     ),
     _p(
         FailureKind.SHM,
@@ -97,7 +115,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p(
         FailureKind.DISK_FULL,
         r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|"
-        r"PytorchStreamWriter failed writing file|file write failed|ENOSPC",
+        r"PytorchStreamWriter failed writing file|file write failed|ENOSPC|unexpected pos \d+ vs \d+",
     ),
     _p(
         FailureKind.USER_ERROR,
@@ -122,8 +140,18 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"should be (?:one of|a|an)|does not exist|doesn't exist|not exist|invalid (?:argument|value|literal)|"
         r"Invalid (?:argument|value|model|dataset|config)|got an unexpected keyword argument|"
         r"missing \d+ required positional argument|list index out of range|index out of range|"
-        r"size mismatch for|shape mismatch|Expected .* but got|out of bounds",
+        r"size mismatch for|shape mismatch|Expected .* but got|out of bounds|no file named|Failed to import|"
+        r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format",
         exception_only=True,
+        exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
+    ),
+    # What a command line, a launcher or a scheduler refuses: the user's to fix, whatever line it is on.
+    _p(
+        FailureKind.USER_ERROR,
+        r"error: unrecognized arguments|error: argument|error: the following arguments are required|"
+        r"error: invalid choice|remaining_argv|Batch job submission failed|Invalid account|invalid partition|"
+        r"Unable to allocate resources|The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
+        r"Address already in use|EADDRINUSE",
     ),
     _p(
         FailureKind.CUDA_ERROR,
@@ -131,15 +159,15 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"device-side assert|illegal memory access|unspecified launch failure|NVML_SUCCESS == r INTERNAL ASSERT|"
         r"Xid[: ]|uncorrectable ECC error|CUDA_ERROR_(?!OUT_OF_MEMORY)|cudaError(?!MemoryAllocation)|"
         r"misaligned address|HIP error|hipError(?!OutOfMemory)|CUDA kernel errors|an illegal instruction was|"
-        r"GPU is lost|fell off the bus|ECC error",
+        r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed",
     ),
     _p(
         FailureKind.CRASH,
-        r"Segmentation fault|SIGSEGV|core dumped|Fatal Python error|Aborted \(core|"
+        r"[Ss]egmentation fault|SIGSEGV|core dumped|Fatal Python error|Aborted \(core|"
         r"terminate called (?:after throwing|without an active exception)|free\(\): invalid|"
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): ",
-        exclude=_NCCL_TERMINATE,
+        exclude=_NCCL_TERMINATE + r"|could be caused by|may be caused by|might be caused by",
     ),
     _p(
         FailureKind.COMM_TIMEOUT,
@@ -147,7 +175,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Socket Timeout|DistStoreError: .*[Tt]ime ?out|NCCL.*[Tt]imeout|wait timeout after|"
         r"collective operation timeout|HCCL.*(?:timeout|time out)|[Tt]imeout waiting for|"
         r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
-        r"TimeoutError|operation timed out|[Tt]imed out\b",
+        r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT",
     ),
     _p(
         FailureKind.COMM_ERROR,
@@ -157,7 +185,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"ProcessGroupGloo.*failed|DistBackendError|Connection refused|NCCL WARN|HCCL.*(?:error|fail)|"
         r"RCCL.*error|unhandled system error|socketStartConnect|ProcessGroupNCCL.*(?:error|Error)|"
         r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
-        r"The server socket has failed|RuntimeError: \[\.\./third_party/gloo",
+        r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error",
     ),
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$"),
 )
@@ -167,9 +195,12 @@ _NCCL_TERMINATE_LINE = re.compile(_NCCL_TERMINATE)
 _ERROR_LINE = re.compile(
     r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
-    r"Permission denied|Cannot allocate|corruption|Xid"
+    r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
+    r"failure|unexpected pos|memory pressure|\bOOM\b|in use"
 )
-_WARNING_LINE = re.compile(r"\b(?:WARNING|WARN|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b")
+_WARNING_LINE = re.compile(
+    r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
+)
 
 
 @dataclass(frozen=True)
@@ -237,13 +268,33 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
             break
         if _FRAME_LINE.match(_clean(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
             frames.append(line)
+    frames[:0] = [lines[at], *lines[max(0, at - 3) : at][::-1]]  # the OOM line and what was logged just before
+    if not any(_frame_phase(frame) for frame in frames):
+        frames += _traceback_after(lines, at, rank)[::-1]  # an allocator's message printed before its traceback
     for frame in frames:  # innermost first
         phase = _frame_phase(frame)
         if phase is not None:
             return phase, _clean(frame)
-    if not steps_seen:
-        return FailureKind.CUDA_OOM_LOAD, None
     return FailureKind.CUDA_OOM, None
+
+
+_GPU_OOM = _Pattern(FailureKind.CUDA_OOM, _OOM, exclude=_NOT_GPU_OOM)
+_GPU_OOM_WARNING = _Pattern(FailureKind.CUDA_OOM, _OOM, exclude=_NOT_GPU_OOM, warning_ok=_OOM_IN_A_WARNING)
+_HOST = _Pattern(FailureKind.HOST_OOM, _HOST_ALLOC, exclude=re.compile(_MEMLOCK))
+
+
+def _traceback_after(lines: Sequence[str], at: int, rank: int | None) -> list[str]:
+    """The frames of a traceback that starts right after line `at` (up to its exception line)."""
+    frames: list[str] = []
+    for line in lines[at + 1 : at + 400]:
+        if rank is not None and _rank_of(line) not in (rank, None):
+            continue
+        text = _clean(line)
+        if _FRAME_LINE.match(text) or _SAVE_FRAME.search(text) or _LOAD_FRAME.search(text):
+            frames.append(line)
+        elif _EXCEPTION_LINE.search(text):
+            break
+    return frames
 
 
 def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
@@ -260,7 +311,8 @@ def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
             continue
         if pattern.exclude is not None and pattern.exclude.search(text):
             continue
-        if _WARNING_LINE.search(text) and not is_exception:
+        warning = _WARNING_LINE.search(text) and not is_exception
+        if warning and (pattern.warning_ok is None or not pattern.warning_ok.search(text)):
             continue
         hits.append((index, is_exception))
     if not hits:
@@ -276,13 +328,13 @@ def classify_text(lines: Sequence[str], steps_seen: bool) -> tuple[FailureKind, 
 
 
 def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
-    oom = _first(_Pattern(FailureKind.CUDA_OOM, _OOM), lines)
+    oom = _first(_GPU_OOM, lines) or _first(_GPU_OOM_WARNING, lines)
     if oom is not None:
         oom_at = oom[0]
         kind, marker = _oom_phase(lines, oom_at, steps_seen)
         proof = (_clean(lines[oom_at]),) if marker is None else (_clean(lines[oom_at]), marker)
         return _Found(kind, proof, _rank_of(lines[oom_at]))
-    host = _first(_Pattern(FailureKind.HOST_OOM, _HOST_ALLOC), lines)
+    host = _first(_HOST, lines)
     if host is not None:
         return _Found(FailureKind.HOST_OOM, (_clean(host[1]),), _rank_of(host[1]))
     # An NCCL watchdog aborts the process: the abort is its consequence, not a crash of its own.
@@ -336,25 +388,27 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     if evidence.exit_code == 0 and not evidence.rank_failures:
         return None
 
-    candidates: list[tuple[float, float, _Found, int | None]] = []
+    # (strength, proven by a line rather than an exit status alone, earliest first, the finding, its exit code)
+    candidates: list[tuple[float, int, float, _Found, int | None]] = []
     for order, failure in enumerate(evidence.rank_failures):
         found = _classify_lines(failure.message.splitlines(), evidence.steps_seen) if failure.message else None
+        by_text = found is not None
         if found is None and failure.exit_code is not None and failure.exit_code < 0:
             found = _signal_failure(failure, evidence)
         if found is None:
             continue
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
-        candidates.append((_rank_strength(found, failure.exit_code), -when, found, failure.exit_code))
+        candidates.append((_rank_strength(found, failure.exit_code), int(by_text), -when, found, failure.exit_code))
     tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
-        candidates.append((_rank_strength(tail, None), float("-inf"), tail, evidence.exit_code))
-    if evidence.kernel_oom and not any(c[2].kind is FailureKind.HOST_OOM for c in candidates):
+        candidates.append((_rank_strength(tail, None), 1, float("-inf"), tail, evidence.exit_code))
+    if evidence.kernel_oom and not any(c[3].kind is FailureKind.HOST_OOM for c in candidates):
         kernel = _Found(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))
-        candidates.append((PRIMARY - 0.1, float("-inf"), kernel, evidence.exit_code))
+        candidates.append((PRIMARY - 0.1, 1, float("-inf"), kernel, evidence.exit_code))
     if evidence.stopped_by:
         stop = _Found(FailureKind.INTERRUPTED, (evidence.stopped_by,))
-        candidates.append((STOPPED, float("-inf"), stop, evidence.exit_code))
+        candidates.append((STOPPED, 1, float("-inf"), stop, evidence.exit_code))
     if not candidates:
         lines = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
         proof = lines or ((f"exit code {evidence.exit_code}",) if evidence.exit_code is not None else ())
@@ -362,10 +416,10 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
             FailureKind.UNKNOWN, proof, exit_code=evidence.exit_code, summary=_summary(FailureKind.UNKNOWN),
             confidence=Confidence.THIN,
         )  # fmt: skip
-    # The strongest kind wins; among equals, the earliest failure (error-file time, else report order).
-    candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
-    _, _, best, exit_code = candidates[0]
-    runner_up = best.runner_up or next((c[2].kind for c in candidates[1:] if c[2].kind is not best.kind), None)
+    # The strongest kind wins; among equals, one a line proves, then the earliest (error-file time, else order).
+    candidates.sort(key=lambda c: c[:3], reverse=True)
+    best, exit_code = candidates[0][3:]
+    runner_up = best.runner_up or next((c[3].kind for c in candidates[1:] if c[3].kind is not best.kind), None)
     return Failure(
         best.kind,
         best.lines,

@@ -145,15 +145,27 @@ _AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 _DEEPSPEED_EXIT = re.compile(r"exits with return code = (-?\d+)")
 _DS_LOCAL_RANK = re.compile(r"--local_rank[= ](\d+)")
 _SUBPROCESS_STATUS = re.compile(r"returned non-zero exit status (-?\d+)|died with <Signals\.(SIG[A-Z0-9]+): \d+>")
-_EXIT_STATUS = re.compile(r"\b(?:exit (?:status|code)|return code|exitcode)\s*[:=]?\s*(1[3-5]\d)\b")
-_SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): (Killed|Segmentation fault|Bus error|Aborted|Terminated)")
+_EXIT_STATUS = re.compile(
+    r"\b(?:exit (?:status|code)|return code|error code|exitcode|exit_code)\s*[:=]?\s*(-\d+|1[3-5]\d)\b|"
+    r"\b(?:ended|killed|terminated) by signal (\d+)|\bSIG[A-Z]+\((-\d+)\)"
+)
+_SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated)"
+_SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): " + _SIGNAL_WORD)
+# The shell's report of a killed job: alone on a line, after `line N: PID`, or after a progress bar's `]`.
 _SHELL_KILLED = re.compile(
-    r"^(?:.*line \d+: +\d+ )?(Killed|Segmentation fault|Bus error|Aborted)\b(?: \(core dumped\))?"
+    r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\])" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$"
+)
+# A process's own report of a signal it received (glog/absl, torch's handler, Paddle, MPI, DataLoader).
+_SIGNAL_RECEIVED = re.compile(
+    r"\*\*\* (?:Signal \d+ \()?(SIG[A-Z]+)\b.*received|Signal \d+ \((SIG[A-Z]+)\) received by PID|"
+    r"killed by signal: (Killed|Terminated|Segmentation fault|Aborted)|(Termination) signal. is detected|"
+    r"(Terminated) \(signal 15\)"
 )
 _SIGNAL_WORDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Terminated": 15}
+_SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_NUMBERS.items()}
 
 _LAUNCHER_SIGNAL = re.compile(
-    r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got signal: (\d+)|"
+    r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got sig(?:nal|val): ?(\d+)|"
     r"^\s*(KeyboardInterrupt)\b"
 )
 _SCHEDULER_STOP = re.compile(
@@ -182,15 +194,20 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
             first_task = re.match(r"\d+", match.group(1))
             task = int(first_task.group(0)) if first_task else None
             found.append(RankFailure(task, -_SIGNAL_WORDS[match.group(2)]))
-        elif match := _SHELL_KILLED.match(text.strip()):
-            found.append(RankFailure(None, -_SIGNAL_WORDS[match.group(1)]))
+        elif match := _SIGNAL_RECEIVED.search(text):
+            word = next(group for group in match.groups() if group)
+            found.append(RankFailure(None, -_SIGNAL_WORDS[word]))
+        elif match := _SHELL_KILLED.search(text.strip()):
+            found.append(RankFailure(None, -_SIGNAL_WORDS[match.group(1) or match.group(2)]))
         elif match := _SUBPROCESS_STATUS.search(text):
             if match.group(2):
                 found.append(RankFailure(None, -SIGNAL_NUMBERS.get(match.group(2), 0) or None))
             elif (signum := signal_of_status(int(match.group(1)))) is not None:
                 found.append(RankFailure(None, -signum))
-        elif (match := _EXIT_STATUS.search(text)) and signal_of_status(int(match.group(1))) is not None:
-            found.append(RankFailure(None, as_exit_code(int(match.group(1)))))
+        elif match := _EXIT_STATUS.search(text):
+            code = int(match.group(1) or match.group(3) or -int(match.group(2)))
+            if signal_of_status(code) is not None:
+                found.append(RankFailure(None, as_exit_code(code)))
     return found
 
 
