@@ -90,7 +90,7 @@ def report(name: str, results: list[tuple[dict[str, object], str, bool]], markdo
 
 
 def _lines_for_big_log() -> Iterable[str]:
-    step = "{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1, 'global_step/max_steps': '%d/999999'}\n"
+    step = "{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'global_step/max_steps': '%d/999999'}\n"
     warning = "[rank3]:[W1123 10:00:00 ProcessGroupNCCL.cpp:4561] Warning: something benign, retrying\n"
     for i in range(2_000_000):
         yield step % i
