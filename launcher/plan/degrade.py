@@ -12,7 +12,7 @@ resumed run sees the same samples per optimizer step. The rungs, per kind:
 - memlock: pinning off. shm: dataloader workers 0.
 - comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
 - killed, unknown: the same settings once more.
-- user_error, cuda_error, crash, interrupted: stop.
+- user_error, cuda_error, crash, interrupted, disk_full: stop (the same run would fill the disk again).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
 DEFAULT_MAX_PIXELS = 12845056  # Qwen2-VL's processor default (16384 * 28 * 28)
 MIN_MAX_PIXELS = 200704  # 256 * 28 * 28: below this images lose too much
 MIN_MAX_LENGTH = 256
-GIVE_UP_KINDS = frozenset({FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED})
+GIVE_UP_KINDS = frozenset(
+    {FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED, FailureKind.DISK_FULL}
+)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.model import Confidence, Failure, FailureKind
-from launcher.plan.severity import PRIMARY, SIGKILLED, STOPPED, strength
+from launcher.plan.severity import PRIMARY, SECONDARY, SIGKILLED, STOPPED, strength
 
 SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL"}
 SIGNAL_NAMES |= {11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -57,7 +57,8 @@ _SAVE_FRAME = re.compile(
     r"/save\.py\"|/saving\.py\"|checkpoint_engine|push_to_hub|merge_and_unload"
 )
 _LOAD_FRAME = re.compile(
-    r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|\binitialize\b|"
+    r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|, in initialize\b|"
+    r"init_model|build_model|model_init|load_from_state_dict|"
     r"_configure_distributed_model|_broadcast_model|_load_from_checkpoint|load_checkpoint|"
     r"_load_state_dict|load_state_dict_into|dispatch_model|prepare_model|_wrap_model|"
     r"_prepare_deepspeed|_prepare_one|\.to\(device|\bmodel\.to\(|\.cuda\(\)|Init\.__init__|"
@@ -79,7 +80,8 @@ _HOST_ALLOC = re.compile(
     r"running low on memory|killed due to memory pressure"
 )
 _EXCEPTION_LINE = re.compile(
-    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:"
+    r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:|"
+    r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: "
 )
 
 
@@ -143,7 +145,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"size mismatch for|shape mismatch|Expected .* but got|out of bounds|no file named|Failed to import|"
         r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format",
         exception_only=True,
-        exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
+        exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
     ),
     # What a command line, a launcher or a scheduler refuses: the user's to fix, whatever line it is on.
     _p(
@@ -151,7 +153,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"error: unrecognized arguments|error: argument|error: the following arguments are required|"
         r"error: invalid choice|remaining_argv|Batch job submission failed|Invalid account|invalid partition|"
         r"Unable to allocate resources|The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
-        r"Address already in use|EADDRINUSE",
+        r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error",
     ),
     _p(
         FailureKind.CUDA_ERROR,
@@ -159,14 +161,15 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"device-side assert|illegal memory access|unspecified launch failure|NVML_SUCCESS == r INTERNAL ASSERT|"
         r"Xid[: ]|uncorrectable ECC error|CUDA_ERROR_(?!OUT_OF_MEMORY)|cudaError(?!MemoryAllocation)|"
         r"misaligned address|HIP error|hipError(?!OutOfMemory)|CUDA kernel errors|an illegal instruction was|"
-        r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed",
+        r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed|kernel execution error",
     ),
     _p(
         FailureKind.CRASH,
         r"[Ss]egmentation fault|SIGSEGV|core dumped|Fatal Python error|Aborted \(core|"
         r"terminate called (?:after throwing|without an active exception)|free\(\): invalid|"
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
-        r"Floating point exception|stack smashing detected|malloc\(\): ",
+        r"Floating point exception|stack smashing detected|malloc\(\): |"
+        r"Error .+ at line \d+ in file /",  # a native extension's own error report
         exclude=_NCCL_TERMINATE + r"|could be caused by|may be caused by|might be caused by",
     ),
     _p(
@@ -176,6 +179,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"collective operation timeout|HCCL.*(?:timeout|time out)|[Tt]imeout waiting for|"
         r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
         r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT",
+        exclude=r"have failed or timed out",  # NCCL's generic notice, printed for errors too
     ),
     _p(
         FailureKind.COMM_ERROR,
@@ -188,6 +192,11 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error",
     ),
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$"),
+    _p(
+        FailureKind.KILLED,
+        r"will be terminated soon|pod-termination|[Pp]reempted by|instance (?:is being )?preempted|"
+        r"spot (?:instance )?interruption|[Ee]victed",
+    ),
 )
 _NCCL_TERMINATE_LINE = re.compile(_NCCL_TERMINATE)
 
@@ -196,7 +205,7 @@ _ERROR_LINE = re.compile(
     r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
-    r"failure|unexpected pos|memory pressure|\bOOM\b|in use"
+    r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat"
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
@@ -268,13 +277,16 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
             break
         if _FRAME_LINE.match(_clean(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
             frames.append(line)
-    frames[:0] = [lines[at], *lines[max(0, at - 3) : at][::-1]]  # the OOM line and what was logged just before
+    logged_before = [line for line in lines[max(0, at - 3) : at][::-1] if not _WARNING_LINE.search(line)]
+    frames[:0] = [lines[at], *logged_before]  # the OOM line and what was logged just before
     if not any(_frame_phase(frame) for frame in frames):
         frames += _traceback_after(lines, at, rank)[::-1]  # an allocator's message printed before its traceback
     for frame in frames:  # innermost first
         phase = _frame_phase(frame)
         if phase is not None:
             return phase, _clean(frame)
+    if rank is not None:  # this rank printed no frames: its peers' tracebacks show the phase they all were in
+        return _oom_phase([_clean(line) for line in lines], at, steps_seen)
     return FailureKind.CUDA_OOM, None
 
 
@@ -371,9 +383,11 @@ def _signal_failure(failure: RankFailure, evidence: AttemptEvidence) -> _Found:
     return _Found(FailureKind.UNKNOWN, (where,), rank, Confidence.THIN)
 
 
-def _rank_strength(found: _Found, exit_code: int | None) -> float:
+def _rank_strength(found: _Found, exit_code: int | None, by_text: bool = True) -> float:
     if found.confidence is Confidence.THIN and found.kind is FailureKind.HOST_OOM:
         return SIGKILLED
+    if not by_text and exit_code == -6:
+        return SECONDARY - 0.5  # NCCL's watchdog and C++ `terminate` abort too: a bare SIGABRT follows other causes
     if found.kind is FailureKind.INTERRUPTED:
         return STOPPED
     return strength(found.kind, exit_code)
@@ -399,7 +413,8 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
             continue
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
-        candidates.append((_rank_strength(found, failure.exit_code), int(by_text), -when, found, failure.exit_code))
+        strong = _rank_strength(found, failure.exit_code, by_text)
+        candidates.append((strong, int(by_text), -when, found, failure.exit_code))
     tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
         candidates.append((_rank_strength(tail, None), 1, float("-inf"), tail, evidence.exit_code))

@@ -153,13 +153,15 @@ _SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated)"
 _SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): " + _SIGNAL_WORD)
 # The shell's report of a killed job: alone on a line, after `line N: PID`, or after a progress bar's `]`.
 _SHELL_KILLED = re.compile(
-    r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\])" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$"
+    r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\]\s*)" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$|"
+    r"^\[\d+\][+-]? +(?:\d+ +)?" + _SIGNAL_WORD,  # job control: `[1]+ Killed ...`, zsh `[1] 8381 killed ...`
+    re.IGNORECASE,
 )
 # A process's own report of a signal it received (glog/absl, torch's handler, Paddle, MPI, DataLoader).
 _SIGNAL_RECEIVED = re.compile(
     r"\*\*\* (?:Signal \d+ \()?(SIG[A-Z]+)\b.*received|Signal \d+ \((SIG[A-Z]+)\) received by PID|"
     r"killed by signal: (Killed|Terminated|Segmentation fault|Aborted)|(Termination) signal. is detected|"
-    r"(Terminated) \(signal 15\)"
+    r"(Terminated) \(signal 15\)|terminated with signal (SIG[A-Z]+)"
 )
 _SIGNAL_WORDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Terminated": 15}
 _SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_NUMBERS.items()}
@@ -178,6 +180,7 @@ _KERNEL_OOM = re.compile(
 )
 _STEP_LOG = re.compile(r"global_step/max_steps|\{'loss': |\"loss\": \d|'train_runtime'|\"train_runtime\"")
 _FINISHED = re.compile(r"last_model_checkpoint:|'train_runtime'|\"train_runtime\"")
+_FAILED_AFTER = re.compile(r"Traceback|Error|out of memory|Killed|Segmentation fault|FAILED")
 
 
 def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
@@ -198,7 +201,8 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
             word = next(group for group in match.groups() if group)
             found.append(RankFailure(None, -_SIGNAL_WORDS[word]))
         elif match := _SHELL_KILLED.search(text.strip()):
-            found.append(RankFailure(None, -_SIGNAL_WORDS[match.group(1) or match.group(2)]))
+            word = next(group for group in match.groups() if group)
+            found.append(RankFailure(None, -_SIGNAL_WORDS[word[0].upper() + word[1:].lower()]))
         elif match := _SUBPROCESS_STATUS.search(text):
             if match.group(2):
                 found.append(RankFailure(None, -SIGNAL_NUMBERS.get(match.group(2), 0) or None))
@@ -246,13 +250,15 @@ def parse_launcher_output(lines: Sequence[str]) -> LauncherOutput:
     summary = parse_torchrun_failures(lines)
     failures = _merge_one_liners(summary, _one_line_failures(lines))
     steps_seen = any(_STEP_LOG.search(line) for line in lines)
+    finish = max((i for i, line in enumerate(lines) if _FINISHED.search(line)), default=-1)
+    failed_after = any(_FAILED_AFTER.search(line) for line in lines[finish + 1 :])
     return LauncherOutput(
         rank_failures=failures,
         kernel_oom=tuple(dict.fromkeys(line.strip() for line in lines if _KERNEL_OOM.search(line))),
         launcher_signal=_launcher_signal(lines),
         scheduler_stop=stop,
         steps_seen=steps_seen,
-        finished=not failures and any(_FINISHED.search(line) for line in lines[-80:]),
+        finished=not failures and finish >= 0 and finish >= len(lines) - 80 and not failed_after,
     )
 
 
