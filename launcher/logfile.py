@@ -27,19 +27,30 @@ from launcher.run.classify import RankFailure
 from launcher.run.evidence import read_error_files
 
 CHUNK = 8 << 20
-TAIL_BYTES = 2 << 20  # the last part of each input, kept whole
+TAIL_BYTES = 1 << 20  # the last part of each input, kept whole
 MAX_BODY_LINES = 20_000  # keyword lines kept from before the tail (the newest)
 MAX_LINE = 4000  # characters of one line kept
 _LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 
 # Lines before the tail that can prove a failure: exceptions, tracebacks and their frames, launcher,
 # kernel and scheduler reports. Anything else there is training chatter.
-_KEYWORDS = re.compile(
-    rb"Error|Exception|error|Traceback|File \"|Signal|signal|exitcode|exit code|exit status|return code|"
-    rb"out of memory|Out of memory|oom|OOM|Killed|killed|Segmentation|Aborted|terminate called|NCCL|"
-    rb"Timeout|timed out|CANCELLED|FAILED|failed|No space left|Bus error|KeyboardInterrupt|memlock|"
-    rb"Cannot allocate|Saving model checkpoint"
-)
+KEYWORDS = (
+    "Error", "Exception", "error", "Traceback", 'File "', "Signal", "signal", "exitcode", "exit code",
+    "exit status", "return code", "out of memory", "Out of memory", "oom", "OOM", "Killed", "killed",
+    "Segmentation", "Aborted", "terminate called", "NCCL", "Timeout", "timed out", "CANCELLED", "FAILED",
+    "failed", "No space left", "Bus error", "KeyboardInterrupt", "memlock", "Cannot allocate", "Saving model",
+)  # fmt: skip
+
+
+def _keyword_regex(words: Sequence[str]) -> re.Pattern[bytes]:
+    """One alternation per first character: the regex engine then tries one branch per position, not all."""
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        groups.setdefault(word[0], []).append(re.escape(word[1:]))
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in groups.items()).encode())
+
+
+_KEYWORDS = _keyword_regex(KEYWORDS)
 _STEP_MARKER = re.compile(rb"global_step/max_steps|\{'loss': ")
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
