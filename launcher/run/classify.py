@@ -383,6 +383,14 @@ def _signal_failure(failure: RankFailure, evidence: AttemptEvidence) -> _Found:
     return _Found(FailureKind.UNKNOWN, (where,), rank, Confidence.THIN)
 
 
+# Exit statuses that say what went wrong by convention: argparse's usage error, the shell's.
+_USAGE_EXIT_CODES = {
+    2: "exit code 2: a command-line usage error (argparse exits 2)",
+    126: "exit code 126: the command cannot be executed (permissions)",
+    127: "exit code 127: command not found",
+}
+
+
 def _rank_strength(found: _Found, exit_code: int | None, by_text: bool = True) -> float:
     if found.confidence is Confidence.THIN and found.kind is FailureKind.HOST_OOM:
         return SIGKILLED
@@ -409,6 +417,9 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         by_text = found is not None
         if found is None and failure.exit_code is not None and failure.exit_code < 0:
             found = _signal_failure(failure, evidence)
+        elif found is None and failure.exit_code in _USAGE_EXIT_CODES:
+            found = _Found(FailureKind.USER_ERROR, (_USAGE_EXIT_CODES[failure.exit_code],), None, Confidence.THIN,
+                           FailureKind.UNKNOWN)  # fmt: skip
         if found is None:
             continue
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)

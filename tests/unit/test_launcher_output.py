@@ -199,3 +199,14 @@ def test_no_failure_line_gives_unknown_without_invented_evidence() -> None:
     assert failure is not None
     assert failure.kind is K.UNKNOWN and failure.confidence is Confidence.THIN
     assert all("exit code" not in line for line in failure.evidence)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "confidence"),
+    [(2, K.USER_ERROR, Confidence.THIN), (127, K.USER_ERROR, Confidence.THIN), (1, K.UNKNOWN, Confidence.THIN)],
+)
+def test_exit_codes_with_a_conventional_meaning(code: int, kind: K, confidence: Confidence) -> None:
+    failure = explain_lines([f"E1123 torch/distributed/elastic/multiprocessing/api.py] failed (exitcode: {code}) "
+                             "local_rank: 0 (pid: 1) of binary: /usr/bin/python3"])  # fmt: skip
+    assert failure is not None
+    assert (failure.kind, failure.confidence) == (kind, confidence)
