@@ -45,7 +45,7 @@ _MEMLOCK = (
     r"RLIMIT_MEMLOCK|RLIMIT_MLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
     r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
     r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
-    r"[Ff]ailed to register mr"
+    r"[Ff]ailed to register"
 )
 _OOM_IN_A_WARNING = re.compile(r"Tried to allocate|Error: CUDA out of memory")
 # Where an OOM happened, read from the innermost frame of its traceback that names a phase.
@@ -64,7 +64,7 @@ _LOAD_FRAME = re.compile(
     r"_prepare_deepspeed|_prepare_one|\.to\(device|\bmodel\.to\(|\.cuda\(\)|Init\.__init__|"
     r"_post_init_method|_convert_to_deepspeed_param|init_process_group|load_model|_load_pretrained_model|"
     r"torch\.load|_cuda_deserialize|load_state_dict|\.restore\(|, in restore\b|, in load\b|"
-    r"[Rr]estoring checkpoint|[Ll]oading checkpoint|"
+    r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|"
     r"_load_rng_state|_load_optimizer_and_scheduler"
 )
 _STEP_FRAME = re.compile(
@@ -152,7 +152,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
         FailureKind.USER_ERROR,
         r"error: unrecognized arguments|error: argument|error: the following arguments are required|"
         r"error: invalid choice|remaining_argv|Batch job submission failed|Invalid account|invalid partition|"
-        r"Unable to allocate resources|The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
+        r"Unable to allocate resources|Unable to create step|Invalid generic resource|Invalid (?:gres|qos)|"
+        r"validation errors? for|ValidationError|MisconfigurationException|ConfigurationError|You requested gpu|"
+        r"The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
         r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error",
     ),
     _p(
@@ -170,7 +172,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): |"
         r"Error .+ at line \d+ in file /",  # a native extension's own error report
-        exclude=_NCCL_TERMINATE + r"|could be caused by|may be caused by|might be caused by",
+        exclude=_NCCL_TERMINATE + r"|could be caused by|may be caused by|might be caused by|potential root causes",
     ),
     _p(
         FailureKind.COMM_TIMEOUT,
@@ -178,7 +180,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Socket Timeout|DistStoreError: .*[Tt]ime ?out|NCCL.*[Tt]imeout|wait timeout after|"
         r"collective operation timeout|HCCL.*(?:timeout|time out)|[Tt]imeout waiting for|"
         r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
-        r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT",
+        r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT|\[task timeout\]",
         exclude=r"have failed or timed out",  # NCCL's generic notice, printed for errors too
     ),
     _p(
@@ -410,6 +412,8 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     if evidence.exit_code == 0 and not evidence.rank_failures:
         return None
 
+    # A rank that failed with an exit status of its own came first: the SIGTERMs of its peers follow from it.
+    first_failure = any((f.exit_code or 0) > 0 for f in evidence.rank_failures)
     # (strength, proven by a line rather than an exit status alone, earliest first, the finding, its exit code)
     candidates: list[tuple[float, int, float, _Found, int | None]] = []
     for order, failure in enumerate(evidence.rank_failures):
@@ -420,7 +424,7 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         elif found is None and failure.exit_code in _USAGE_EXIT_CODES:
             found = _Found(FailureKind.USER_ERROR, (_USAGE_EXIT_CODES[failure.exit_code],), None, Confidence.THIN,
                            FailureKind.UNKNOWN)  # fmt: skip
-        if found is None:
+        if found is None or (first_failure and not by_text and found.kind is FailureKind.KILLED):
             continue
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)

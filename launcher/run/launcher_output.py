@@ -151,6 +151,7 @@ _EXIT_STATUS = re.compile(
 )
 _SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated)"
 _SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): " + _SIGNAL_WORD)
+_SRUN_EXIT = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): Exited with exit code (\d+)")
 # The shell's report of a killed job: alone on a line, after `line N: PID`, or after a progress bar's `]`.
 _SHELL_KILLED = re.compile(
     r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\]\s*)" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$|"
@@ -174,7 +175,7 @@ _SCHEDULER_STOP = re.compile(
     r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)"
 )
 _KERNEL_OOM = re.compile(
-    r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom_kill event|"
+    r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom[-_]kill event|"
     r"Exceeded (?:job|step) memory limit|oom_reaper: reaped process|\bOOMKilled\b|task \d+: Out Of Memory|"
     r"oom_kill \d+ -> \d+"
 )
@@ -193,6 +194,11 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
         elif match := _DEEPSPEED_EXIT.search(text):
             local = _DS_LOCAL_RANK.search(text)
             found.append(RankFailure(int(local.group(1)) if local else None, as_exit_code(int(match.group(1)))))
+        elif "CANCELLED AT" in text and "DUE TO TASK FAILURE" in text:
+            found.append(RankFailure(None, 1))  # Slurm's word that a task exited non-zero first: its peers follow
+        elif match := _SRUN_EXIT.search(text):
+            first_task = re.match(r"\d+", match.group(1))
+            found.append(RankFailure(int(first_task.group(0)) if first_task else None, int(match.group(2))))
         elif match := _SRUN_TASK.search(text):
             first_task = re.match(r"\d+", match.group(1))
             task = int(first_task.group(0)) if first_task else None
@@ -246,7 +252,8 @@ def _merge_one_liners(summary: Sequence[RankFailure], others: Iterable[RankFailu
 
 def parse_launcher_output(lines: Sequence[str]) -> LauncherOutput:
     """Everything the launchers in these lines say about how the run ended."""
-    stop = next((line.strip() for line in lines if _SCHEDULER_STOP.search(line)), None)
+    # Slurm cancels a step DUE TO TASK FAILURE after a task failed: the failure is elsewhere in the log.
+    stop = next((line.strip() for line in lines if _SCHEDULER_STOP.search(line) and "TASK FAILURE" not in line), None)
     summary = parse_torchrun_failures(lines)
     failures = _merge_one_liners(summary, _one_line_failures(lines))
     steps_seen = any(_STEP_LOG.search(line) for line in lines)
