@@ -48,7 +48,9 @@ def classify_corpus(corpus: Path) -> list[tuple[dict[str, object], str, bool]]:
         failure, _ = explain_logs([str(path)])
         predicted = "none" if failure is None else failure.kind.value
         lines = path.read_text(errors="replace").splitlines()
-        signalled = any(f.exit_code is not None and f.exit_code < 0 for f in parse_launcher_output(lines).rank_failures)
+        failures = parse_launcher_output(lines).rank_failures
+        # a signal is the cause where no rank failed first with an exit status of its own
+        signalled = any((f.exit_code or 0) < 0 for f in failures) and not any((f.exit_code or 0) > 0 for f in failures)
         results.append((row, predicted, signalled))
     return results
 
