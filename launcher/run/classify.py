@@ -75,8 +75,8 @@ _STEP_FRAME = re.compile(
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 
 _HOST_ALLOC = re.compile(
-    r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc|\bMemoryError\b|Cannot allocate memory|"
-    r"not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|\bMemoryError\b|"
+    r"Cannot allocate memory|not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
     r"running low on memory|killed due to memory pressure"
 )
 _EXCEPTION_LINE = re.compile(
@@ -109,6 +109,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p(
         FailureKind.SHM,
         r"/dev/shm.*(?:No space left|too small|failed|[Bb]us error)|No space left on device.*shm|"
+        r"shm\.h.*No space left on device|posix_fallocate failed|"
         r"is killed by signal: Bus error|unable to write to file </torch_|failed to extend /dev/shm|"
         r"insufficient shared memory|[Ee]rror while creating shared.?memory segment|"
         r"unable to allocate shared memory|shm_open|NCCL_SHM|unable to mmap \d+ bytes from file </torch_|"
@@ -143,7 +144,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Invalid (?:argument|value|model|dataset|config)|got an unexpected keyword argument|"
         r"missing \d+ required positional argument|list index out of range|index out of range|"
         r"size mismatch for|shape mismatch|Expected .* but got|out of bounds|no file named|Failed to import|"
-        r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format",
+        r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format|only supports?\b|"
+        r"Error\(s\) in loading state_dict",
         exception_only=True,
         exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
     ),
@@ -180,7 +182,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Socket Timeout|DistStoreError: .*[Tt]ime ?out|NCCL.*[Tt]imeout|wait timeout after|"
         r"collective operation timeout|HCCL.*(?:timeout|time out)|[Tt]imeout waiting for|"
         r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
-        r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT|\[task timeout\]",
+        r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT|\[task timeout\]|"
+        r"[Ss]ynchronize timeout|EE1002",
         exclude=r"have failed or timed out",  # NCCL's generic notice, printed for errors too
     ),
     _p(
