@@ -64,7 +64,7 @@ _LOAD_FRAME = re.compile(
     r"_prepare_deepspeed|_prepare_one|\.to\(device|\bmodel\.to\(|\.cuda\(\)|Init\.__init__|"
     r"_post_init_method|_convert_to_deepspeed_param|init_process_group|load_model|_load_pretrained_model|"
     r"torch\.load|_cuda_deserialize|load_state_dict|\.restore\(|, in restore\b|, in load\b|"
-    r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|"
+    r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|materiali[sz]e|lazy_init|to_empty|"
     r"_load_rng_state|_load_optimizer_and_scheduler"
 )
 _STEP_FRAME = re.compile(
