@@ -202,6 +202,7 @@ class FailureKind(str, Enum):
     HOST_OOM = "host_oom"
     MEMLOCK = "memlock"
     SHM = "shm"
+    DISK_FULL = "disk_full"
     COMM_TIMEOUT = "comm_timeout"
     COMM_ERROR = "comm_error"
     HANG = "hang"

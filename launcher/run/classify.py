@@ -46,6 +46,13 @@ _PATTERNS: tuple[tuple[FailureKind, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        FailureKind.DISK_FULL,
+        re.compile(
+            r"^(?!.*/dev/shm).*(No space left on device|\[Errno 28\]|Disk quota exceeded|"
+            r"PytorchStreamWriter failed writing)"
+        ),
+    ),
+    (
         FailureKind.USER_ERROR,
         re.compile(
             r"remaining_argv|FileNotFoundError|No such file or directory|does not exist|DatasetNotFoundError|"
@@ -204,6 +211,7 @@ _SUMMARIES = {
     FailureKind.HOST_OOM: "host RAM exhausted (kernel OOM kill)",
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",
+    FailureKind.DISK_FULL: "no space left on a disk (the output dir, or a cache)",
     FailureKind.COMM_TIMEOUT: "a collective operation timed out",
     FailureKind.COMM_ERROR: "communication between ranks failed",
     FailureKind.CUDA_ERROR: "a CUDA error other than out of memory",
