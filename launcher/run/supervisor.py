@@ -22,6 +22,7 @@ from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
+from launcher.probe.disk import disk_free
 from launcher.run import evidence as ev
 from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, snapshot
@@ -29,6 +30,7 @@ from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
+from launcher.units import fmt_bytes
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -64,6 +66,7 @@ class Supervisor:
         self.config_dir = str(config_dir())
         self.templates = load_templates()
         self.before: Snapshot = {}
+        self.attempts: list[AttemptRecord] = []  # so far: what the report shows if the loop is cut short
         topology = prepared.plan.topology
         self.runner = AttemptRunner(
             config,
@@ -106,7 +109,7 @@ class Supervisor:
         )
         settings = initial
         history: list[FailureKind] = []
-        attempts: list[AttemptRecord] = []
+        attempts = self.attempts
         change: tuple[str, str] | None = None
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
@@ -133,7 +136,10 @@ class Supervisor:
                 return self._interrupted(attempts)
             step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
             if isinstance(step, GiveUp):
-                return RunResult("failed", attempts, 1, step.reason)
+                reason = step.reason
+                if failure.kind is FailureKind.DISK_FULL:
+                    reason += f" ({self.output_dir} has {fmt_bytes(disk_free(self.output_dir))} free)"
+                return RunResult("failed", attempts, 1, reason)
             history.append(failure.kind)
             settings, change = step.settings, (step.change, step.reason)
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
