@@ -325,9 +325,12 @@ def _supervise(
     argv = sys.argv[1:]
     process = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.now().astimezone().isoformat()}
 
+    said: set[str] = set()
+
     def save(attempts: list[Any], result: Any = None) -> None:
         reason = save_report(report_path, report_json(attempts, result, argv, process))
-        if reason:
+        if reason and reason not in said:
+            said.add(reason)
             click.echo(f"safe-sft: {reason}", err=True)
 
     save([])  # `running` from the start: a killed run never shows an earlier run's outcome

@@ -49,7 +49,11 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             **asdict(record.resumed_from),
             "optimizer_state_reset": record.resumed_from.weights_only,
         },
-        "skipped_incomplete_checkpoints": record.skipped_incomplete,
+        "skipped_incomplete_checkpoints": list(record.skipped_incomplete),
+        "skipped_why": record.skipped_incomplete,
+        "set_aside_checkpoint": record.set_aside,
+        "run_dir": record.run_dir,
+        "versioned_because": record.versioned_because,
         "deepspeed_config_written": record.deepspeed_config_written,
         "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
         "command": record.command,
@@ -79,6 +83,7 @@ def report_json(
         "give_up_reason": None if result is None else result.give_up_reason,
         "safe_sft_argv": argv,
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
+        "final_run_dir": attempts[-1].run_dir if attempts else None,
         "attempts": [attempt_json(a) for a in attempts],
     }
 
@@ -140,5 +145,9 @@ def summary(result: RunResult, report_path: Path) -> str:
             lines.append(f"  attempt {a.number}: {imbalance}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
+    last = attempts[-1] if attempts else None
+    if last is not None and last.run_dir:
+        why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""
+        lines.append(f"  run dir: {last.run_dir}{why}")
     lines.append(f"  report: {report_path}")
     return "\n".join(lines)
