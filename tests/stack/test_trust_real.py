@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack.test_supervise_real import _alive, fault_env, safe_sft, swift_args
+from tests.stack.test_supervise_real import _alive, fault_env, report, safe_sft, swift_args
 
 
 def _start(tiny, out: Path, tmp: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]
@@ -120,3 +121,98 @@ def test_a_full_disk_ends_with_disk_full_a_summary_and_no_traceback_of_safe_sft(
     else:  # could not be rewritten: a line says why, naming the file and the free space
         assert data["outcome"] == "running"
         assert f"safe-sft: cannot write the report {report_path}: No space left on device" in result.stderr
+
+
+def test_a_truncated_newest_checkpoint_is_skipped_and_the_older_good_one_resumed(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """At step 7 rank 0 cuts checkpoint-6's weights in half (as a full disk leaves them), then an OOM."""
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "corrupt_oom:7:0"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom"
+    [run_dir, *_] = sorted(out.glob("v*-*"))
+    cut = run_dir / "checkpoint-6"
+    assert second["resumed_from"]["checkpoint"] == str(run_dir / "checkpoint-3")
+    assert second["skipped_incomplete_checkpoints"] == [str(cut)]
+    assert "model.safetensors" in second["skipped_why"][str(cut)] and "truncated" in second["skipped_why"][str(cut)]
+    assert f"skipped unreadable checkpoint {cut}" in result.stderr
+    assert (cut / "model.safetensors").stat().st_size > 0  # left as it was: never deleted or rewritten
+    last = sorted(out.glob("v*-*"), key=lambda p: int(p.name[1:].split("-")[0]))[-1]
+    assert json.loads((last / "logging.jsonl").read_text().splitlines()[-2]).get("global_step/max_steps") == "8/8"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every path under root (safe-sft's own folder left out) -> 'dir', 'file' or the symlink's target."""
+    tree = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if rel == "safe-sft" or rel.startswith("safe-sft/"):
+            continue
+        tree[rel] = f"-> {os.readlink(path)}" if path.is_symlink() else ("dir" if path.is_dir() else "file")
+    return tree
+
+
+# args.json keys that differ from plain swift on purpose, each with its reason (checked below, not ignored);
+# paths are compared with the supervised run's output dir put back to the plain run's
+EXPECTED_DIFFERENCES = {
+    "resume_from_checkpoint",  # the final attempt resumed from checkpoint-3
+    "per_device_train_batch_size", "gradient_accumulation_steps",  # the OOM rung: 2x2 -> 1x4, same global batch
+    "ddp_timeout",  # safe-sft's watchdog, not a collective's timeout, notices a stalled rank
+}  # fmt: skip
+
+
+def _same_dir(value: object, ours: Path, theirs: Path) -> object:
+    return value.replace(str(ours), str(theirs)) if isinstance(value, str) else value
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`TrainingArguments(a=1, b=[1, 2], ...)` (swift's `training_args` in args.json) as a dict of texts."""
+    inner = text[text.index("(") + 1 : text.rindex(")")]
+    return dict(part.split("=", 1) for part in re.split(r", (?=\w+=)", inner))
+
+
+def test_with_add_version_false_a_resumed_run_leaves_the_layout_plain_swift_leaves(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A CUDA OOM at step 4 and a resume, against plain `swift sft` with the same arguments, file by file."""
+    supervised, plain = tmp_path / "supervised", tmp_path / "plain"
+    result = safe_sft(swift_args(tiny, supervised, add_version="false"), fault_env(tmp_path / "s", "oom_step:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    swift = str(Path(sys.executable).parent / "swift")
+    done = subprocess.run(
+        [swift, "sft", *swift_args(tiny, plain, add_version="false")],
+        env=fault_env(tmp_path / "p"), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    data = json.loads(next((supervised / "safe-sft").glob("*/report.json")).read_text())
+    assert len(data["attempts"]) == 2 and data["final_run_dir"] == str(supervised)
+    assert data["attempts"][1]["versioned_because"] is None
+    assert f"run dir: {supervised}" in result.stderr
+
+    assert _tree(supervised) == _tree(plain)  # the same names, the same last-checkpoint link
+    assert _tree(supervised)["last-checkpoint"] == "-> checkpoint-8"
+    assert sorted(p.name for p in supervised.iterdir()) == ["args.json", "checkpoint-3", "checkpoint-6",
+                                                            "checkpoint-8", "last-checkpoint", "logging.jsonl",
+                                                            "safe-sft"]  # fmt: skip
+
+    # args.json describes the final model: the resumed attempt's arguments
+    ours, theirs = (json.loads((d / "args.json").read_text()) for d in (supervised, plain))
+    assert sorted(ours) == sorted(theirs)
+    differing = {key for key in ours if _same_dir(ours[key], supervised, plain) != theirs[key]}
+    assert differing - EXPECTED_DIFFERENCES == {"training_args"}, {k: (ours[k], theirs[k]) for k in differing}
+    inner_ours, inner_theirs = (_fields(str(_same_dir(a["training_args"], supervised, plain))) for a in (ours, theirs))
+    assert sorted(inner_ours) == sorted(inner_theirs)
+    inner_differing = {key for key in inner_ours if inner_ours[key] != inner_theirs[key]}
+    assert inner_differing - EXPECTED_DIFFERENCES == set(), inner_differing
+    assert ours["resume_from_checkpoint"] == str(supervised / "checkpoint-3")
+    assert (ours["per_device_train_batch_size"], ours["gradient_accumulation_steps"]) == (1, 4)
+    assert ours["output_dir"] == str(supervised)
+    for checkpoint in ("checkpoint-6", "checkpoint-8"):
+        saved = json.loads((supervised / checkpoint / "args.json").read_text())
+        assert saved["per_device_train_batch_size"] == 1  # written by the resumed attempt
+
+    # logging.jsonl: swift appends; its last lines are the final model's, as in the plain run
+    def final(run: Path) -> dict:  # type: ignore[type-arg]
+        return json.loads((run / "logging.jsonl").read_text().splitlines()[-1])  # type: ignore[no-any-return]
+
+    assert final(supervised)["global_step"] == final(plain)["global_step"] == 8
+    assert final(supervised)["last_model_checkpoint"] == str(supervised / "checkpoint-8")
