@@ -348,7 +348,14 @@ def _supervise(
             run_id=run_id or "",
             report_timeout=node_timeout,
         )
-        check_shared_output_dir(coordinator, output_dir)
+        try:
+            check_shared_output_dir(coordinator, output_dir)
+        except OSError as err:
+            raise SafeSftError(
+                f"cannot write to the output dir {output_dir}: {err.strerror or err} "
+                f"({fmt_bytes(disk_free(output_dir))} free)",
+                "choose a --output_dir this user can write to, with free space",
+            ) from None
 
     become_subreaper()
     supervisor = Supervisor(
