@@ -310,6 +310,7 @@ class Supervisor:
             versioned_because=versioned_because,
         )
         self._announce(record)
+        self.on_attempt([*self.attempts, record])  # the report shows the attempt under way, should we be killed
         self.runner.run(record, argv, env, attempt_dir, resume)
         return record
 

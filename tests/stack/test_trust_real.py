@@ -80,6 +80,8 @@ def test_a_second_run_in_the_same_output_dir_is_refused_and_a_killed_runs_report
         ).stdout
     )
     assert (as_json["outcome"], as_json["process"]["pid"]) == ("running", first.pid)
+    [in_flight] = as_json["attempts"]  # the attempt it was killed in, as it stood: under way
+    assert (in_flight["number"], in_flight["exit_code"], in_flight["ended"]) == (1, None, None)
 
     # the killed run's lock is stale: the next run takes it over with a warning, and trains
     third = safe_sft(swift_args(tiny, out, max_steps=2), fault_env(tmp_path / "third"))

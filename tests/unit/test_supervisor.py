@@ -330,3 +330,12 @@ def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Pat
     second = result.attempts[1]  # type: ignore[attr-defined]
     assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"
     assert sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir()) == before
+
+
+def test_the_report_callback_sees_each_attempt_start_and_end(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    seen: list[list[tuple[int, int | None]]] = []
+    sup = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned)
+    sup.on_attempt = lambda attempts: seen.append([(a.number, a.exit_code) for a in attempts])
+    assert sup.run().outcome == "succeeded"
+    assert seen == [[(1, None)], [(1, 1)], [(1, 1), (2, None)], [(1, 1), (2, 0)]]
