@@ -185,11 +185,6 @@ def test_with_add_version_false_a_resumed_run_leaves_the_layout_plain_swift_leav
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
 
-    data = json.loads(next((supervised / "safe-sft").glob("*/report.json")).read_text())
-    assert len(data["attempts"]) == 2 and data["final_run_dir"] == str(supervised)
-    assert data["attempts"][1]["versioned_because"] is None
-    assert f"run dir: {supervised}" in result.stderr
-
     assert _tree(supervised) == _tree(plain)  # the same names, the same last-checkpoint link
     assert _tree(supervised)["last-checkpoint"] == "-> checkpoint-8"
     assert sorted(p.name for p in supervised.iterdir()) == ["args.json", "checkpoint-3", "checkpoint-6",
@@ -211,6 +206,11 @@ def test_with_add_version_false_a_resumed_run_leaves_the_layout_plain_swift_leav
     for checkpoint in ("checkpoint-6", "checkpoint-8"):
         saved = json.loads((supervised / checkpoint / "args.json").read_text())
         assert saved["per_device_train_batch_size"] == 1  # written by the resumed attempt
+
+    data = json.loads(next((supervised / "safe-sft").glob("*/report.json")).read_text())
+    assert len(data["attempts"]) == 2 and data["final_run_dir"] == str(supervised)
+    assert data["attempts"][1]["versioned_because"] is None
+    assert f"run dir: {supervised}" in result.stderr
 
     # logging.jsonl: swift appends; its last lines are the final model's, as in the plain run
     def final(run: Path) -> dict:  # type: ignore[type-arg]
