@@ -13,11 +13,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from launcher.errors import SafeSftError
+
+if TYPE_CHECKING:  # the run path's modules load only when a command needs them
+    from launcher.prepare import Prepared
+    from launcher.run.records import AttemptRecord, RunConfig, RunResult
 
 USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs right and survives memory failures.
 
@@ -294,8 +298,23 @@ def run_command(
     sys.exit(code)
 
 
+def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:
+    from launcher.probe.disk import disk_free
+    from launcher.units import fmt_bytes
+
+    return SafeSftError(
+        f"cannot write to the output dir {output_dir}: {err.strerror or err} ({fmt_bytes(disk_free(output_dir))} free)",
+        "choose a --output_dir this user can write to, with free space",
+    )
+
+
 def _supervise(
-    prepared: Any, config: Any, output_dir: Any, coord_port: int | None, run_id: str | None, node_timeout: float
+    prepared: Prepared,
+    config: RunConfig,
+    output_dir: Path,
+    coord_port: int | None,
+    run_id: str | None,
+    node_timeout: float,
 ) -> int:
     """Run the supervisor with report.json kept current from the start; the exit code."""
     import socket
@@ -316,18 +335,14 @@ def _supervise(
     try:
         run_dir.mkdir(parents=True)
     except OSError as err:
-        raise SafeSftError(
-            f"cannot write to the output dir {output_dir}: {err.strerror or err} "
-            f"({fmt_bytes(disk_free(output_dir))} free)",
-            "choose a --output_dir this user can write to, with free space",
-        ) from None
+        raise _unwritable(output_dir, err) from None
     report_path = run_dir / "report.json"
     argv = sys.argv[1:]
     process = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.now().astimezone().isoformat()}
 
     said: set[str] = set()
 
-    def save(attempts: list[Any], result: Any = None) -> None:
+    def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
         reason = save_report(report_path, report_json(attempts, result, argv, process))
         if reason and reason not in said:
             said.add(reason)
@@ -351,11 +366,7 @@ def _supervise(
         try:
             check_shared_output_dir(coordinator, output_dir)
         except OSError as err:
-            raise SafeSftError(
-                f"cannot write to the output dir {output_dir}: {err.strerror or err} "
-                f"({fmt_bytes(disk_free(output_dir))} free)",
-                "choose a --output_dir this user can write to, with free space",
-            ) from None
+            raise _unwritable(output_dir, err) from None
 
     become_subreaper()
     supervisor = Supervisor(
