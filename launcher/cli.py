@@ -12,11 +12,16 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from launcher.errors import SafeSftError
+
+if TYPE_CHECKING:  # the run path's modules load only when a command needs them
+    from launcher.prepare import Prepared
+    from launcher.run.records import AttemptRecord, RunConfig, RunResult
 
 USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs right and survives memory failures.
 
@@ -247,15 +252,11 @@ def run_command(
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
-    from datetime import datetime
-
     from launcher.prepare import prepare
     from launcher.render import render_plan
-    from launcher.run.child import become_subreaper
+    from launcher.run.lock import acquire
     from launcher.run.memlock import raise_memlock
     from launcher.run.records import RunConfig
-    from launcher.run.report import report_json, summary, write_report
-    from launcher.run.supervisor import Supervisor
 
     memlock = raise_memlock()
     prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
@@ -263,57 +264,133 @@ def run_command(
     if not prepared.plan.fits and not kwargs["force"]:
         raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
     topology = prepared.plan.topology
+    output_dir = prepared.output_dir.resolve()
+    if topology.nnodes.value > 1:
+        run_id = (
+            run_id or os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
+        )
+    lock = acquire(output_dir, run_id) if topology.node_rank.value == 0 else None  # node 0 holds it for the run
+    if lock is not None and lock.stale is not None:
+        click.echo(
+            f"safe-sft: warning: took over the lock on {output_dir} from a run that is gone ({lock.stale.describe()})",
+            err=True,
+        )
+    try:
+        code = _supervise(
+            prepared,
+            RunConfig(
+                max_attempts,
+                grace_period,
+                allow_shorter_max_length,
+                hang_timeout,
+                startup_timeout,
+                memory_sample_interval,
+                resume_latest,
+            ),
+            output_dir,
+            coord_port,
+            run_id,
+            node_timeout,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+    sys.exit(code)
+
+
+def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:
+    from launcher.probe.disk import disk_free
+    from launcher.units import fmt_bytes
+
+    return SafeSftError(
+        f"cannot write to the output dir {output_dir}: {err.strerror or err} ({fmt_bytes(disk_free(output_dir))} free)",
+        "choose a --output_dir this user can write to, with free space",
+    )
+
+
+def _supervise(
+    prepared: Prepared,
+    config: RunConfig,
+    output_dir: Path,
+    coord_port: int | None,
+    run_id: str | None,
+    node_timeout: float,
+) -> int:
+    """Run the supervisor with report.json kept current from the start; the exit code."""
+    import socket
+    from datetime import datetime
+
+    from launcher.probe.disk import disk_free
+    from launcher.run.child import become_subreaper
+    from launcher.run.records import RunResult
+    from launcher.run.report import report_json, save_report, summary
+    from launcher.run.supervisor import Supervisor
+    from launcher.units import fmt_bytes
+
+    topology = prepared.plan.topology
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     if topology.nnodes.value > 1:
         stamp += f"-node{topology.node_rank.value}"
-    run_dir = prepared.output_dir.resolve() / "safe-sft" / stamp
-    run_dir.mkdir(parents=True)
+    run_dir = output_dir / "safe-sft" / stamp
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as err:
+        raise _unwritable(output_dir, err) from None
     report_path = run_dir / "report.json"
     argv = sys.argv[1:]
+    process = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.now().astimezone().isoformat()}
+
+    said: set[str] = set()
+
+    def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
+        reason = save_report(report_path, report_json(attempts, result, argv, process))
+        if reason and reason not in said:
+            said.add(reason)
+            click.echo(f"safe-sft: {reason}", err=True)
+
+    save([])  # `running` from the start: a killed run never shows an earlier run's outcome
 
     coordinator = None
     if topology.nnodes.value > 1:
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
 
-        default_id = os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
         coordinator = Coordinator(
             host=topology.master_addr.value,
             port=coord_port or topology.master_port.value + 1,
             node=topology.node_rank.value,
             nnodes=topology.nnodes.value,
-            run_id=run_id or default_id,
+            run_id=run_id or "",
             report_timeout=node_timeout,
         )
-        check_shared_output_dir(coordinator, prepared.output_dir.resolve())
+        try:
+            check_shared_output_dir(coordinator, output_dir)
+        except OSError as err:
+            raise _unwritable(output_dir, err) from None
 
     become_subreaper()
     supervisor = Supervisor(
-        prepared,
-        RunConfig(
-            max_attempts,
-            grace_period,
-            allow_shorter_max_length,
-            hang_timeout,
-            startup_timeout,
-            memory_sample_interval,
-            resume_latest,
-        ),
-        os.environ,
-        run_dir=run_dir,
-        on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv)),
+        prepared, config, os.environ, run_dir=run_dir, on_attempt=lambda attempts: save(attempts),
         coordinator=coordinator,
-    )
+    )  # fmt: skip
     supervisor.install_signal_handlers()
     try:
         result = supervisor.run()
     except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share
         _print_error(err)
+        save(supervisor.attempts)
         click.echo(f"safe-sft: report: {report_path}", err=True)
-        sys.exit(EXIT_LOST_NODE)
-    write_report(report_path, report_json(result.attempts, result, argv))
+        return EXIT_LOST_NODE
+    except OSError as err:  # safe-sft's own write failed (a full disk, say): end with a summary, not a traceback
+        where = Path(err.filename) if err.filename else output_dir
+        reason = (
+            f"safe-sft could not write {where}: {err.strerror or err} "
+            f"({output_dir} has {fmt_bytes(disk_free(output_dir))} free)"
+        )
+        result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
+    save(result.attempts, result)
     click.echo(summary(result, report_path), err=True)
-    sys.exit(result.exit_code)
+    return int(result.exit_code)
 
 
 @click.command("explain", context_settings={"help_option_names": ["--help"]})

@@ -202,6 +202,7 @@ class FailureKind(str, Enum):
     HOST_OOM = "host_oom"
     MEMLOCK = "memlock"
     SHM = "shm"
+    DISK_FULL = "disk_full"
     COMM_TIMEOUT = "comm_timeout"
     COMM_ERROR = "comm_error"
     HANG = "hang"
@@ -209,7 +210,6 @@ class FailureKind(str, Enum):
     CRASH = "crash"
     KILLED = "killed"
     USER_ERROR = "user_error"
-    DISK_FULL = "disk_full"
     INTERRUPTED = "interrupted"
     UNKNOWN = "unknown"
 

@@ -7,6 +7,8 @@ dir itself; the newest run is taken. The plot needs matplotlib (`pip install 'sa
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,29 @@ def _peaks(attempt: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def _still_running(process: dict[str, Any]) -> bool | None:
+    """Whether the safe-sft process that writes a `running` report is alive; None: another host's, unknown."""
+    if process.get("host") != socket.gethostname() or not isinstance(process.get("pid"), int):
+        return None
+    try:
+        os.kill(process["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def render_report(data: dict[str, Any]) -> str:
     lines = [f"{data['_path']}: {data['outcome']} after {len(data['attempts'])} attempt(s)"]
+    process = data.get("process")
+    if data["outcome"] == "running" and isinstance(process, dict):
+        who = f"safe-sft pid {process.get('pid')} on {process.get('host')}, started {process.get('started')}"
+        alive = _still_running(process)
+        if alive is False:
+            lines.append(f"  {who}, is gone: the run was killed; the attempts below are its last recorded state")
+        else:
+            lines.append(f"  {who}" + ("" if alive else " (on another host: not checked)"))
     header = f"  {'#':>2}  {'duration':>9}  {'exit':>5}  {'failure':<14}  {'step':>9}  memory peaks"
     lines.append(header)
     for a in data["attempts"]:

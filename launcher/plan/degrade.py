@@ -12,7 +12,9 @@ resumed run sees the same samples per optimizer step. The rungs, per kind:
 - memlock: pinning off. shm: dataloader workers 0.
 - comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
 - killed, unknown: the same settings once more.
-- user_error, cuda_error, crash, interrupted, disk_full: stop (the same run would fill the disk again).
+- user_error, cuda_error, crash, interrupted: stop.
+- disk_full: stop (the same settings would fill the same disk again; the supervisor names the dir and its
+  free space).
 """
 
 from __future__ import annotations
@@ -231,6 +233,8 @@ def next_step(
     gpus_have_room_for_zero3: bool = False,
 ) -> Step | GiveUp:
     """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures."""
+    if kind is FailureKind.DISK_FULL:
+        return GiveUp("the disk is full: the same settings would fill it again; free space, then rerun")
     if kind in GIVE_UP_KINDS:
         return GiveUp(f"{kind.value} is not something a retry fixes")
     if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):
@@ -267,6 +271,8 @@ def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...
 
 def describe_ladder(kind: FailureKind) -> list[str]:
     """What safe-sft would change after a failure of this kind, in order (for `safe-sft explain`)."""
+    if kind is FailureKind.DISK_FULL:
+        return ["nothing: stop and name the full disk (a retry would fill it again); free space, then rerun"]
     if kind in GIVE_UP_KINDS:
         return ["nothing: stop and show the error (a retry does not fix this)"]
     if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):

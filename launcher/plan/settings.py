@@ -159,7 +159,7 @@ def attempt_args(
         updates["resume_from_checkpoint"] = resume.checkpoint
         updates["resume_only_model"] = _flag(resume.weights_only) if resume.weights_only else None
     if fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):
-        updates["add_version"] = "true"  # a new attempt never writes into an earlier attempt's checkpoints
+        updates["add_version"] = "true"  # only when it would save over a checkpoint (supervisor._would_overwrite)
     env: dict[str, str] = {}
     if settings.max_pixels != initial.max_pixels and settings.max_pixels is not None:
         env["MAX_PIXELS"] = str(settings.max_pixels)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from launcher.model import GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
+from launcher.run.checkpoints import load_failure_line, snapshot
 from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
@@ -70,11 +71,18 @@ class AttemptRunner:
         """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
         oom_before = ev.oom_kill_count()
         existing_run_dirs = ev.run_dir_names(self.output_dir)
+        log_before = ev.log_size(self.output_dir)
+        checkpoints_before = snapshot(self.output_dir)
         start = self.clock()
         process = self.spawn(argv, env, attempt_dir / "console.log")
         monitor = self._start_monitor(process.pid)
         watch = ProgressWatch(
-            self.output_dir, existing_run_dirs, start, self.config.hang_timeout, self.config.startup_timeout
+            self.output_dir,
+            existing_run_dirs,
+            start,
+            self.config.hang_timeout,
+            self.config.startup_timeout,
+            log_before,
         )
         hang = self._wait(process, watch, attempt_dir, record)
         code, tail = process.finish()
@@ -82,14 +90,18 @@ class AttemptRunner:
         record.duration_s = round(self.clock() - start, 3)
         record.ended = ev.now_iso()
         record.exit_code = code
-        run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs)
+        run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs, log_before)
         record.run_dir = str(run_dir) if run_dir else None
-        record.last_step = ev.last_logged_step(run_dir)
+        record.last_step = ev.last_logged_step(run_dir, log_before if run_dir == self.output_dir else 0)
+        record.checkpoints_written = [
+            str(path) for path, sig in snapshot(self.output_dir).items() if checkpoints_before.get(path) != sig
+        ]
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(
             parse_launcher_output(tail_lines).rank_failures,
             ev.read_error_files(attempt_dir / "torchelastic", self.node_rank, self.nproc_per_node),
         )
+        steps_seen = record.last_step is not None and (resume is None or record.last_step > resume.step)
         record.failure = classify(
             AttemptEvidence(
                 exit_code=code,
@@ -98,9 +110,11 @@ class AttemptRunner:
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
                 interrupted_by=signal.Signals(received).name if (received := self.received()) else None,
                 hang=hang,
-                steps_seen=record.last_step is not None and (resume is None or record.last_step > resume.step),
+                steps_seen=steps_seen,
             )
         )
+        if resume is not None and record.failure is not None and not steps_seen:
+            record.load_failure = load_failure_line(tail_lines[-400:])
 
     def _start_monitor(self, pid: int) -> MemoryMonitor | None:
         if self.config.sample_interval <= 0:

@@ -1,14 +1,22 @@
 """Find the latest complete checkpoint under an output dir, swift's `v<N>-<timestamp>` run dirs included.
 
-Complete means trainer_state.json beside the weights (model*.safetensors, adapter_model.safetensors,
-pytorch_model*.bin, or DeepSpeed's `latest` with its global_step*/ folder). A checkpoint half-written by
-a kill lacks one of them and is skipped. This module only reads: it never deletes, moves or writes.
+Complete means readable, judged from the bytes alone (no torch): trainer_state.json parses as a JSON
+object; there are weights (model*.safetensors, adapter_model.safetensors, pytorch_model*.bin, or
+DeepSpeed's `latest` naming its global_step*/ folder); every safetensors file's header parses and its
+tensors' offsets cover the file's data exactly; every shard a safetensors index names is there; every
+torch file (.bin, .pt, .pth) in zip format has its central directory, and none is empty. A checkpoint
+half-written by a kill, truncated by a full disk or emptied by a crash is skipped, with the reason.
+This module only reads: it never deletes, moves or writes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import struct
+import zipfile
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +33,133 @@ class Checkpoint:
     deepspeed: str | None  # the --deepspeed value of the run that wrote it (from its args.json)
 
 
-def is_complete(path: Path) -> bool:
-    if not (path / "trainer_state.json").is_file():
-        return False
-    if any(any(path.glob(pattern)) for pattern in _WEIGHT_GLOBS):
-        return True
+_DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
+    "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "C64": 8,
+}  # fmt: skip
+_MAX_HEADER = 100 * 1024 * 1024  # the safetensors library's own limit
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why this safetensors file cannot be loaded, from its header and size; None when it can."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                return f"{path.name} is {size} bytes, shorter than a safetensors header"
+            (length,) = struct.unpack("<Q", prefix)
+            if length > min(_MAX_HEADER, size - 8):
+                return f"{path.name}: its header claims {length} bytes, the file has {size}"
+            raw = handle.read(length)
+    except OSError as err:
+        return f"{path.name} cannot be read ({err.strerror or err})"
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return f"{path.name}: its header is not JSON"
+    if not isinstance(header, dict):
+        return f"{path.name}: its header is not a JSON object"
+    spans: list[tuple[int, int]] = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            return f"{path.name}: tensor {name!r} has no valid data_offsets"
+        begin, end = offsets
+        shape, width = info.get("shape"), _DTYPE_BYTES.get(str(info.get("dtype")))
+        sized = isinstance(shape, list) and width is not None and all(isinstance(d, int) for d in shape)
+        if sized and end - begin != math.prod(shape) * width:
+            return f"{path.name}: tensor {name!r} spans {end - begin} bytes, its shape and dtype need more"
+        spans.append((begin, end))
+    covered = 0
+    for begin, end in sorted(spans):
+        if begin != covered or end < begin:
+            return f"{path.name}: its tensors' data offsets overlap or leave gaps"
+        covered = end
+    data = size - 8 - length
+    if covered != data:
+        return f"{path.name}: its header describes {covered} bytes of tensor data, the file holds {data} (truncated?)"
+    return None
+
+
+def torch_file_problem(path: Path) -> str | None:
+    """Why a torch.save file (.bin, .pt, .pth) cannot be loaded; only the zip format's end can be checked."""
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+        if not magic:
+            return f"{path.name} is empty"
+        if magic != _ZIP_MAGIC:
+            return None  # torch's legacy format: nothing more to check without unpickling
+        with zipfile.ZipFile(path) as archive:
+            archive.infolist()
+    except OSError as err:
+        return f"{path.name} cannot be read ({err.strerror or err})"
+    except zipfile.BadZipFile as err:
+        return f"{path.name} is not a complete torch file ({err}; truncated?)"
+    return None
+
+
+def _json_problem(path: Path) -> str | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except OSError:
+        return f"{path.name} is missing"
+    except (ValueError, UnicodeDecodeError):
+        return f"{path.name} is not valid JSON (empty or cut short?)"
+    return None if isinstance(value, dict) else f"{path.name} is not a JSON object"
+
+
+def unreadable(path: Path) -> str | None:
+    """Why a checkpoint dir cannot be resumed from, or None when it is complete and readable."""
+    problem = _json_problem(path / "trainer_state.json")
+    if problem is not None:
+        return problem
+    files = [p for p in path.iterdir() if p.is_file()]
+    weights = [p for p in files if any(p.match(pattern) for pattern in _WEIGHT_GLOBS)]
     latest = path / "latest"
-    return latest.is_file() and (path / latest.read_text().strip()).is_dir()
+    deepspeed_dir = None
+    if latest.is_file():
+        try:
+            tag = latest.read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            return "latest cannot be read"
+        deepspeed_dir = path / tag if tag and "/" not in tag else None
+        if deepspeed_dir is None or not deepspeed_dir.is_dir():
+            return f"latest names {tag!r}, which is not there"
+    if not weights and deepspeed_dir is None:
+        return "no weights (model*.safetensors, adapter_model.*, pytorch_model*.bin, or DeepSpeed's latest)"
+    for index in (p for p in files if p.name.endswith(".safetensors.index.json")):
+        problem = _json_problem(index)
+        if problem is not None:
+            return problem
+        weight_map = json.loads(index.read_bytes()).get("weight_map")
+        shards = set(weight_map.values()) if isinstance(weight_map, dict) else set()
+        missing = sorted(str(s) for s in shards if not (path / str(s)).is_file())
+        if missing:
+            return f"{index.name} names {missing[0]}, which is not there"
+    for file in files:
+        if file.suffix == ".safetensors":
+            problem = safetensors_problem(file)
+        elif file.suffix in (".bin", ".pt", ".pth"):
+            problem = torch_file_problem(file)
+        else:
+            continue
+        if problem is not None:
+            return problem
+    if deepspeed_dir is not None:
+        for file in sorted(deepspeed_dir.glob("*.pt")):
+            problem = torch_file_problem(file)
+            if problem is not None:
+                return f"{deepspeed_dir.name}/{problem}"
+    return None
+
+
+def is_complete(path: Path) -> bool:
+    return path.is_dir() and unreadable(path) is None
 
 
 def _has_optimizer_state(path: Path) -> bool:
@@ -83,29 +211,38 @@ def snapshot(output_dir: Path) -> Snapshot:
 
 
 def latest_complete(
-    output_dir: Path, *, before: Snapshot | None = None, also: Path | None = None
-) -> tuple[Checkpoint | None, list[Path]]:
-    """(the newest complete checkpoint, the incomplete ones that were skipped).
+    output_dir: Path,
+    *,
+    before: Snapshot | None = None,
+    also: Path | None = None,
+    set_aside: Collection[Path] = (),
+) -> tuple[Checkpoint | None, dict[Path, str]]:
+    """(the newest complete checkpoint, the newer ones that were skipped as unreadable, with why).
 
     With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out,
-    except `also` (the checkpoint this run itself started from). No clock is compared: on a shared
-    filesystem the server's clock stamps the files.
+    except `also` (the checkpoint this run itself started from). `set_aside` (checkpoints that failed to
+    load in an attempt) are left out too. No clock is compared: on a shared filesystem the server's clock
+    stamps the files.
     """
-    complete: list[tuple[int, float, Path]] = []
-    skipped: list[Path] = []
+    candidates: list[tuple[int, float, Path]] = []
     for path in candidate_dirs(output_dir):
+        if path in set_aside:
+            continue
         if before is not None and path != also and before.get(path) == _signature(path):
             continue
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None
-        if is_complete(path):
-            complete.append((int(match.group(1)), path.stat().st_mtime, path))
-        else:
-            skipped.append(path)
-    if not complete:
-        return None, skipped
-    step, _, path = max(complete)
-    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path)), skipped
+        try:
+            candidates.append((int(match.group(1)), path.stat().st_mtime, path))
+        except OSError:
+            continue
+    skipped: dict[Path, str] = {}
+    for step, _, path in sorted(candidates, reverse=True):  # newest first: stop at the first readable one
+        problem = unreadable(path)
+        if problem is None:
+            return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path)), skipped
+        skipped[path] = problem
+    return None, skipped
 
 
 def zero_stage(deepspeed: str | None) -> int | None:
@@ -121,3 +258,16 @@ def zero_stage(deepspeed: str | None) -> int | None:
         return None
     stage = config.get("zero_optimization", {}).get("stage") if isinstance(config, dict) else None
     return stage if isinstance(stage, int) else None
+
+
+# Frames and errors of loading a checkpoint (transformers, safetensors, torch, DeepSpeed): an attempt that
+# resumed and died with one of these before its first new step could not load its checkpoint.
+_LOAD_FAILURE = re.compile(
+    r"_load_from_checkpoint|load_from_json|_load_rng_state|_load_optimizer_and_scheduler|load_checkpoint|"
+    r"SafetensorError|safe_open|PytorchStreamReader|BadZipFile|UnpicklingError|trainer_state\.json"
+)
+
+
+def load_failure_line(lines: Sequence[str]) -> str | None:
+    """The line showing a failed checkpoint load, if any."""
+    return next((line.strip() for line in lines if _LOAD_FAILURE.search(line)), None)

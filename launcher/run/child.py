@@ -53,6 +53,16 @@ class _Relay(threading.Thread):
         self.source, self.sink, self.log, self.lock, self.tail = source, sink, log, lock, tail
         self.tail_size = 0
 
+    def _log(self, chunk: bytes) -> None:
+        """A log that cannot be written (a full disk) is given up; the terminal and the tail go on."""
+        if self.log.closed:
+            return
+        try:
+            self.log.write(chunk)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                self.log.close()
+
     def run(self) -> None:
         fd = self.source.fileno()
         with contextlib.suppress(OSError):
@@ -67,7 +77,7 @@ class _Relay(threading.Thread):
                 written = os.write(sink_fd, view)
                 view = view[written:]
             with self.lock:
-                self.log.write(chunk)
+                self._log(chunk)
                 self.tail.append(chunk)
                 self.tail_size += len(chunk)
                 while self.tail_size > TAIL_BYTES and len(self.tail) > 1:
@@ -144,7 +154,8 @@ class TrainingProcess:
         for relay in self.relays:
             relay.join(timeout=10)
         reap_orphans()
-        self.log.close()
+        with contextlib.suppress(OSError):  # the last buffered bytes, on a full disk
+            self.log.close()
         with self.lock:
             tail = b"".join(self.tail).decode("utf-8", errors="replace")
         return code, tail

@@ -67,22 +67,34 @@ def run_dir_names(output_dir: Path) -> frozenset[str]:
     return frozenset(p.name for p in run_dirs(output_dir))
 
 
-def newest_run_dir(output_dir: Path, existing: frozenset[str]) -> Path | None:
+def log_size(run_dir: Path) -> int:
+    """How much of swift's logging.jsonl there is now: swift appends to it, so with --add_version false a
+    new attempt's lines are those after this many bytes."""
+    try:
+        return (run_dir / "logging.jsonl").stat().st_size
+    except OSError:
+        return 0
+
+
+def newest_run_dir(output_dir: Path, existing: frozenset[str], log_bytes_before: int = 0) -> Path | None:
     """The swift run dir this attempt writes its log to: the newest one not in `existing`, or output_dir
-    itself (--add_version false). Names, not clocks: on a shared filesystem the server stamps the times."""
+    itself (--add_version false) once its logging.jsonl grew past `log_bytes_before`. Names and sizes, not
+    clocks: on a shared filesystem the server stamps the times."""
     fresh = run_dir_names(output_dir) - existing
     if fresh:
         return output_dir / max(fresh, key=lambda name: int(name[1:].split("-")[0]))
-    return output_dir if (output_dir / "logging.jsonl").is_file() else None
+    return output_dir if log_size(output_dir) > log_bytes_before else None
 
 
-def last_logged_step(run_dir: Path | None) -> int | None:
-    """The last `global_step/max_steps` swift logged (rank 0's logging.jsonl)."""
+def last_logged_step(run_dir: Path | None, skip_bytes: int = 0) -> int | None:
+    """The last `global_step/max_steps` swift logged (rank 0's logging.jsonl) after its first `skip_bytes`."""
     if run_dir is None:
         return None
     path = run_dir / "logging.jsonl"
     try:
-        lines = path.read_text().splitlines()
+        with path.open("rb") as handle:
+            handle.seek(skip_bytes)
+            lines = handle.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):

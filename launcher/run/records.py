@@ -40,14 +40,18 @@ class AttemptRecord:
     change: str | None = None
     change_reason: str | None = None
     resumed_from: Resume | None = None
-    skipped_incomplete: list[str] = field(default_factory=list)
+    skipped_incomplete: dict[str, str] = field(default_factory=dict)  # newer checkpoints not readable -> why
     deepspeed_config_written: str | None = None  # a derived config safe-sft wrote for this attempt
     ended: str | None = None
     duration_s: float | None = None
     exit_code: int | None = None
     failure: Failure | None = None
     last_step: int | None = None
-    run_dir: str | None = None  # the swift run dir (v<N>-...) it wrote: its checkpoints are there
+    run_dir: str | None = None  # the swift run dir (v<N>-..., or output_dir with --add_version false)
+    checkpoints_written: list[str] = field(default_factory=list)  # checkpoint dirs new or changed in this attempt
+    load_failure: str | None = None  # the log line showing it died loading the checkpoint it resumed from
+    set_aside: dict[str, str] | None = None  # that checkpoint, set aside for the rest of the run: path, why
+    versioned_because: str | None = None  # why --add_version true was given to this attempt (never overwrite)
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt

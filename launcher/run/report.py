@@ -6,14 +6,17 @@ tried, then where the report is. Environment values whose names look secret are 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from launcher.probe.disk import disk_free
 from launcher.render import mask
 from launcher.run.records import AttemptRecord, RunResult
+from launcher.units import fmt_bytes
 
 REPORT_SCHEMA = 1
 
@@ -46,7 +49,11 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             **asdict(record.resumed_from),
             "optimizer_state_reset": record.resumed_from.weights_only,
         },
-        "skipped_incomplete_checkpoints": record.skipped_incomplete,
+        "skipped_incomplete_checkpoints": list(record.skipped_incomplete),
+        "skipped_why": record.skipped_incomplete,
+        "set_aside_checkpoint": record.set_aside,
+        "run_dir": record.run_dir,
+        "versioned_because": record.versioned_because,
         "deepspeed_config_written": record.deepspeed_config_written,
         "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
         "command": record.command,
@@ -60,15 +67,23 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
     }
 
 
-def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: list[str]) -> dict[str, Any]:
+def report_json(
+    attempts: list[AttemptRecord],
+    result: RunResult | None,
+    argv: list[str],
+    process: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run."""
     root = next((a.failure for a in attempts if a.failure is not None), None)
     return {
         "schema": REPORT_SCHEMA,
         "outcome": "running" if result is None else result.outcome,
+        "process": process,
         "exit_code": None if result is None else result.exit_code,
         "give_up_reason": None if result is None else result.give_up_reason,
         "safe_sft_argv": argv,
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
+        "final_run_dir": attempts[-1].run_dir if attempts else None,
         "attempts": [attempt_json(a) for a in attempts],
     }
 
@@ -78,6 +93,21 @@ def write_report(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def save_report(path: Path, data: dict[str, Any]) -> str | None:
+    """write_report, or the one line that says why it could not be written (a full disk, say).
+
+    The report from before stays as it was: a reader sees the last state that could be written.
+    """
+    try:
+        write_report(path, data)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            path.with_suffix(".json.tmp").unlink()
+        free = fmt_bytes(disk_free(path.parent))
+        return f"cannot write the report {path}: {err.strerror or err} ({path.parent} has {free} free)"
+    return None
 
 
 def summary(result: RunResult, report_path: Path) -> str:
@@ -115,5 +145,9 @@ def summary(result: RunResult, report_path: Path) -> str:
             lines.append(f"  attempt {a.number}: {imbalance}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
+    last = attempts[-1] if attempts else None
+    if last is not None and last.run_dir:
+        why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""
+        lines.append(f"  run dir: {last.run_dir}{why}")
     lines.append(f"  report: {report_path}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ node 0 picks the checkpoint and every node checks that it sees it complete on th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -25,34 +25,41 @@ from launcher.run.checkpoints import (
     zero_stage,
 )
 
-Writer = tuple[Path, Settings]  # an attempt's swift run dir (its checkpoints are there) and its settings
+Writers = Mapping[Path, Settings]  # a checkpoint this run wrote -> the settings of the attempt that wrote it
 
 
 def resume_point(
     output_dir: Path,
     settings: Settings,
-    writers: Sequence[Writer],
+    writers: Writers,
     *,
     before: Snapshot | None = None,
     started_from: Path | None = None,
-) -> tuple[Resume | None, list[str]]:
-    """(the resume point, the incomplete checkpoints that were skipped).
+    set_aside: Collection[Path] = (),
+) -> tuple[Resume | None, dict[str, str]]:
+    """(the resume point, the newer checkpoints skipped as unreadable, with why).
 
     `before` (the output dir as it was when this run began) leaves an earlier run's checkpoints out, all
-    but `started_from`, the one this run's first attempt resumed from.
+    but `started_from`, the one this run's first attempt resumed from; `set_aside` (checkpoints that
+    failed to load in an attempt) are left out for the rest of the run.
     """
-    checkpoint, skipped = latest_complete(output_dir, before=before, also=started_from)
+    checkpoint, skipped = latest_complete(output_dir, before=before, also=started_from, set_aside=set_aside)
+    reasons = {str(path): why for path, why in skipped.items()}
     if checkpoint is None:
-        return None, [str(p) for p in skipped]
+        return None, reasons
     why = weights_only_reason(checkpoint, settings, writers)
-    return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), [str(p) for p in skipped]
+    return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), reasons
 
 
-def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Sequence[Writer]) -> str:
-    """Why only the weights can be resumed, or "" for a full resume."""
+def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Writers) -> str:
+    """Why only the weights can be resumed, or "" for a full resume.
+
+    The writer is found by the checkpoint itself, not by its run dir: with --add_version false every
+    attempt writes into the same dir, under settings that may differ.
+    """
     if not checkpoint.has_optimizer_state:
         return "the checkpoint holds no optimizer state (save_only_model)"
-    writer = next((s for run_dir, s in reversed(writers) if checkpoint.path.parent == run_dir), None)
+    writer = writers.get(checkpoint.path)
     if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
         if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
             return "the checkpoint was written under another ZeRO stage by an earlier run"

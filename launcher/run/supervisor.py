@@ -22,6 +22,7 @@ from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
+from launcher.probe.disk import disk_free
 from launcher.run import evidence as ev
 from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, snapshot
@@ -29,8 +30,12 @@ from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
+from launcher.units import fmt_bytes
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# What a checkpoint that cannot be loaded looks like to the classifier (JSONDecodeError, a safetensors or
+# pickle error, a native crash); memory and communication failures while loading are not its fault.
+LOAD_SUSPECTS = frozenset({FailureKind.USER_ERROR, FailureKind.UNKNOWN, FailureKind.CRASH})
 
 
 class Supervisor:
@@ -64,6 +69,8 @@ class Supervisor:
         self.config_dir = str(config_dir())
         self.templates = load_templates()
         self.before: Snapshot = {}
+        self.attempts: list[AttemptRecord] = []  # so far: what the report shows if the loop is cut short
+        self.set_aside: dict[Path, str] = {}  # checkpoints that failed to load in an attempt -> why
         topology = prepared.plan.topology
         self.runner = AttemptRunner(
             config,
@@ -106,11 +113,11 @@ class Supervisor:
         )
         settings = initial
         history: list[FailureKind] = []
-        attempts: list[AttemptRecord] = []
+        attempts = self.attempts
         change: tuple[str, str] | None = None
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
-            skipped: list[str] = []
+            skipped: dict[str, str] = {}
             if self.coordinator is not None and number > 1:
                 resume = shared_resume(decided_resume, self.output_dir)
             else:
@@ -131,9 +138,16 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
                 return self._interrupted(attempts)
+            aside = self._set_aside_if_unloadable(record)
+            if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
+                change = ("no change", f"{aside} failed to load; resume from the checkpoint before it")
+                continue
             step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
             if isinstance(step, GiveUp):
-                return RunResult("failed", attempts, 1, step.reason)
+                reason = step.reason
+                if failure.kind is FailureKind.DISK_FULL:
+                    reason += f" ({self.output_dir} has {fmt_bytes(disk_free(self.output_dir))} free)"
+                return RunResult("failed", attempts, 1, reason)
             history.append(failure.kind)
             settings, change = step.settings, (step.change, step.reason)
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
@@ -201,19 +215,51 @@ class Supervisor:
 
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
-    ) -> tuple[Resume | None, list[str]]:
+    ) -> tuple[Resume | None, dict[str, str]]:
         if number == 1:
             if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
-                return None, []
-            return resume_point(self.output_dir, settings, [])  # a requeued job: an earlier job's checkpoint
+                return None, {}
+            return resume_point(self.output_dir, settings, {})  # a requeued job: an earlier job's checkpoint
         first = attempts[0].resumed_from
         return resume_point(
             self.output_dir,
             settings,
-            [(Path(a.run_dir), a.settings) for a in attempts if a.run_dir],
+            {Path(path): a.settings for a in attempts for path in a.checkpoints_written},
             before=self.before,
             started_from=Path(first.checkpoint) if first else None,
+            set_aside=self.set_aside,
         )
+
+    def _set_aside_if_unloadable(self, record: AttemptRecord) -> str | None:
+        """The checkpoint an attempt died loading, set aside for the rest of the run (left where it is)."""
+        failure, resumed = record.failure, record.resumed_from
+        if failure is None or resumed is None or record.load_failure is None or failure.kind not in LOAD_SUSPECTS:
+            return None
+        why = f"attempt {record.number} failed loading it: {record.load_failure[:300]}"
+        self.set_aside[Path(resumed.checkpoint)] = why
+        record.set_aside = {"path": resumed.checkpoint, "why": why}
+        sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
+        return resumed.checkpoint
+
+    def _would_overwrite(self, number: int, base: SwiftArgs, resume: Resume | None) -> str | None:
+        """Why a later attempt with --add_version false must write to a versioned dir instead, or None.
+
+        It writes into output_dir itself, as plain `swift sft` does, unless a checkpoint dir there is newer
+        than its resume point: it would save over that one (an earlier attempt's half-written or unreadable
+        checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint.
+        """
+        if number == 1 or base.get_bool("add_version", True):
+            return None
+        floor = resume.step if resume else 0
+        at_risk = sorted(
+            (int(p.name.split("-")[1]), p)
+            for p in self.output_dir.glob("checkpoint-*")
+            if p.is_dir() and p.name.split("-")[1].isdigit() and int(p.name.split("-")[1]) > floor
+        )
+        if not at_risk:
+            return None
+        more = f" (and {len(at_risk) - 1} more)" if len(at_risk) > 1 else ""
+        return f"it would save over {at_risk[0][1]}{more}"
 
     def _run_attempt(
         self,
@@ -223,11 +269,12 @@ class Supervisor:
         settings: Settings,
         resume: Resume | None,
         change: tuple[str, str] | None,
-        skipped: list[str],
+        skipped: dict[str, str],
     ) -> AttemptRecord:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
         attempt_dir.mkdir(parents=True, exist_ok=False)
+        versioned_because = self._would_overwrite(number, base, resume)
         args = attempt_args(
             base,
             initial,
@@ -237,7 +284,7 @@ class Supervisor:
             templates=self.templates,
             config_dir=self.config_dir,
             output_dir=str(self.output_dir),
-            fresh_version_dir=number > 1,
+            fresh_version_dir=versioned_because is not None,
         )
         written = None
         if args.deepspeed_file is not None:  # no pinning, or the user's config on another rung
@@ -260,8 +307,10 @@ class Supervisor:
             resumed_from=resume,
             skipped_incomplete=skipped,
             deepspeed_config_written=written,
+            versioned_because=versioned_because,
         )
         self._announce(record)
+        self.on_attempt([*self.attempts, record])  # the report shows the attempt under way, should we be killed
         self.runner.run(record, argv, env, attempt_dir, resume)
         return record
 
@@ -278,8 +327,10 @@ class Supervisor:
             lines.append(
                 f"safe-sft:   resume from {record.resumed_from.checkpoint} (step {record.resumed_from.step}){how}"
             )
-        for path in record.skipped_incomplete:
-            lines.append(f"safe-sft:   skipped incomplete checkpoint {path}")
+        for path, why in record.skipped_incomplete.items():
+            lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
+        if record.versioned_because:
+            lines.append(f"safe-sft:   --add_version true for this attempt: {record.versioned_because}")
         if record.deepspeed_config_written:
             lines.append(f"safe-sft:   deepspeed config written: {record.deepspeed_config_written}")
         lines.append(f"safe-sft:   log: {record.log_path}")

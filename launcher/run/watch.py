@@ -24,6 +24,7 @@ class ProgressWatch:
     started: float  # the clock's reading at the attempt's start
     hang_timeout: float
     startup_timeout: float
+    log_bytes_before: int = 0  # output_dir/logging.jsonl's size before the attempt (--add_version false)
     last_progress: float = field(init=False)
     last_check: float = field(init=False)
     step: int | None = field(init=False, default=None)
@@ -54,7 +55,8 @@ class ProgressWatch:
         """Read swift's progress now and then (cheap stats in between), and judge."""
         if now - self.last_check >= CHECK_EVERY_SECONDS:
             self.last_check = now
-            run_dir = newest_run_dir(self.output_dir, self.existing_run_dirs)
+            run_dir = newest_run_dir(self.output_dir, self.existing_run_dirs, self.log_bytes_before)
             checkpoints = len(list(run_dir.glob("checkpoint-*"))) if run_dir else 0
-            self.observe(now, last_logged_step(run_dir), checkpoints)
+            skip = self.log_bytes_before if run_dir == self.output_dir else 0
+            self.observe(now, last_logged_step(run_dir, skip), checkpoints)
         return self.stalled(now)

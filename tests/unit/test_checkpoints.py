@@ -1,19 +1,50 @@
-"""Which checkpoint a resume uses: the newest complete one, across swift's versioned run dirs."""
+"""Which checkpoint a resume uses: the newest complete (readable) one, across swift's versioned run dirs."""
 
+import json
+import struct
 import time
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
-from launcher.run.checkpoints import latest_complete, snapshot
+import pytest
+
+from launcher.run.checkpoints import latest_complete, load_failure_line, snapshot, unreadable
+
+
+def safetensors_bytes(tensors: dict[str, list[int]] | None = None, dtype: str = "F32") -> bytes:
+    """A real safetensors file: an 8-byte header length, the JSON header, the tensors' bytes."""
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, shape in (tensors or {"w": [2, 3], "b": [3]}).items():
+        size = 4
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header).encode()
+    return struct.pack("<Q", len(blob)) + blob + bytes(offset)
+
+
+def torch_zip_bytes(tmp: Path) -> bytes:
+    """What torch.save writes: a zip archive (stored, not compressed)."""
+    path = tmp / "zip.tmp"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00." * 50)
+        archive.writestr("archive/data/0", bytes(4096))
+    data = path.read_bytes()
+    path.unlink()
+    return data
 
 
 def make(path: Path, *, state: bool = True, weights: str | None = "model.safetensors", optimizer: bool = True) -> Path:
     path.mkdir(parents=True)
     if state:
-        (path / "trainer_state.json").write_text("{}")
+        (path / "trainer_state.json").write_text('{"global_step": 3}')
     if weights:
-        (path / weights).write_text("w")
+        (path / weights).write_bytes(safetensors_bytes())
     if optimizer:
-        (path / "optimizer.pt").write_text("o")
+        (path / "optimizer.pt").write_bytes(torch_zip_bytes(path))
     return path
 
 
@@ -24,6 +55,7 @@ def test_latest_complete_skips_half_written(tmp_path: Path) -> None:
     checkpoint, skipped = latest_complete(tmp_path)
     assert checkpoint is not None and checkpoint.step == 3
     assert sorted(p.name for p in skipped) == ["checkpoint-6", "checkpoint-9"]
+    assert "trainer_state.json is missing" in skipped[tmp_path / "v0-20260101-000000" / "checkpoint-6"]
 
 
 def test_newer_version_dir_and_optimizer_state(tmp_path: Path) -> None:
@@ -37,7 +69,7 @@ def test_newer_version_dir_and_optimizer_state(tmp_path: Path) -> None:
 def test_deepspeed_layout_and_adapters(tmp_path: Path) -> None:
     ds = make(tmp_path / "checkpoint-4", weights=None, optimizer=False)
     (ds / "global_step4").mkdir()
-    (ds / "global_step4" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt").write_text("x")
+    (ds / "global_step4" / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(torch_zip_bytes(ds))
     (ds / "latest").write_text("global_step4")
     make(tmp_path / "checkpoint-2", weights="adapter_model.safetensors")
     checkpoint, _ = latest_complete(tmp_path)
@@ -46,7 +78,7 @@ def test_deepspeed_layout_and_adapters(tmp_path: Path) -> None:
 
 
 def test_nothing_there(tmp_path: Path) -> None:
-    assert latest_complete(tmp_path / "missing") == (None, [])
+    assert latest_complete(tmp_path / "missing") == (None, {})
 
 
 def test_reads_only(tmp_path: Path) -> None:
@@ -72,7 +104,7 @@ def test_an_earlier_runs_checkpoints_are_left_out_after_a_snapshot(tmp_path: Pat
     make(tmp_path / "v1-this-run" / "checkpoint-3")
     checkpoint, skipped = latest_complete(tmp_path, before=before)
     assert checkpoint is not None and checkpoint.path == tmp_path / "v1-this-run" / "checkpoint-3"
-    assert skipped == []  # an earlier run's half-written checkpoint is not this run's to report
+    assert skipped == {}  # an earlier run's half-written checkpoint is not this run's to report
     assert latest_complete(tmp_path)[0].step == 8  # type: ignore[union-attr]  # without the snapshot
 
 
@@ -80,10 +112,125 @@ def test_a_snapshot_still_allows_where_this_run_started_and_what_it_rewrote(tmp_
     started = make(tmp_path / "v0-earlier" / "checkpoint-4")
     rewritten = make(tmp_path / "checkpoint-2")
     before = snapshot(tmp_path)
-    assert latest_complete(tmp_path, before=before) == (None, [])
+    assert latest_complete(tmp_path, before=before) == (None, {})
     checkpoint, _ = latest_complete(tmp_path, before=before, also=started)
     assert checkpoint is not None and checkpoint.path == started
     time.sleep(0.01)
     (rewritten / "trainer_state.json").write_text('{"global_step": 2}')  # --add_version false: same name
     checkpoint, _ = latest_complete(tmp_path, before=before)
     assert checkpoint is not None and checkpoint.path == rewritten
+
+
+def _truncate(name: str, keep: int) -> Callable[[Path], None]:
+    def corrupt(path: Path) -> None:
+        data = (path / name).read_bytes()
+        (path / name).write_bytes(data[:keep])
+
+    return corrupt
+
+
+def _write(name: str, data: bytes) -> Callable[[Path], None]:
+    return lambda path: (path / name).write_bytes(data)
+
+
+def _bad_header(path: Path) -> None:
+    data = bytearray((path / "model.safetensors").read_bytes())
+    data[8] = ord("[")  # the header's opening brace
+    (path / "model.safetensors").write_bytes(bytes(data))
+
+
+def _huge_header_length(path: Path) -> None:
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 40) + data[8:])
+
+
+def _overlapping(path: Path) -> None:
+    blob = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                       "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}).encode()  # fmt: skip
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(12))
+
+
+def _wrong_shape(path: Path) -> None:
+    blob = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}).encode()
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(8))
+
+
+def _missing_shard(path: Path) -> None:
+    (path / "model.safetensors").rename(path / "model-00001-of-00002.safetensors")
+    index = {"weight_map": {"w": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "why"),
+    [
+        pytest.param(_write("trainer_state.json", b""), "trainer_state.json is not valid JSON", id="empty-state"),
+        pytest.param(_truncate("trainer_state.json", 7), "trainer_state.json is not valid JSON", id="cut-state"),
+        pytest.param(_write("trainer_state.json", b"[1, 2]"), "not a JSON object", id="state-not-object"),
+        pytest.param(_write("trainer_state.json", b"\xff\xfe"), "trainer_state.json is not valid JSON", id="binary"),
+        pytest.param(
+            _truncate("model.safetensors", -5),
+            "describes 36 bytes of tensor data, the file holds 31 (truncated?)",
+            id="truncated-data",
+        ),
+        pytest.param(_truncate("model.safetensors", 40), "its header claims", id="truncated-header"),
+        pytest.param(_truncate("model.safetensors", 5), "shorter than a safetensors header", id="5-bytes"),
+        pytest.param(_write("model.safetensors", b""), "shorter than a safetensors header", id="empty-weights"),
+        pytest.param(_bad_header, "its header is not JSON", id="bad-header"),
+        pytest.param(_huge_header_length, "its header claims 1099511627776 bytes", id="huge-header-length"),
+        pytest.param(_overlapping, "overlap or leave gaps", id="overlapping-tensors"),
+        pytest.param(_wrong_shape, "its shape and dtype need more", id="shape-vs-offsets"),
+        pytest.param(
+            _write("model.safetensors", b"\x10" + bytes(7) + b"{}" + bytes(20)), "its header is not JSON", id="junk"
+        ),
+        pytest.param(_missing_shard, "names model-00002-of-00002.safetensors, which is not there", id="missing-shard"),
+        pytest.param(_truncate("optimizer.pt", 100), "optimizer.pt is not a complete torch file", id="cut-optimizer"),
+        pytest.param(_write("optimizer.pt", b""), "optimizer.pt is empty", id="empty-optimizer"),
+        pytest.param(_write("rng_state_0.pth", b""), "rng_state_0.pth is empty", id="empty-rng-state"),
+        pytest.param(_write("latest", b"global_step9"), "latest names 'global_step9', which is not there", id="latest"),
+    ],
+)
+def test_unreadable_checkpoints_table(tmp_path: Path, corrupt: Callable[[Path], None], why: str) -> None:
+    good = make(tmp_path / "checkpoint-3")
+    bad = make(tmp_path / "checkpoint-6")
+    assert unreadable(bad) is None
+    corrupt(bad)
+    problem = unreadable(bad)
+    assert problem is not None and why in problem, problem
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == good  # the older good one
+    assert skipped == {bad: problem}
+    assert bad.is_dir()  # left where it is
+
+
+def test_a_legacy_torch_file_and_a_real_deepspeed_tree_are_readable(tmp_path: Path) -> None:
+    ds = make(tmp_path / "checkpoint-4", weights=None)
+    (ds / "training_args.bin").write_bytes(b"\x80\x02legacy pickle")  # torch's pre-zip format: only non-empty
+    (ds / "global_step4").mkdir()
+    (ds / "global_step4" / "mp_rank_00_model_states.pt").write_bytes(torch_zip_bytes(ds))
+    (ds / "latest").write_text("global_step4\n")
+    assert unreadable(ds) is None
+    (ds / "global_step4" / "mp_rank_00_model_states.pt").write_bytes(torch_zip_bytes(ds)[:-30])
+    assert "global_step4/mp_rank_00_model_states.pt is not a complete torch file" in str(unreadable(ds))
+
+
+def test_set_aside_checkpoints_are_not_candidates(tmp_path: Path) -> None:
+    make(tmp_path / "checkpoint-3")
+    newest = make(tmp_path / "checkpoint-6")
+    checkpoint, skipped = latest_complete(tmp_path, set_aside={newest})
+    assert checkpoint is not None and checkpoint.step == 3 and skipped == {}
+
+
+@pytest.mark.parametrize(
+    ("lines", "found"),
+    [
+        (['  File "trainer.py", line 2540, in _load_from_checkpoint', "KeyError: 'w'"], "_load_from_checkpoint"),
+        (["safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge"], "SafetensorError"),
+        (["RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"], "Reader"),
+        (["torch.OutOfMemoryError: CUDA out of memory."], None),
+        (["ValueError: remaining_argv: ['--bogus']"], None),
+    ],
+)
+def test_load_failure_line(lines: list[str], found: str | None) -> None:
+    line = load_failure_line(lines)
+    assert (line is None) if found is None else (line is not None and found in line)

@@ -113,6 +113,18 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
             K.SHM,
         ),
         ("RuntimeError: failed to register memory: ibv_reg_mr failed, check ulimit -l", True, K.MEMLOCK),
+        ("OSError: [Errno 28] No space left on device: '/out/checkpoint-6/model.safetensors'", True, K.DISK_FULL),
+        ("OSError: [Errno 28] No space left on device", True, K.DISK_FULL),
+        ("OSError: [Errno 122] Disk quota exceeded: '/home/u/out/args.json'", False, K.DISK_FULL),
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file "
+            "data/3: file write failed",
+            True,
+            K.DISK_FULL,
+        ),
+        ("OSError: [Errno 28] No space left on device: '/dev/shm/torch_77_1'", True, K.SHM),
+        # a full disk outranks the missing file it makes swift report next
+        ("OSError: [Errno 28] No space left on device\nFileNotFoundError: [Errno 2] No such file", True, K.DISK_FULL),
         ("Fatal Python error: Segmentation fault", True, K.CRASH),
     ],
 )

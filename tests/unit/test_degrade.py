@@ -80,7 +80,7 @@ def test_first_rung_per_kind(kind: K, first: str) -> None:
     assert walk(BASE, kind, 1)[0] == first
 
 
-@pytest.mark.parametrize("kind", [K.USER_ERROR, K.CUDA_ERROR, K.CRASH, K.INTERRUPTED])
+@pytest.mark.parametrize("kind", [K.USER_ERROR, K.CUDA_ERROR, K.CRASH, K.INTERRUPTED, K.DISK_FULL])
 def test_stop_at_once(kind: K) -> None:
     assert walk(BASE, kind, 3) == ["give up"]
 

@@ -1,4 +1,4 @@
-"""Full resume or weights only: who wrote the checkpoint (by its run dir, not by a clock) and with what."""
+"""Full resume or weights only: who wrote the checkpoint (by its path, not by a clock) and with what."""
 
 from __future__ import annotations
 
@@ -36,7 +36,16 @@ def test_weights_only_reason(
     (run_dir / "args.json").write_text(json.dumps({"deepspeed": "zero2"}))
     checkpoint, _ = latest_complete(tmp_path)
     assert checkpoint is not None
-    other_run = (tmp_path / "v2-20260101-000100", settings("zero3", world=8))  # a later attempt: not the writer
-    writers = [(run_dir, writer), other_run] if writer else [other_run]
+    other = {tmp_path / "v2-20260101-000100" / "checkpoint-6": settings("zero3", world=8)}  # not the writer
+    writers = {checkpoint.path: writer, **other} if writer else other
     found = weights_only_reason(checkpoint, now, writers)
     assert (reason in found) if reason else found == ""
+
+
+def test_with_add_version_false_the_writer_is_the_attempt_that_wrote_that_checkpoint(tmp_path: Path) -> None:
+    """Attempts 1 (zero2) and 2 (zero3) both write into output_dir: checkpoint-3 is attempt 1's."""
+    make(tmp_path / "checkpoint-3")
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None
+    writers = {tmp_path / "checkpoint-3": settings("zero2"), tmp_path / "checkpoint-5": settings("zero3")}
+    assert "ZeRO stage changed (zero2 -> zero3)" in weights_only_reason(checkpoint, settings("zero3"), writers)

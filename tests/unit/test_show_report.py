@@ -55,3 +55,32 @@ def test_plot_has_one_line_per_gpu_and_the_reports_data(run_dir: Path, tmp_path:
     assert set(lines) == {"GPU 0", "GPU 1", "host RAM"}
     assert lines["GPU 0"] == ([0.0, 5.0, 10.0, 15.0], [1.0, 70.0, 1.0, 40.0])
     assert lines == {k: (list(x), list(y)) for k, (x, y) in plot_series(data).items()}
+
+
+def test_a_running_report_whose_safe_sft_is_gone_says_so(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    process = {"pid": gone, "host": socket.gethostname(), "started": "2026-11-23T04:00:00+00:00"}
+    data = {"_path": "r.json", "schema": 1, "outcome": "running", "process": process, "attempts": []}
+    text = render_report(data)
+    assert f"safe-sft pid {gone} on {socket.gethostname()}" in text and "is gone: the run was killed" in text
+    alive = render_report({**data, "process": {**process, "pid": os.getpid()}})
+    assert "is gone" not in alive and f"pid {os.getpid()}" in alive
+    elsewhere = render_report({**data, "process": {**process, "host": "another-host"}})
+    assert "on another host: not checked" in elsewhere
+
+
+def test_a_report_that_cannot_be_written_is_one_line_naming_it(tmp_path: Path) -> None:
+    from launcher.run.report import save_report
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    reason = save_report(blocker / "report.json", {"schema": 1})
+    assert reason is not None and reason.startswith(f"cannot write the report {blocker / 'report.json'}: ")
+    assert "free)" in reason and "\n" not in reason
+    assert save_report(tmp_path / "report.json", {"schema": 1}) is None
+    assert json.loads((tmp_path / "report.json").read_text()) == {"schema": 1}

@@ -15,6 +15,7 @@ from launcher.prepare import Prepared
 from launcher.run.records import RunConfig
 from launcher.run.supervisor import Supervisor
 from tests.conftest import host
+from tests.unit.test_checkpoints import make
 
 OOM_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 Root Cause (first observed failure):
@@ -56,10 +57,7 @@ class FakeProcess:
 
 
 def write_checkpoint(out: Path, version: str, step: int) -> None:
-    path = out / version / f"checkpoint-{step}"
-    path.mkdir(parents=True)
-    for name in ("trainer_state.json", "model.safetensors", "optimizer.pt"):
-        (path / name).write_text("{}")
+    make(out / version / f"checkpoint-{step}")
     (out / version / "logging.jsonl").write_text(json.dumps({"global_step/max_steps": f"{step}/8"}) + "\n")
 
 
@@ -221,3 +219,123 @@ def test_low_memlock_offload_config_is_written_once_where_the_plan_points(tmp_pa
     assert spawned[0][spawned[0].index("--deepspeed") + 1] == str(written) == plan.deepspeed_arg
     config = json.loads(written.read_text())["zero_optimization"]
     assert config["offload_param"]["pin_memory"] is False and config["offload_optimizer"]["pin_memory"] is False
+
+
+LOAD_FAILURE_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_10:00:01
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 10)
+  traceback : Traceback (most recent call last):
+    File "transformers/trainer.py", line 2300, in _load_from_checkpoint
+    json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)
+============================================================
+"""
+
+
+def scripted(out: Path, script: list[tuple[FakeProcess, list[Path]]], spawned: list[list[str]]):  # type: ignore[no-untyped-def]
+    """A spawn that plays each attempt's process and writes that attempt's checkpoints (and log line)."""
+
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        process, checkpoints = script[len(spawned) - 1]
+        for path in checkpoints:
+            make(path)
+            with (path.parent / "logging.jsonl").open("a") as handle:
+                handle.write(json.dumps({"global_step/max_steps": f"{path.name.split('-')[1]}/8"}) + "\n")
+        return process
+
+    return spawn
+
+
+def run_scripted(out: Path, prep: Prepared, script: list[tuple[FakeProcess, list[Path]]]) -> tuple[object, list]:  # type: ignore[type-arg]
+    spawned: list[list[str]] = []
+    sup = Supervisor(prep, RunConfig(), {}, run_dir=out / "safe-sft" / "run", spawn=scripted(out, script, spawned),
+                     sleep=lambda _: None)  # fmt: skip
+    return sup.run(), spawned
+
+
+def value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def test_a_checkpoint_that_fails_to_load_is_set_aside_and_the_one_before_it_used(tmp_path: Path) -> None:
+    """Readable bytes, yet the resume dies loading it: the same settings again, from the checkpoint before."""
+    v0 = tmp_path / "v0-x"
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path),
+        [
+            (FakeProcess(1, OOM_SUMMARY), [v0 / "checkpoint-3", v0 / "checkpoint-6"]),
+            (FakeProcess(1, LOAD_FAILURE_SUMMARY), []),
+            (FakeProcess(0, ""), []),
+        ],
+    )
+    assert (result.outcome, len(spawned)) == ("succeeded", 3)  # type: ignore[attr-defined]
+    _, second, third = result.attempts  # type: ignore[attr-defined]
+    assert value(spawned[1], "--resume_from_checkpoint") == str(v0 / "checkpoint-6")
+    assert second.failure.kind is FailureKind.USER_ERROR
+    assert second.set_aside["path"] == str(v0 / "checkpoint-6") and "_load_from_checkpoint" in second.set_aside["why"]
+    assert value(spawned[2], "--resume_from_checkpoint") == str(v0 / "checkpoint-3")
+    assert value(spawned[2], "--per_device_train_batch_size") == value(spawned[1], "--per_device_train_batch_size")
+    assert third.change == "no change" and "checkpoint-6 failed to load" in third.change_reason
+    assert (v0 / "checkpoint-6" / "trainer_state.json").is_file()  # set aside, never deleted or renamed
+
+
+def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
+    v0 = tmp_path / "v0-x"
+    tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path),
+        [(FakeProcess(1, OOM_SUMMARY), [v0 / "checkpoint-3"]), (FakeProcess(1, tail), []), (FakeProcess(0, ""), [])],
+    )
+    assert (result.outcome, len(spawned)) == ("failed", 2)  # type: ignore[attr-defined]
+
+
+def test_add_version_false_resumes_in_place_like_plain_swift(tmp_path: Path) -> None:
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--add_version", "false"),
+        [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [tmp_path / "checkpoint-6"])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    assert value(spawned[1], "--add_version") == "false"  # the user's layout: output_dir itself
+    assert value(spawned[1], "--resume_from_checkpoint") == str(tmp_path / "checkpoint-3")
+    first, second = result.attempts  # type: ignore[attr-defined]
+    assert first.run_dir == second.run_dir == str(tmp_path)
+    assert (first.last_step, second.last_step) == (3, 6)  # each attempt's own lines of the shared logging.jsonl
+    assert second.checkpoints_written == [str(tmp_path / "checkpoint-6")]
+
+
+def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Path) -> None:
+    """A half-written checkpoint-6 (a killed run's) in output_dir: attempt 2, resuming from 3, would save over
+    it, so that attempt alone gets a versioned dir."""
+
+    def half_written(path: Path) -> None:
+        path.mkdir(parents=True)
+        (path / "config.json").write_text("{}")
+
+    half_written(tmp_path / "checkpoint-6")
+    before = sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir())
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--add_version", "false"),
+        [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    assert value(spawned[0], "--add_version") == "false"  # the first attempt: as plain swift would
+    assert value(spawned[1], "--add_version") == "true"
+    second = result.attempts[1]  # type: ignore[attr-defined]
+    assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"
+    assert sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir()) == before
+
+
+def test_the_report_callback_sees_each_attempt_start_and_end(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    seen: list[list[tuple[int, int | None]]] = []
+    sup = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned)
+    sup.on_attempt = lambda attempts: seen.append([(a.number, a.exit_code) for a in attempts])
+    assert sup.run().outcome == "succeeded"
+    assert seen == [[(1, None)], [(1, 1)], [(1, 1), (2, None)], [(1, 1), (2, 0)]]

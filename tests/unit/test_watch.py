@@ -47,3 +47,22 @@ def test_poll_reads_swifts_log_in_the_run_dir_this_attempt_made(tmp_path: Path) 
     assert w.poll(10.0) is None
     assert w.step == 7  # the newest new run dir, chosen by its version number, not by a clock
     assert newest_run_dir(tmp_path, existing) == tmp_path / "v12-20260102-000100"
+
+
+def test_with_add_version_false_an_attempt_reads_only_its_own_lines_of_the_shared_log(tmp_path: Path) -> None:
+    """swift appends to output_dir/logging.jsonl: attempt 2's startup is not judged by attempt 1's step 4."""
+    from launcher.run.evidence import last_logged_step, log_size
+
+    log = tmp_path / "logging.jsonl"
+    log.write_text('{"global_step/max_steps": "4/8"}\n')
+    before = log_size(tmp_path)
+    w = ProgressWatch(tmp_path, frozenset(), started=0.0, hang_timeout=60, startup_timeout=600,
+                      log_bytes_before=before)  # fmt: skip
+    assert w.poll(10.0) is None and w.step is None  # still loading: the startup allowance applies
+    assert newest_run_dir(tmp_path, frozenset(), before) is None
+    with log.open("a") as handle:
+        handle.write('{"global_step/max_steps": "5/8"}\n')
+    assert w.poll(20.0) is None and w.step == 5
+    assert newest_run_dir(tmp_path, frozenset(), before) == tmp_path
+    assert (last_logged_step(tmp_path, before), last_logged_step(tmp_path)) == (5, 5)
+    assert last_logged_step(tmp_path, log_size(tmp_path)) is None

@@ -5,7 +5,9 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         oom_step  raise torch.OutOfMemoryError at the end of that step,
                         oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
-                        stop      SIGSTOP itself: a real hang (its peers wait in the next collective).
+                        stop      SIGSTOP itself: a real hang (its peers wait in the next collective),
+                        corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
+                                  full disk or a crash leaves it), then raise torch.OutOfMemoryError.
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
@@ -141,6 +143,16 @@ class FaultCallback(TrainerCallback):
             _host_oom()
         if kind == "stop" and _claim():
             os.kill(os.getpid(), signal.SIGSTOP)
+        if kind == "corrupt_oom" and _claim():
+            _cut_newest_checkpoint(Path(args.output_dir))
+            raise torch.OutOfMemoryError(OOM_TEXT)
+
+
+def _cut_newest_checkpoint(output_dir: Path) -> None:
+    newest = max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    weights = newest / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
 
 
 callbacks_map["safe_sft_fault"] = FaultCallback

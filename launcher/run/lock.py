@@ -1,0 +1,132 @@
+"""One safe-sft run per output dir: an flock on `<output_dir>/safe-sft/lock`, held for the whole run.
+
+The lock file records its holder (pid, host, start time, run id) as JSON, so a refused run can name it.
+The kernel drops an flock when its holder dies, however it dies; a record still in the file then (the
+holder was SIGKILLed, or its host went down) is a stale lock: it is taken over with a warning naming the
+old holder. A clean end empties the record. The descriptor is not inherited by the training processes
+(Python opens files close-on-exec), so a torchrun left running never holds it.
+
+Several nodes of one run share the output dir: only node 0 takes the lock (the other nodes join node 0's
+run, which check_shared_output_dir proves). On Linux NFS, flock is carried by the server's byte-range
+locks, so the lock holds across hosts. Where a filesystem has no locks at all, the record alone decides:
+a holder on this host is alive or gone (its pid), a holder on another host is trusted to be alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.errors import SafeSftError
+from launcher.run.evidence import now_iso
+
+LOCK_NAME = "lock"
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    host: str
+    started: str
+    run_id: str | None = None
+
+    def describe(self) -> str:
+        run = f", run id {self.run_id}" if self.run_id else ""
+        return f"pid {self.pid} on {self.host}, started {self.started}{run}"
+
+    def to_json(self) -> str:
+        return json.dumps({"pid": self.pid, "host": self.host, "started": self.started, "run_id": self.run_id})
+
+
+def _parse(text: str) -> Holder | None:
+    try:
+        data = json.loads(text)
+        return Holder(int(data["pid"]), str(data["host"]), str(data["started"]), data.get("run_id"))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class OutputDirLock:
+    """The held lock; `stale` is the dead holder whose lock was taken over, if any."""
+
+    def __init__(self, path: Path, fd: int, holder: Holder, stale: Holder | None) -> None:
+        self.path, self.fd, self.holder, self.stale = path, fd, holder, stale
+
+    def release(self) -> None:
+        """Empty the record, then unlock: the next run starts without a stale-lock warning."""
+        if self.fd < 0:
+            return
+        # a record left behind only makes the next run say it took over a stale lock
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def _read(fd: int) -> Holder | None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return _parse(os.read(fd, 4096).decode("utf-8", errors="replace"))
+
+
+def _refuse(output_dir: Path, path: Path, holder: Holder | None, why: str = "") -> SafeSftError:
+    who = holder.describe() if holder else "a process that has not written its record yet"
+    return SafeSftError(
+        f"another safe-sft run is using the output dir {output_dir} ({who}){why}",
+        f"wait for it to end, or give this run its own --output_dir (lock: {path})",
+    )
+
+
+def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = None) -> OutputDirLock:
+    """Take the output dir's lock, or raise a SafeSftError naming the holder."""
+    path = output_dir / "safe-sft" / LOCK_NAME
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise SafeSftError(
+            f"cannot write to the output dir {output_dir}: {err.strerror or err} ({path})",
+            "choose a --output_dir this user can write to",
+        ) from None
+    me = Holder(os.getpid(), host or socket.gethostname(), now_iso(), run_id)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locks = True
+    except BlockingIOError:
+        holder = _read(fd)
+        os.close(fd)
+        raise _refuse(output_dir, path, holder) from None
+    except OSError as err:
+        if err.errno not in _NO_LOCKS:
+            os.close(fd)
+            raise
+        locks = False
+    previous = _read(fd)
+    if previous is not None and not locks and previous.pid != me.pid:
+        gone = previous.host == me.host and not _pid_alive(previous.pid)
+        if not gone:
+            os.close(fd)
+            where = "" if previous.host == me.host else f"; {path} has no file locks to prove it ended"
+            raise _refuse(output_dir, path, previous, where)
+    with contextlib.suppress(OSError):  # a full disk: the lock holds without its record (a refused run cannot name us)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, me.to_json().encode(), 0)
+    return OutputDirLock(path, fd, me, previous)

@@ -1,0 +1,111 @@
+"""The output dir's lock: a live holder refuses, a dead one's lock is taken over, a clean end leaves none.
+
+Real flocks and real processes (a holder in another Python process, killed with SIGKILL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.errors import SafeSftError
+from launcher.run.lock import Holder, acquire
+
+REPO = Path(__file__).resolve().parents[2]
+HOLD = """
+import sys, time
+from pathlib import Path
+from launcher.run.lock import acquire
+lock = acquire(Path(sys.argv[1]), "job-7")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    first = acquire(tmp_path, None)
+    with pytest.raises(SafeSftError) as refused:
+        acquire(tmp_path, None)
+    message = str(refused.value)
+    assert str(tmp_path) in message
+    assert f"pid {os.getpid()} on {socket.gethostname()}, started " in message
+    first.release()
+    again = acquire(tmp_path, None)
+    assert again.stale is None  # released cleanly: no stale record
+    again.release()
+
+
+def test_a_live_process_holds_it_and_its_sigkill_leaves_a_stale_lock_to_take_over(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(SafeSftError) as refused:
+            acquire(tmp_path, None)
+        assert f"pid {holder.pid} on {socket.gethostname()}" in str(refused.value)
+        assert "run id job-7" in str(refused.value)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+    lock = acquire(tmp_path, None)
+    assert lock.stale is not None and lock.stale.pid == holder.pid
+    lock.release()
+
+
+def test_the_lock_is_not_inherited_by_children(tmp_path: Path) -> None:
+    """A training process left running after safe-sft died must not keep the output dir locked."""
+    lock = acquire(tmp_path, None)
+    # close_fds=False: only the descriptor's close-on-exec flag keeps it out of the child
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], close_fds=False)
+    try:
+        lock.fd, fd = -1, lock.fd
+        os.close(fd)  # as if safe-sft were gone; the child lives on
+        time.sleep(0.1)
+        again = acquire(tmp_path, None)
+        assert again.stale is not None and again.stale.pid == os.getpid()
+        again.release()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_without_file_locks_a_dead_holder_on_this_host_is_stale_and_another_hosts_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(37, "No locks available")  # ENOLCK, as on a filesystem mounted without locking
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    lock_file = tmp_path / "safe-sft" / "lock"
+    lock_file.parent.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    lock_file.write_text(Holder(pid, socket.gethostname(), "2026-11-23T01:00:00+00:00").to_json())
+    taken = acquire(tmp_path, None)
+    assert taken.stale is not None and taken.stale.pid == pid
+    taken.release()
+    lock_file.write_text(Holder(pid, "other-host", "2026-11-23T01:00:00+00:00").to_json())
+    with pytest.raises(SafeSftError, match="on other-host"):
+        acquire(tmp_path, None)
+    assert json.loads(lock_file.read_text())["host"] == "other-host"  # a refused run changes nothing
+
+
+def test_an_unwritable_output_dir_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SafeSftError, match="cannot write to the output dir"):
+        acquire(blocker / "out", None)
