@@ -143,6 +143,8 @@ def train_shape(
         vision_layers=model.vision_layers,
         image_pixels=pixels,
         vision_trainable=not freeze_vit,
+        fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
+        vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
     )
 
 

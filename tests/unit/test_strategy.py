@@ -32,7 +32,7 @@ def choose(params: float, tuner: str, n_gpus: int, gpu_gib: int, ram_gib: int, n
         pytest.param(14e9, "full", 8, 80, 1024, 1, "zero2", id="14B-full-8x80-1TiB"),
         pytest.param(14e9, "full", 8, 80, 512, 1, "zero3", id="14B-full-8x80-512GiB-ram-rules-out-zero2"),
         pytest.param(14e9, "full", 8, 40, 512, 1, "zero3_offload", id="14B-full-8x40"),
-        pytest.param(32e9, "full", 8, 80, 1024, 1, "zero3", id="32B-full-8x80"),
+        pytest.param(32e9, "full", 8, 80, 1024, 1, "zero3_offload", id="32B-full-8x80"),
         pytest.param(32e9, "full", 8, 80, 1024, 2, "zero3", id="32B-full-2nodes-8x80"),
         pytest.param(72e9, "lora", 8, 80, 1024, 1, "zero3", id="72B-lora-8x80"),
         pytest.param(72e9, "full", 8, 80, 1024, 4, "zero3", id="72B-full-4nodes-8x80"),
