@@ -183,6 +183,30 @@ def estimates_for(
     return tuple(out)
 
 
+def attempt_estimate(
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts,
+    config: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None = None,
+) -> Estimate | None:
+    """The estimate for one attempt as it runs: its argv (micro-batch, length, checkpointing, MAX_PIXELS) and
+    the DeepSpeed config it runs with (None: no DeepSpeed). None when the model size or the GPUs are unknown."""
+    if model is None or not model.total_params or not topology.gpus:
+        return None
+    shape = train_shape(swift, model, topology, env)
+    gpu_free = min(g.free_bytes for g in topology.gpus)
+    if config is None:
+        return estimate(Strategy.DDP, shape, gpu_free, host.memory.available_bytes)
+    zero = zero_settings(config, shape.hidden_size)
+    if zero.stage == 3:
+        strategy = Strategy.ZERO3_OFFLOAD if zero.offload_param or zero.offload_optimizer else Strategy.ZERO3
+    else:
+        strategy = Strategy.ZERO2
+    return estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
+
+
 def memlock_too_low(host: HostFacts, need_bytes: int) -> bool:
     """True when the hard memlock limit is known, finite and below what pinned offload buffers need."""
     memlock = host.limits.memlock

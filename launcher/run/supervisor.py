@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.model import FailureKind, Strategy
+from launcher.plan.build import attempt_estimate
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
@@ -248,6 +249,7 @@ class Supervisor:
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
         env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
+        ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         record = AttemptRecord(
             number=number,
             settings=settings,
@@ -260,10 +262,25 @@ class Supervisor:
             resumed_from=resume,
             skipped_incomplete=skipped,
             deepspeed_config_written=written,
+            estimate=attempt_estimate(swift, self.prepared.model, plan.topology, self.prepared.host, ds_config, env),
         )
         self._announce(record)
         self.runner.run(record, argv, env, attempt_dir, resume)
         return record
+
+    def _config_of(self, rung: str | None) -> Mapping[str, Any] | None:
+        """The DeepSpeed config an attempt at `rung` runs with: the user's own while on its rung, else the
+        shipped one (swift's own names below zero2 by their stage alone)."""
+        if rung is None:
+            return None
+        own = self.prepared.user_deepspeed
+        if own is not None and own.rung == rung:
+            return own.config
+        if rung in self.templates:
+            return self.templates[rung]
+        stage = int(rung[4]) if rung[4:5].isdigit() else 0
+        offload = {"offload_optimizer": {"device": "cpu"}} if rung.endswith("_offload") else {}
+        return {"zero_optimization": {"stage": stage, **offload}}
 
     def _announce(self, record: AttemptRecord) -> None:
         lines = [f"safe-sft: attempt {record.number}/{self.config.max_attempts}"]
