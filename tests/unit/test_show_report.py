@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.show_report import load_report, plot_report, plot_series, render_report
+from launcher.show_report import load_report, plot_levels, plot_report, plot_series, render_report
 
 GiB = 2**30
 
@@ -29,7 +29,8 @@ def run_dir(tmp_path: Path) -> Path:
     report = {
         "schema": 1, "outcome": "succeeded", "give_up_reason": None,
         "attempts": [
-            attempt(1, "cuda_oom", [0.0, 5.0], {"0": [GiB, 70 * GiB], "1": [GiB, 60 * GiB]}, [GiB, 2 * GiB]),
+            {**attempt(1, "cuda_oom", [0.0, 5.0], {"0": [GiB, 70 * GiB], "1": [GiB, 60 * GiB]}, [GiB, 2 * GiB]),
+             "estimate": {"strategy": "zero2", "gpu_need_bytes": 64 * GiB}},
             attempt(2, None, [0.0, 5.0], {"0": [GiB, 40 * GiB], "1": [GiB, 35 * GiB]}, [GiB, GiB]),
         ],
     }  # fmt: skip
@@ -55,3 +56,12 @@ def test_plot_has_one_line_per_gpu_and_the_reports_data(run_dir: Path, tmp_path:
     assert set(lines) == {"GPU 0", "GPU 1", "host RAM"}
     assert lines["GPU 0"] == ([0.0, 5.0, 10.0, 15.0], [1.0, 70.0, 1.0, 40.0])
     assert lines == {k: (list(x), list(y)) for k, (x, y) in plot_series(data).items()}
+
+
+def test_plot_draws_the_estimate_and_the_capacity_as_levels(run_dir: Path, tmp_path: Path) -> None:
+    data = load_report(run_dir)
+    assert plot_levels(data) == [("estimate #1", 0.0, 10.0, 64.0), ("GPU capacity", 0.0, 20.0, 80.0)]
+    fig = plot_report(data, tmp_path / "memory.png")
+    drawn = {c.get_label(): c.get_segments() for c in fig.axes[0].collections}
+    assert [list(map(list, s)) for s in drawn["estimate #1"]] == [[[0.0, 64.0], [10.0, 64.0]]]
+    assert [list(map(list, s)) for s in drawn["GPU capacity"]] == [[[0.0, 80.0], [20.0, 80.0]]]
