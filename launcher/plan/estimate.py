@@ -18,6 +18,7 @@ Every byte is in a named part of `Estimate.parts`, so a user sees where the memo
     gpu_vision             the vision tower's activations for MAX_PIXELS images
     gpu_cuda_context       CUDA context, cuBLAS/NCCL workspaces (fitted)
     gpu_fragmentation_margin  what the caching allocator reserves beyond what is allocated (fitted)
+    gpu_measured_correction   after an attempt of this run was measured: what its peak / estimate adds
 
 Model states reduce to DeepSpeed's own estimators for a full zero2 fine-tune (2P + 18P/N); for LoRA only
 trainable parameters carry gradients and optimizer state. These are planning numbers, not promises: the
@@ -26,6 +27,7 @@ ladder in launcher.plan.degrade handles what they miss.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
@@ -350,3 +352,31 @@ def levers(
         for text, changed in changes
     ]
     return tuple(sorted(((t, s) for t, s in saved if s > 0), key=lambda item: -item[1]))
+
+
+CORRECTION_BOUNDS = (0.5, 2.0)  # a run's own measurement may move its estimate this far, no further
+
+
+def measured_correction(attempts: Iterable[tuple[int | None, int, bool]]) -> float:
+    """The factor this run's own measurements put on its estimates: (measured peak, estimate, died of OOM)
+    per earlier attempt, the latest measured one deciding. A finished attempt gives peak / estimate; an OOM
+    gives it only when above 1 (the peak when it died is a lower bound of the need). 1.0 when nothing
+    was measured."""
+    factor = 1.0
+    for peak, need, oom in attempts:
+        if not peak or need <= 0:
+            continue
+        ratio = peak / need
+        if oom and ratio < 1.0:
+            continue
+        factor = min(max(ratio, CORRECTION_BOUNDS[0]), CORRECTION_BOUNDS[1])
+    return factor
+
+
+def corrected(est: Estimate, factor: float) -> Estimate:
+    """`est` scaled by a run's measured correction, the difference a part of its own so the parts still add up."""
+    if factor == 1.0:
+        return est
+    extra = int(est.gpu_need_bytes * (factor - 1.0))
+    parts = {**est.parts, "gpu_measured_correction": extra}
+    return replace(est, gpu_need_bytes=est.gpu_need_bytes + extra, parts=parts)

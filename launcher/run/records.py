@@ -52,6 +52,7 @@ class AttemptRecord:
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
     estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
+    estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
 
 
 @dataclass

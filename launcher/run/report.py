@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from launcher.plan.estimate import corrected
 from launcher.render import mask
 from launcher.run.records import AttemptRecord, RunResult
 
@@ -75,6 +76,8 @@ def estimate_json(record: AttemptRecord) -> dict[str, Any] | None:
         "parts": {k: v for k, v in est.parts.items() if k.startswith("gpu_")},
         "measured_peak_bytes": peak or None,
         "measured_over_estimate": round(peak / est.gpu_need_bytes, 3) if peak and est.gpu_need_bytes else None,
+        "correction": round(record.estimate_correction, 3),
+        "corrected_gpu_need_bytes": corrected(est, record.estimate_correction).gpu_need_bytes,
         "oom": oom,  # died of a CUDA OOM: the peak is where it died
     }
 

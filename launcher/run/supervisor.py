@@ -20,6 +20,7 @@ from launcher.model import FailureKind, Strategy
 from launcher.plan.build import attempt_estimate
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.estimate import corrected, measured_correction
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
@@ -116,7 +117,8 @@ class Supervisor:
                 resume = shared_resume(decided_resume, self.output_dir)
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
-            record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
+            correction = measured_correction(_measured(attempts))
+            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, correction)
             attempts.append(record)
             self.on_attempt(attempts)
             if self.coordinator is not None:
@@ -132,7 +134,7 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
                 return self._interrupted(attempts)
-            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
+            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits(attempts))
             if isinstance(step, GiveUp):
                 return RunResult("failed", attempts, 1, step.reason)
             history.append(failure.kind)
@@ -173,7 +175,7 @@ class Supervisor:
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
                 resume_for=lambda new: relative_to(self._resume_point(number + 1, new, attempts)[0], self.output_dir),
-                gpus_have_room_for_zero3=self._zero3_fits(),
+                gpus_have_room_for_zero3=self._zero3_fits(attempts),
             )  # fmt: skip
 
         decision = coordinator.exchange(number, report, decide_next)
@@ -197,8 +199,10 @@ class Supervisor:
         """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""
         return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
 
-    def _zero3_fits(self) -> bool:
-        return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
+    def _zero3_fits(self, attempts: list[AttemptRecord] | None = None) -> bool:
+        """Whether zero3 fits the GPUs, its estimate corrected by what this run's attempts measured."""
+        factor = measured_correction(_measured(attempts or []))
+        return any(e.strategy is Strategy.ZERO3 and corrected(e, factor).gpu_fits for e in self.prepared.plan.estimates)
 
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
@@ -225,6 +229,7 @@ class Supervisor:
         resume: Resume | None,
         change: tuple[str, str] | None,
         skipped: list[str],
+        correction: float = 1.0,
     ) -> AttemptRecord:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
@@ -302,3 +307,15 @@ class Supervisor:
         lines.append(f"safe-sft:   log: {record.log_path}")
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
+
+
+def _measured(attempts: list[AttemptRecord]) -> list[tuple[int | None, int, bool]]:
+    """(measured per-GPU peak, estimate, died of OOM) of each attempt that has an estimate."""
+    out = []
+    for a in attempts:
+        if a.estimate is None:
+            continue
+        peak = max(a.memory.gpu_peak.values(), default=0) if a.memory is not None else None
+        oom = a.failure is not None and a.failure.kind.value.startswith("cuda_oom")
+        out.append((peak or None, a.estimate.gpu_need_bytes, oom))
+    return out

@@ -8,6 +8,7 @@ from launcher.model import Failure, FailureKind, Strategy
 from launcher.plan.build import LaunchPaths, attempt_estimate, build_plan
 from launcher.plan.degrade import Settings
 from launcher.plan.ds_config import SHIPPED_ZERO
+from launcher.plan.estimate import corrected, measured_correction
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
@@ -87,3 +88,40 @@ def test_the_supervisor_records_each_attempts_estimate(tmp_path: Path) -> None:
     assert first.estimate.strategy.value == plan.strategy
     assert second.settings.micro_batch == 2
     assert second.estimate.gpu_need_bytes < first.estimate.gpu_need_bytes  # the halved micro-batch's estimate
+
+
+def test_a_runs_own_measurement_corrects_its_estimates() -> None:
+    assert measured_correction([]) == 1.0
+    assert measured_correction([(None, 50, False)]) == 1.0  # nothing measured
+    assert measured_correction([(60, 50, False)]) == 1.2
+    assert measured_correction([(70, 80, True)]) == 1.0  # an OOM's peak is a lower bound: only raises
+    assert measured_correction([(90, 60, True)]) == 1.5
+    assert measured_correction([(300, 100, False)]) == 2.0  # bounded
+    assert measured_correction([(60, 50, False), (40, 50, False)]) == 0.8  # the latest decides
+    est = attempt_estimate(swift(), MODEL, TOPOLOGY, FACTS, SHIPPED_ZERO["zero3"])
+    assert est is not None
+    up = corrected(est, 1.25)
+    assert up.gpu_need_bytes == est.gpu_need_bytes + int(est.gpu_need_bytes * 0.25)
+    assert sum(v for k, v in up.parts.items() if k.startswith("gpu_")) == up.gpu_need_bytes
+    assert corrected(est, 1.0) is est
+
+
+def test_the_ladder_sees_zero3_through_the_measured_correction(tmp_path: Path) -> None:
+    args = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--output_dir", str(tmp_path)])
+    plan = build_plan(args, TOPOLOGY, FACTS, MODEL, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
+    zero3 = next(e for e in plan.estimates if e.strategy is Strategy.ZERO3)
+    assert zero3.gpu_fits and 2 * zero3.gpu_need_bytes > 80 * GiB
+    sup = Supervisor(Prepared(swift=args, host=FACTS, model=MODEL, plan=plan), RunConfig(), {},
+                     run_dir=tmp_path / "run", spawn=lambda *a: None, sleep=lambda _: None)  # fmt: skip
+    measured = AttemptRecord(
+        number=1,
+        settings=Settings(micro_batch=1, grad_accum=1, world_size=2, deepspeed="zero2"),
+        command=[],
+        env_set={},
+        log_path="console.log",
+        started="t",
+        memory=MemoryTimeline(gpu_indices=(0,), gpu_peak={0: 2 * zero3.gpu_need_bytes}),
+        estimate=zero3,
+    )
+    assert sup._zero3_fits([])
+    assert not sup._zero3_fits([measured])  # the run measured twice its estimate: zero3 would not fit
