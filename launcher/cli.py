@@ -118,12 +118,18 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
 @click.command("plan", context_settings={"help_option_names": ["--help"]}, options_metavar="[OPTIONS] SWIFT_ARGS...")
 @_launch_options
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the plan as JSON.")
+@click.option(
+    "--explain-memory",
+    is_flag=True,
+    envvar="SAFE_SFT_EXPLAIN_MEMORY",
+    help="Add every part of each strategy's memory estimate, and the setting that saves the most.",
+)
 @click.pass_obj
 @_user_errors
-def plan_command(swift_argv: list[str], as_json: bool, **kwargs: Any) -> None:
+def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, **kwargs: Any) -> None:
     """Show the launch plan for SWIFT_ARGS without starting anything."""
     from launcher.prepare import prepare
-    from launcher.render import plan_to_json, render_plan
+    from launcher.render import plan_to_json, render_memory, render_plan
     from launcher.run.memlock import raise_memlock
 
     memlock = raise_memlock()
@@ -132,6 +138,9 @@ def plan_command(swift_argv: list[str], as_json: bool, **kwargs: Any) -> None:
         click.echo(json.dumps(plan_to_json(prepared.plan, prepared.model, os.environ, memlock), indent=2))
     else:
         click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock))
+        if explain_memory:
+            click.echo("")
+            click.echo(render_memory(prepared.plan))
     if not prepared.plan.fits and not kwargs["force"]:
         click.echo(f"safe-sft: error: {prepared.plan.strategy_reason}", err=True)
         sys.exit(EXIT_NOTHING_FITS)

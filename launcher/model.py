@@ -113,6 +113,15 @@ class ModelFacts:
     dtype: str | None = None
     is_multimodal: bool = False
     warnings: tuple[str, ...] = ()
+    num_attention_heads: int | None = None
+    num_experts: int | None = None  # MoE: routed experts per layer
+    experts_per_token: int | None = None  # MoE: experts each token goes through
+    moe_intermediate_size: int | None = None
+    tie_word_embeddings: bool = False
+    quant_bits: int | None = None  # a pre-quantized checkpoint (bnb, GPTQ, AWQ): bits per frozen weight
+    vision_params: int = 0  # the vision tower's parameters (frozen by swift's default freeze_vit)
+    vision_hidden_size: int | None = None
+    vision_layers: int | None = None
 
 
 # ---- topology and plan (built by launcher.plan) ----------------------------------------------------
@@ -137,6 +146,7 @@ class Strategy(str, Enum):
     ZERO2 = "zero2"
     ZERO3 = "zero3"
     ZERO3_OFFLOAD = "zero3_offload"
+    DDP = "ddp"  # no DeepSpeed: estimated so a plain run can be checked, never chosen by the planner
 
 
 STRATEGY_ORDER: tuple[Strategy, ...] = (Strategy.ZERO2, Strategy.ZERO3, Strategy.ZERO3_OFFLOAD)
@@ -152,6 +162,7 @@ class Estimate:
     gpu_free_bytes: int | None
     cpu_free_bytes: int | None
     parts: dict[str, int] = field(default_factory=dict)  # per-GPU breakdown, for display
+    levers: tuple[tuple[str, int], ...] = ()  # (one-setting change, GPU bytes it saves), the largest first
 
     @property
     def gpu_fits(self) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from launcher.configs import config_dir, read_user_deepspeed
+from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, ModelFacts, Plan
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
@@ -125,6 +125,8 @@ def prepare(
             nccl_overrides=parse_nccl_env(options.nccl_env),
             route_interface=iface,
             user_deepspeed_rung=user_deepspeed.rung if user_deepspeed else None,
+            user_deepspeed_config=user_deepspeed.config if user_deepspeed else None,
+            deepspeed_configs=load_templates(),
         ),
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)

@@ -85,6 +85,7 @@ def plan_to_json(
                 "cpu_free_bytes": e.cpu_free_bytes,
                 "fits": e.fits,
                 "parts": e.parts,
+                "levers": [{"change": text, "saves_bytes": saved} for text, saved in e.levers],
             }
             for e in plan.estimates
         },
@@ -164,4 +165,66 @@ def render_plan(
         lines.append(f"warning: {warning}")
     for note in plan.notes:
         lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+PART_ORDER = (
+    "gpu_weights",
+    "gpu_zero3_live_params",
+    "gpu_zero3_persistent",
+    "gpu_gradients",
+    "gpu_optimizer",
+    "gpu_zero_buckets",
+    "gpu_activations",
+    "gpu_attention_scores",
+    "gpu_logits",
+    "gpu_vision",
+    "gpu_cuda_context",
+    "gpu_fragmentation_margin",
+    "cpu_model_states",
+    "cpu_processes",
+)
+
+
+def render_memory(plan: Plan) -> str:
+    """`plan --explain-memory`: every part of every strategy's estimate as one table, and the largest levers."""
+    if not plan.estimates:
+        return "Memory: no estimate (model size unknown, or no GPU)"
+    names = [e.strategy.value for e in plan.estimates]
+    header = [f"{name}{' *' if name == plan.strategy else ''}" for name in names]
+    keys: list[str] = []
+    for est in plan.estimates:
+        keys.extend(k for k in est.parts if k not in keys)
+    keys.sort(key=lambda k: PART_ORDER.index(k) if k in PART_ORDER else len(PART_ORDER))
+    gpu_keys = [k for k in keys if k.startswith("gpu_")]
+    cpu_keys = [k for k in keys if not k.startswith("gpu_")]
+    width = max(len(k) for k in keys) + 2
+    lines = [
+        "Memory per GPU, by part (* the chosen strategy)",
+        "  " + " " * width + "".join(f"{h:>16}" for h in header),
+    ]
+
+    def row(label: str, values: list[int | None]) -> str:
+        cells = "".join(f"{'-' if v is None else fmt_bytes(v):>16}" for v in values)
+        return f"  {label:<{width}}{cells}"
+
+    for key in gpu_keys:
+        lines.append(row(key.removeprefix("gpu_"), [e.parts.get(key) for e in plan.estimates]))
+    lines.append(row("= need per GPU", [e.gpu_need_bytes for e in plan.estimates]))
+    lines.append(row("  free per GPU", [e.gpu_free_bytes for e in plan.estimates]))
+    lines += ["", "Host RAM per node, by part"]
+    for key in cpu_keys:
+        lines.append(row(key.removeprefix("cpu_"), [e.parts.get(key) for e in plan.estimates]))
+    lines.append(row("= need per node", [e.cpu_need_bytes for e in plan.estimates]))
+    lines.append(row("  available", [e.cpu_free_bytes for e in plan.estimates]))
+    lines += ["", "Largest levers (what one change saves per GPU)"]
+    for est in plan.estimates:
+        fits = "fits" if est.fits else "does not fit"
+        if est.levers:
+            text, saved = est.levers[0]
+            others = ", ".join(f"{t} {fmt_bytes(s)}" for t, s in est.levers[1:3])
+            more = f" (then: {others})" if others else ""
+            lines.append(f"  {est.strategy.value} ({fits}): {text} saves {fmt_bytes(saved)} per GPU{more}")
+        else:
+            lines.append(f"  {est.strategy.value} ({fits}): no single setting change saves memory")
     return "\n".join(lines)

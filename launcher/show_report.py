@@ -118,8 +118,29 @@ def plot_series(data: dict[str, Any]) -> dict[str, tuple[list[float], list[float
     return series
 
 
+def plot_levels(data: dict[str, Any]) -> list[tuple[str, float, float, float]]:
+    """The horizontal lines to draw, (label, x from, x to, GiB): per attempt its memory estimate for its own
+    settings, and the GPUs' capacity across the whole run."""
+    levels: list[tuple[str, float, float, float]] = []
+    offset = 0.0
+    capacity = 0
+    for a in data["attempts"]:
+        memory = a.get("memory") or {}
+        timeline = memory.get("timeline") or {"t": []}
+        duration = float(a.get("duration_s") or (timeline["t"][-1] if timeline["t"] else 0.0))
+        estimate = a.get("estimate") or {}
+        if estimate.get("gpu_need_bytes"):
+            levels.append((f"estimate #{a['number']}", offset, offset + duration, estimate["gpu_need_bytes"] / GiB))
+        capacity = max([capacity, *(g.get("total_bytes") or 0 for g in memory.get("gpus") or [])])
+        offset += duration
+    if capacity:
+        levels.append(("GPU capacity", 0.0, offset, capacity / GiB))
+    return levels
+
+
 def plot_report(data: dict[str, Any], out: Path) -> Any:
-    """Draw the memory timeline to a PNG, failures marked; returns the figure."""
+    """Draw the memory timeline to a PNG, failures marked, each attempt's estimate and the GPUs' capacity
+    as horizontal lines; returns the figure."""
     try:
         import matplotlib
 
@@ -130,6 +151,10 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for label, (xs, ys) in plot_series(data).items():
         ax.plot(xs, ys, label=label, linewidth=1.5)
+    for label, x0, x1, level in plot_levels(data):
+        capacity = label == "GPU capacity"
+        ax.hlines(level, x0, x1, colors="black" if capacity else "gray", linestyles="-" if capacity else ":",
+                  linewidth=1, label=label)  # fmt: skip
     offset = 0.0
     for a in data["attempts"]:
         offset += float(a.get("duration_s") or 0.0)

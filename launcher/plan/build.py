@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.model import (
@@ -22,7 +22,8 @@ from launcher.model import (
     Strategy,
     Topology,
 )
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, lora_trainable_params
+from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
+from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import choose_strategy
 from launcher.plan.swift_args import SwiftArgs
@@ -48,6 +49,8 @@ class PlanOptions:
     nccl_overrides: Mapping[str, str] | None = None
     route_interface: str | None = None
     user_deepspeed_rung: str | None = None  # the ZeRO rung of the user's own --deepspeed config
+    user_deepspeed_config: Mapping[str, Any] | None = None  # its JSON: the estimate of its rung reads it
+    deepspeed_configs: Mapping[str, Mapping[str, Any]] | None = None  # the shipped configs, by rung name
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -64,7 +67,32 @@ def output_dir_of(swift: SwiftArgs) -> str:
     return posixpath.join("output", posixpath.basename(model))
 
 
-def train_shape(swift: SwiftArgs, model: ModelFacts, topology: Topology) -> TrainShape:
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "f32": 4, "float16": 2, "fp16": 2, "f16": 2, "bfloat16": 2, "bf16": 2}
+DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
+
+
+def weight_bytes_of(swift: SwiftArgs, model: ModelFacts) -> int:
+    """--torch_dtype, else the checkpoint's dtype (swift loads it as stored), else bfloat16."""
+    dtype = (swift.get("torch_dtype") or model.dtype or "bfloat16").lower().replace("torch.", "")
+    return DTYPE_BYTES.get(dtype, 2)
+
+
+def quant_bits_of(swift: SwiftArgs, model: ModelFacts) -> int | None:
+    """--quant_bits (bnb/hqq/eetq quantization at load), else a pre-quantized checkpoint's bits."""
+    bits = swift.get_int("quant_bits")
+    return bits if bits in (2, 3, 4, 8) else model.quant_bits
+
+
+def quantizable_params(model: ModelFacts, total: int) -> int:
+    """The decoder's linear weights: everything but the embeddings, the output head and the vision tower."""
+    embeddings = (model.vocab_size or 0) * (model.hidden_size or 0) * (1 if model.tie_word_embeddings else 2)
+    return max(total - embeddings - model.vision_params, 0)
+
+
+def train_shape(
+    swift: SwiftArgs, model: ModelFacts, topology: Topology, env: Mapping[str, str] | None = None
+) -> TrainShape:
+    env = env or {}
     total = model.total_params or 0
     lora = is_lora(swift)
     trainable = (
@@ -74,11 +102,21 @@ def train_shape(swift: SwiftArgs, model: ModelFacts, topology: Topology) -> Trai
             model.intermediate_size,
             model.num_layers,
             swift.get_int("lora_rank", 8) or 8,
+            num_experts=model.num_experts,
+            moe_intermediate_size=model.moe_intermediate_size,
         )
         if lora
         else total
     )
+    freeze_vit = swift.get_bool("freeze_vit", True)
+    if not lora and freeze_vit:
+        trainable = max(total - model.vision_params, 0)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
+    pixels = 0
+    if model.is_multimodal and model.vision_hidden_size:
+        given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
+        pixels = given or DEFAULT_MAX_PIXELS
+    attn = (swift.get("attn_impl") or "").lower()
     return TrainShape(
         total_params=total,
         trainable_params=trainable,
@@ -91,17 +129,82 @@ def train_shape(swift: SwiftArgs, model: ModelFacts, topology: Topology) -> Trai
         gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
         gpus_per_node=max(topology.nproc_per_node.value, 1),
         nnodes=topology.nnodes.value,
+        intermediate_size=model.intermediate_size,
+        num_heads=model.num_attention_heads,
+        weight_bytes=weight_bytes_of(swift, model),
+        quant_bits=quant_bits_of(swift, model) if lora else None,
+        quantized_params=quantizable_params(model, total),
+        eager_attention=attn == "eager",
+        packing=swift.get_bool("packing", False),
+        num_experts=model.num_experts,
+        experts_per_token=model.experts_per_token,
+        moe_intermediate_size=model.moe_intermediate_size,
+        vision_hidden_size=model.vision_hidden_size,
+        vision_layers=model.vision_layers,
+        image_pixels=pixels,
+        vision_trainable=not freeze_vit,
+        fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
+        vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
     )
 
 
+def _int_env(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def zero_configs(options: PlanOptions) -> dict[str, Mapping[str, Any]]:
+    """The config each strategy's estimate reads: the shipped ones, the user's own for its rung."""
+    configs: dict[str, Mapping[str, Any]] = {**SHIPPED_ZERO, **(options.deepspeed_configs or {})}
+    if options.user_deepspeed_config is not None and options.user_deepspeed_rung in configs:
+        configs[options.user_deepspeed_rung] = options.user_deepspeed_config
+    return configs
+
+
 def estimates_for(
-    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts,
+    options: PlanOptions | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[Estimate, ...]:
+    """The zero2, zero3, zero3_offload estimates (in the planner's order), then plain DDP's."""
     if model is None or not model.total_params or not topology.gpus:
         return ()
-    shape = train_shape(swift, model, topology)
+    shape = train_shape(swift, model, topology, env)
     gpu_free = min(g.free_bytes for g in topology.gpus)
-    return tuple(estimate(s, shape, gpu_free, host.memory.available_bytes) for s in STRATEGY_ORDER)
+    configs = zero_configs(options or PlanOptions())
+    out = []
+    for strategy in (*STRATEGY_ORDER, Strategy.DDP):
+        zero = None if strategy is Strategy.DDP else zero_settings(configs[strategy.value], shape.hidden_size)
+        est = estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
+        out.append(replace(est, levers=levers(strategy, shape, zero)))
+    return tuple(out)
+
+
+def attempt_estimate(
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts,
+    config: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None = None,
+) -> Estimate | None:
+    """The estimate for one attempt as it runs: its argv (micro-batch, length, checkpointing, MAX_PIXELS) and
+    the DeepSpeed config it runs with (None: no DeepSpeed). None when the model size or the GPUs are unknown."""
+    if model is None or not model.total_params or not topology.gpus:
+        return None
+    shape = train_shape(swift, model, topology, env)
+    gpu_free = min(g.free_bytes for g in topology.gpus)
+    if config is None:
+        return estimate(Strategy.DDP, shape, gpu_free, host.memory.available_bytes)
+    zero = zero_settings(config, shape.hidden_size)
+    if zero.stage == 3:
+        strategy = Strategy.ZERO3_OFFLOAD if zero.offload_param or zero.offload_optimizer else Strategy.ZERO3
+    else:
+        strategy = Strategy.ZERO2
+    return estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
 
 
 def memlock_too_low(host: HostFacts, need_bytes: int) -> bool:
@@ -127,7 +230,7 @@ def build_plan(
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
         notes.append(f"--max_length not set: activations estimated for {DEFAULT_SEQ_LEN} tokens per sample")
 
-    estimates = estimates_for(swift, model, topology, host)
+    estimates = estimates_for(swift, model, topology, host, options, env)
     choice = choose_strategy(
         estimates,
         user_deepspeed=swift.get("deepspeed"),

@@ -98,3 +98,127 @@ def derived_path(output_dir: str, stem: str, rung: str, pin_memory: bool, config
 
 def canonical_text(config: Mapping[str, Any]) -> str:
     return json.dumps(config, indent=2) + "\n"
+
+
+# DeepSpeed's own defaults for keys a config leaves out (deepspeed/runtime/zero/config.py).
+_ZERO_DEFAULTS = {
+    "reduce_bucket_size": 500_000_000,
+    "allgather_bucket_size": 500_000_000,
+    "stage3_prefetch_bucket_size": 50_000_000,
+    "stage3_max_live_parameters": 1_000_000_000,
+    "stage3_max_reuse_distance": 1_000_000_000,
+    "stage3_param_persistence_threshold": 100_000,
+    "sub_group_size": 1_000_000_000,
+}
+
+
+@dataclass(frozen=True)
+class ZeroSettings:
+    """The ZeRO keys that decide what DeepSpeed keeps resident on each GPU, in elements, "auto" resolved."""
+
+    stage: int
+    offload_optimizer: bool
+    offload_param: bool
+    reduce_bucket: int
+    allgather_bucket: int
+    prefetch_bucket: int
+    max_live_parameters: int
+    max_reuse_distance: int
+    persistence_threshold: int
+    sub_group_size: int
+    overlap_comm: bool
+    contiguous_gradients: bool
+
+
+def auto_value(key: str, hidden_size: int | None) -> int:
+    """What transformers' HfDeepSpeedConfig fills in for an "auto" bucket key from the model's hidden size."""
+    if hidden_size:
+        h = hidden_size
+        filled = {
+            "reduce_bucket_size": h * h,
+            "stage3_prefetch_bucket_size": int(0.9 * h * h),
+            "stage3_param_persistence_threshold": 10 * h,
+        }
+        if key in filled:
+            return filled[key]
+    return _ZERO_DEFAULTS[key]
+
+
+def zero_settings(config: Mapping[str, Any], hidden_size: int | None) -> ZeroSettings:
+    """Read a DeepSpeed config's ZeRO section; "auto" values as transformers fills them, missing keys as DeepSpeed's."""
+    zero = zero_section(config)
+
+    def size(key: str) -> int:
+        value = zero.get(key, _ZERO_DEFAULTS[key])
+        if value == "auto":
+            return auto_value(key, hidden_size)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _ZERO_DEFAULTS[key]
+
+    def device(name: str) -> bool:
+        section = zero.get(name)
+        return isinstance(section, Mapping) and section.get("device") in OFFLOAD_DEVICES
+
+    stage = zero.get("stage", 0)
+    stage = stage if isinstance(stage, int) and 0 <= stage <= 3 else 0
+    overlap = zero.get("overlap_comm")
+    return ZeroSettings(
+        stage=stage,
+        offload_optimizer=device("offload_optimizer"),
+        offload_param=stage == 3 and device("offload_param"),
+        reduce_bucket=size("reduce_bucket_size"),
+        allgather_bucket=size("allgather_bucket_size"),
+        prefetch_bucket=size("stage3_prefetch_bucket_size"),
+        max_live_parameters=size("stage3_max_live_parameters"),
+        max_reuse_distance=size("stage3_max_reuse_distance"),
+        persistence_threshold=size("stage3_param_persistence_threshold"),
+        sub_group_size=size("sub_group_size"),
+        overlap_comm=bool(overlap) if overlap is not None else stage == 3,  # DeepSpeed turns it on for stage 3
+        contiguous_gradients=bool(zero.get("contiguous_gradients", True)),
+    )
+
+
+# The ZeRO sections of the shipped deepspeed_configs/*.json, for plans built without reading them (tests,
+# `--assume-*` what-ifs); tests/unit/test_ds_config.py holds them equal to the files.
+SHIPPED_ZERO: dict[str, JsonObject] = {
+    "zero2": {
+        "zero_optimization": {
+            "stage": 2,
+            "allgather_partitions": True,
+            "allgather_bucket_size": 200000000,
+            "reduce_scatter": True,
+            "reduce_bucket_size": "auto",
+            "overlap_comm": False,
+            "contiguous_gradients": True,
+        }
+    },
+    "zero3": {
+        "zero_optimization": {
+            "stage": 3,
+            "overlap_comm": False,
+            "contiguous_gradients": True,
+            "sub_group_size": 1000000000,
+            "reduce_bucket_size": "auto",
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_max_live_parameters": 1000000000,
+            "stage3_max_reuse_distance": 1000000000,
+            "stage3_gather_16bit_weights_on_model_save": True,
+        }
+    },
+    "zero3_offload": {
+        "zero_optimization": {
+            "stage": 3,
+            "offload_optimizer": {"device": "cpu", "pin_memory": True},
+            "offload_param": {"device": "cpu", "pin_memory": True},
+            "overlap_comm": False,
+            "contiguous_gradients": True,
+            "sub_group_size": 1000000000,
+            "reduce_bucket_size": "auto",
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_max_live_parameters": 1000000000,
+            "stage3_max_reuse_distance": 1000000000,
+            "stage3_gather_16bit_weights_on_model_save": True,
+        }
+    },
+}

@@ -1,26 +1,67 @@
-"""Memory each ZeRO strategy needs, per GPU and per node's host RAM.
+"""Memory each strategy needs, per GPU and per node's host RAM, as named parts.
 
-Model states follow DeepSpeed's own estimators (stage_1_and_2 / stage3 `estimate_*_mem_needs`) and
-reduce to them exactly for a full fine-tune; for LoRA and partial tuning only trainable parameters carry
-gradients and optimizer state (18 bytes each), frozen ones only their 2-byte weights. On top of that:
-activations, logits, the CUDA context, and a fragmentation margin. These are planning numbers, not
-promises: the ladder in launcher.run.degrade handles what they miss.
+Contract: pure functions of a TrainShape (the model's real shapes and the run's settings) and, for the
+DeepSpeed strategies, the ZeroSettings read from the very config the run will use (launcher.plan.ds_config).
+Every byte is in a named part of `Estimate.parts`, so a user sees where the memory goes:
+
+    gpu_weights            the 16-bit (or fp32, or 4/8-bit quantized frozen) weights this GPU holds
+    gpu_zero3_live_params  ZeRO-3: parameters gathered and kept live (stage3_max_live_parameters, the
+                           reuse distance, the prefetch bucket), at least the largest layer
+    gpu_zero3_persistent   ZeRO-3: parameters under stage3_param_persistence_threshold, never partitioned
+    gpu_gradients          16-bit gradients (DDP: and its bucket copies), the fp32 gradient partition
+                           (ZeRO-3: of the sub-group being stepped, sub_group_size)
+    gpu_optimizer          fp32 master weights and Adam moments of this GPU's partition
+    gpu_zero_buckets       reduce bucket (x2 with overlap_comm), zero2 allgather bucket, zero3 prefetch bucket
+    gpu_activations        saved layer inputs (checkpointing) plus one layer's activations, or all layers'
+    gpu_attention_scores   eager attention only: heads x length^2 per layer
+    gpu_logits             the logits over the vocabulary, their fp32 copy and gradient
+    gpu_vision             the vision tower's activations for MAX_PIXELS images
+    gpu_cuda_context       CUDA context, cuBLAS/NCCL workspaces (fitted)
+    gpu_fragmentation_margin  what the caching allocator reserves beyond what is allocated (fitted)
+    gpu_measured_correction   after an attempt of this run was measured: what its peak / estimate adds
+
+Model states reduce to DeepSpeed's own estimators for a full zero2 fine-tune (2P + 18P/N); for LoRA only
+trainable parameters carry gradients and optimizer state. These are planning numbers, not promises: the
+ladder in launcher.plan.degrade handles what they miss.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
+from launcher.plan.ds_config import ZeroSettings
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
-CUDA_CONTEXT_BYTES = 1 * GiB  # CUDA context, cuBLAS/NCCL workspaces per process
-FRAGMENTATION_MARGIN = 0.10  # the caching allocator rarely packs tighter than this
 HOST_BYTES_PER_PROCESS = 3 * GiB  # python, torch, the tokenizer and dataloader per training process
 DEFAULT_SEQ_LEN = 2048
-ACT_BYTES_PER_TOKEN_HIDDEN_LAYER = 34  # bf16 transformer layer with flash attention (Korthikanti et al.)
 LORA_FALLBACK_FRACTION = 0.01
+
+# Fitted on tests/data/calibration/table.jsonl by scripts/fit_memory.py (grid search; its leave-one-source-out
+# report is in BENCHMARKS.md). The per-process CUDA context with cuBLAS/NCCL workspaces: the driver alone
+# takes 0.3-0.6 GiB, the fit lands at 0.75 GiB. The margin is what published figures (nvidia-smi or
+# torch's reserved memory) hold beyond the allocated parts: the caching allocator's fragmentation,
+# temporaries of the optimizer step and of NCCL; the fit lands at 20 % of the rest.
+CUDA_CONTEXT_BYTES = int(0.75 * GiB)
+FRAGMENTATION_MARGIN = 0.20
+
+# Bytes per token of one transformer layer's saved activations, in 16-bit: attention block (norm input,
+# q/k/v, attention output, o_proj input) about 12h, the SwiGLU MLP (norm input 2h+2h, gate, up, silu(gate),
+# product) 4h + 8i. For llama-7B (i = 2.7h) this is 37h, close to Korthikanti et al.'s 34h for a 4h GeLU MLP.
+ATTN_BYTES_PER_HIDDEN = 16
+MLP_BYTES_PER_INTERMEDIATE = 8
+# Logits: 16-bit logits (2), their fp32 copy in the loss (4), the fp32 log-softmax gradient (4), per token x vocab.
+LOGIT_BYTES = 10
+# Eager attention: saved probabilities (2 bytes) per layer; at the peak layer also the scores (2) and
+# their fp32 softmax (4), per head x length^2.
+EAGER_SAVED_BYTES = 2
+EAGER_PEAK_BYTES = 6
+# Quantized frozen weights, bytes per weight: bnb nf4 0.5 + double-quantized absmax; int8 1 + a row scale;
+# GPTQ/AWQ 4-bit 0.5 + fp16 scales and packed zeros per group of 128.
+QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
+VISION_PATCH = 14  # Qwen-VL / InternVL patch side in pixels
 
 
 @dataclass(frozen=True)
@@ -38,6 +79,42 @@ class TrainShape:
     gradient_checkpointing: bool
     gpus_per_node: int
     nnodes: int
+    intermediate_size: int | None = None
+    num_heads: int | None = None
+    weight_bytes: int = 2  # --torch_dtype: 2 for bfloat16/float16, 4 for float32
+    quant_bits: int | None = None  # frozen base weights quantized to this many bits (QLoRA, GPTQ, AWQ)
+    quantized_params: int = 0  # how many frozen weights are quantized (the decoder's linears)
+    eager_attention: bool = False  # --attn_impl eager: scores materialised, quadratic in length
+    packing: bool = False  # --packing true: every sample is max_length tokens
+    num_experts: int | None = None
+    experts_per_token: int | None = None
+    moe_intermediate_size: int | None = None
+    vision_hidden_size: int | None = None
+    vision_layers: int | None = None
+    image_pixels: int = 0  # MAX_PIXELS of one image per sample; 0 for text-only
+    vision_trainable: bool = False  # --freeze_vit false
+    fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full
+    vocab_logits: bool = True  # False for --task_type seq_cls / embedding / reranker: no vocabulary head
+
+    @property
+    def total_gpus(self) -> int:
+        return max(self.gpus_per_node * self.nnodes, 1)
+
+    @property
+    def mixed_precision(self) -> bool:
+        return self.weight_bytes < 4
+
+    @property
+    def tokens(self) -> int:
+        return self.micro_batch * self.seq_len
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted constants (see scripts/fit_memory.py)."""
+
+    cuda_context_bytes: int = CUDA_CONTEXT_BYTES
+    fragmentation: float = FRAGMENTATION_MARGIN
 
 
 def lora_trainable_params(
@@ -46,22 +123,31 @@ def lora_trainable_params(
     intermediate_size: int | None,
     num_layers: int | None,
     rank: int,
+    *,
+    num_experts: int | None = None,
+    moe_intermediate_size: int | None = None,
 ) -> int:
-    """LoRA on every linear of each layer (swift's default `all-linear`): rank x (in + out) per linear."""
+    """LoRA on every linear of each layer (swift's default `all-linear`): rank x (in + out) per linear.
+
+    In an MoE layer every expert's gate, up and down projections carry their own adapter.
+    """
     if hidden_size and intermediate_size and num_layers:
         h, i = hidden_size, intermediate_size
-        per_layer = rank * (4 * (h + h) + 3 * (h + i))  # q k v o, gate up down
-        return num_layers * per_layer
+        attention = 4 * (h + h)  # q k v o
+        # gate up down, per expert in an MoE layer
+        mlp = num_experts * 3 * (h + moe_intermediate_size) if num_experts and moe_intermediate_size else 3 * (h + i)
+        return num_layers * rank * (attention + mlp)
     return int(total_params * LORA_FALLBACK_FRACTION)
 
 
 def model_state_bytes(strategy: Strategy, shape: TrainShape) -> tuple[int, int]:
-    """(GPU bytes per GPU, host bytes per node) of weights, gradients and optimizer state."""
-    total_gpus = shape.gpus_per_node * shape.nnodes
+    """DeepSpeed's own estimators' formulas, (GPU bytes per GPU, host bytes per node), with only trainable
+    parameters carrying gradients and optimizer state. Kept as the reference the parts are held against."""
+    total_gpus = shape.total_gpus
     trainable = shape.trainable_params
     frozen = shape.total_params - trainable
     largest = shape.largest_layer_params
-    if strategy is Strategy.ZERO2:
+    if strategy in (Strategy.ZERO2, Strategy.DDP):
         gpu = 2 * shape.total_params + int(18 * trainable / total_gpus)
         cpu = shape.total_params * 4 * shape.gpus_per_node * BUFFER_FACTOR
     elif strategy is Strategy.ZERO3:
@@ -73,38 +159,224 @@ def model_state_bytes(strategy: Strategy, shape: TrainShape) -> tuple[int, int]:
     return gpu, int(cpu)
 
 
-def activation_bytes(shape: TrainShape) -> int:
-    """Per GPU: layer activations (all layers, or one layer plus checkpoints) and fp32 logits."""
-    if not shape.hidden_size or not shape.num_layers:
+def frozen_weight_bytes(shape: TrainShape) -> float:
+    """Bytes of the frozen weights: quantized ones at their bits, the rest (embeddings, norms) at the dtype."""
+    frozen = shape.total_params - shape.trainable_params
+    if not shape.quant_bits:
+        return float(frozen * shape.weight_bytes)
+    quantized = min(shape.quantized_params, frozen)
+    per = QUANT_BYTES.get(shape.quant_bits, shape.quant_bits / 8)
+    return quantized * per + (frozen - quantized) * shape.weight_bytes
+
+
+def persistent_params(shape: TrainShape, zero: ZeroSettings) -> int:
+    """Parameters under stage3_param_persistence_threshold: norms and biases (a few of size h per layer)."""
+    if not shape.hidden_size or not shape.num_layers or zero.persistence_threshold < shape.hidden_size:
         return 0
-    tokens = shape.micro_batch * shape.seq_len
-    per_layer = ACT_BYTES_PER_TOKEN_HIDDEN_LAYER * tokens * shape.hidden_size
-    if shape.gradient_checkpointing:
-        layers = 2 * tokens * shape.hidden_size * shape.num_layers + per_layer
+    return shape.num_layers * 4 * shape.hidden_size + shape.hidden_size
+
+
+def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None) -> dict[str, int]:
+    """Weights, gradients, optimizer state and DeepSpeed's buffers on one GPU."""
+    w = shape.weight_bytes
+    n = shape.total_gpus
+    trainable = shape.trainable_params
+    weights = trainable * w + frozen_weight_bytes(shape)
+    master = 4 if shape.mixed_precision else 0
+    grad32 = 4 if shape.mixed_precision else 0
+    if strategy is Strategy.DDP or zero is None:
+        # torch AdamW keeps its moments in the parameters' dtype; DDP's buckets are a second copy of the
+        # gradients (gradient_as_bucket_view is off in the HF Trainer); one process has no DDP wrapper.
+        copies = 2 if n > 1 else 1
+        return {
+            "gpu_weights": int(weights),
+            "gpu_gradients": copies * trainable * w,
+            "gpu_optimizer": trainable * 2 * w,
+        }
+    parts: dict[str, int] = {}
+    partition = trainable / n
+    bucket_copies = 2 if zero.overlap_comm else 1
+    if zero.stage == 3:
+        largest_bytes = shape.largest_layer_params * w
+        kept = max(shape.largest_layer_params, min(zero.max_live_parameters, zero.max_reuse_distance))
+        gathered = min(shape.total_params, kept + zero.prefetch_bucket)
+        gathered_bytes = gathered * weights / max(shape.total_params, 1)  # quantized weights gather quantized
+        parts["gpu_weights"] = 0 if zero.offload_param else int(weights / n)
+        parts["gpu_zero3_live_params"] = int(max(gathered_bytes, largest_bytes))
+        parts["gpu_zero3_persistent"] = persistent_params(shape, zero) * w
+        sub_group = min(zero.sub_group_size, partition)
+        in_flight = min(shape.largest_layer_params, trainable) * w  # a gathered layer's full gradient, unreduced
+        stored = 0 if zero.offload_optimizer else partition * w + sub_group * grad32
+        parts["gpu_gradients"] = int(in_flight + stored)
+        parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + 8))
+        parts["gpu_zero_buckets"] = min(zero.reduce_bucket, trainable) * w * bucket_copies
+        return parts
+    # stage 0-2: the full 16-bit weights on every GPU
+    parts["gpu_weights"] = int(weights)
+    # stage 2: the contiguous gradient partition; stage 0/1 keep every gradient
+    grads16 = partition * w if zero.stage == 2 else trainable * w
+    parts["gpu_gradients"] = int(grads16 + (0 if zero.offload_optimizer else partition * grad32))
+    parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + 8))
+    reduce = min(zero.reduce_bucket, trainable) * w * bucket_copies if zero.contiguous_gradients else 0
+    allgather = min(zero.allgather_bucket, trainable) * w if zero.stage >= 1 else 0
+    parts["gpu_zero_buckets"] = reduce + allgather
+    return parts
+
+
+def activation_parts(shape: TrainShape) -> dict[str, int]:
+    """Per GPU: layer activations, eager attention scores, logits and the vision tower's activations."""
+    if not shape.hidden_size or not shape.num_layers:
+        return {"gpu_activations": 0, "gpu_attention_scores": 0, "gpu_logits": 0, "gpu_vision": 0}
+    scale = shape.weight_bytes / 2
+    h, layers, tokens = shape.hidden_size, shape.num_layers, shape.tokens
+    if shape.num_experts and shape.moe_intermediate_size:
+        # only the routed experts run per token; the dispatch copies of the hidden states come with them
+        active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
+        per_token = ATTN_BYTES_PER_HIDDEN * h + MLP_BYTES_PER_INTERMEDIATE * active
+        per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
     else:
-        layers = per_layer * shape.num_layers
-    logits = 8 * tokens * (shape.vocab_size or 0)  # fp32 logits and their gradient
-    return layers + logits
+        per_token = ATTN_BYTES_PER_HIDDEN * h + MLP_BYTES_PER_INTERMEDIATE * (shape.intermediate_size or 4 * h)
+    one_layer = tokens * per_token * scale
+    if shape.gradient_checkpointing:
+        layer_acts = tokens * h * shape.weight_bytes * layers + one_layer  # each checkpoint's input + a recompute
+    else:
+        layer_acts = one_layer * layers
+    scores = 0.0
+    if shape.eager_attention and not shape.packing and shape.num_heads:
+        # packing runs flash-attention's variable-length kernel: no length^2 term
+        per_layer = shape.num_heads * shape.seq_len**2 * shape.micro_batch
+        saved_layers = 1 if shape.gradient_checkpointing else layers
+        scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
+    logit_bytes = LOGIT_BYTES + (2 if shape.weight_bytes == 4 else 0)
+    if not shape.vocab_logits:
+        logits = 0
+    elif shape.fused_cross_entropy:
+        # liger's fused linear cross-entropy works in chunks of about tokens x hidden / vocab rows: an fp32
+        # chunk of logits and its gradient, about the size of one fp32 hidden state
+        logits = tokens * h * 8
+    else:
+        logits = tokens * (shape.vocab_size or 0) * logit_bytes
+    vision = 0.0
+    if shape.image_pixels and shape.vision_hidden_size:
+        patches = shape.micro_batch * shape.image_pixels / VISION_PATCH**2
+        vh = shape.vision_hidden_size
+        per_layer_v = patches * (ATTN_BYTES_PER_HIDDEN * vh + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
+        vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)
+    return {
+        "gpu_activations": int(layer_acts),
+        "gpu_attention_scores": int(scores),
+        "gpu_logits": int(logits),
+        "gpu_vision": int(vision),
+    }
 
 
-def estimate(strategy: Strategy, shape: TrainShape, gpu_free_bytes: int | None, cpu_free_bytes: int | None) -> Estimate:
-    states_gpu, states_cpu = model_state_bytes(strategy, shape)
-    activations = activation_bytes(shape)
-    subtotal = states_gpu + activations + CUDA_CONTEXT_BYTES
-    margin = int(subtotal * FRAGMENTATION_MARGIN)
+def activation_bytes(shape: TrainShape) -> int:
+    """Per GPU: every activation part together."""
+    return sum(activation_parts(shape).values())
+
+
+def host_bytes(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None) -> int:
+    """Host RAM per node for model states: DeepSpeed's estimators, with the config's offload sections."""
+    trainable = shape.trainable_params
+    frozen = shape.total_params - trainable
+    if zero is None or strategy is Strategy.DDP:
+        return int(shape.total_params * shape.weight_bytes * shape.gpus_per_node)
+    if zero.offload_param:
+        return int((18 * trainable + 2 * frozen) / shape.nnodes * BUFFER_FACTOR)
+    if zero.offload_optimizer:
+        return int(16 * trainable / shape.nnodes * BUFFER_FACTOR + 2 * shape.total_params * shape.gpus_per_node)
+    if zero.stage == 3:
+        return int(shape.largest_layer_params * 4 * shape.gpus_per_node * BUFFER_FACTOR)
+    return int(shape.total_params * 4 * shape.gpus_per_node * BUFFER_FACTOR)
+
+
+def estimate(
+    strategy: Strategy,
+    shape: TrainShape,
+    gpu_free_bytes: int | None,
+    cpu_free_bytes: int | None,
+    zero: ZeroSettings | None = None,
+    calibration: Calibration | None = None,
+) -> Estimate:
+    """The estimate of one strategy; `zero` is the config's ZeRO settings (None for plain DDP)."""
+    calibration = calibration or Calibration()
+    parts = weight_parts(strategy, shape, zero if strategy is not Strategy.DDP else None)
+    parts.update(activation_parts(shape))
+    parts["gpu_cuda_context"] = calibration.cuda_context_bytes
+    subtotal = sum(parts.values())
+    parts["gpu_fragmentation_margin"] = int(subtotal * calibration.fragmentation)
+    gpu_need = sum(parts.values())
+    states_cpu = host_bytes(strategy, shape, zero)
     host_processes = HOST_BYTES_PER_PROCESS * shape.gpus_per_node
+    parts["cpu_model_states"] = states_cpu
+    parts["cpu_processes"] = host_processes
     return Estimate(
         strategy=strategy,
-        gpu_need_bytes=subtotal + margin,
+        gpu_need_bytes=gpu_need,
         cpu_need_bytes=states_cpu + host_processes,
         gpu_free_bytes=gpu_free_bytes,
         cpu_free_bytes=cpu_free_bytes,
-        parts={
-            "gpu_model_states": states_gpu,
-            "gpu_activations": activations,
-            "gpu_cuda_context": CUDA_CONTEXT_BYTES,
-            "gpu_fragmentation_margin": margin,
-            "cpu_model_states": states_cpu,
-            "cpu_processes": host_processes,
-        },
+        parts=parts,
     )
+
+
+def levers(
+    strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None, calibration: Calibration | None = None
+) -> tuple[tuple[str, int], ...]:
+    """What each one-setting change saves per GPU, the largest first: (description, bytes saved)."""
+    base = estimate(strategy, shape, None, None, zero, calibration).gpu_need_bytes
+    changes: list[tuple[str, TrainShape]] = []
+    if shape.micro_batch > 1:
+        half = max(shape.micro_batch // 2, 1)
+        changes.append((f"micro-batch {shape.micro_batch} -> {half}", replace(shape, micro_batch=half)))
+    if shape.seq_len >= 512:
+        half_len = shape.seq_len // 2
+        changes.append((f"max_length {shape.seq_len} -> {half_len}", replace(shape, seq_len=half_len)))
+    if not shape.gradient_checkpointing:
+        changes.append(("gradient checkpointing on", replace(shape, gradient_checkpointing=True)))
+    if shape.eager_attention:
+        changes.append(("attn_impl eager -> sdpa", replace(shape, eager_attention=False)))
+    if shape.weight_bytes == 4:
+        changes.append(("torch_dtype float32 -> bfloat16", replace(shape, weight_bytes=2)))
+    if shape.trainable_params == shape.total_params and shape.hidden_size and shape.num_layers:
+        lora = lora_trainable_params(
+            shape.total_params, shape.hidden_size, shape.intermediate_size, shape.num_layers, 8
+        )
+        changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora)))
+    if shape.trainable_params < shape.total_params and not shape.quant_bits:
+        changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
+    if shape.vision_trainable:
+        changes.append(("--freeze_vit true", replace(shape, vision_trainable=False)))
+    saved = [
+        (text, base - estimate(strategy, changed, None, None, zero, calibration).gpu_need_bytes)
+        for text, changed in changes
+    ]
+    return tuple(sorted(((t, s) for t, s in saved if s > 0), key=lambda item: -item[1]))
+
+
+CORRECTION_BOUNDS = (0.5, 2.0)  # a run's own measurement may move its estimate this far, no further
+
+
+def measured_correction(attempts: Iterable[tuple[int | None, int, bool]]) -> float:
+    """The factor this run's own measurements put on its estimates: (measured peak, estimate, died of OOM)
+    per earlier attempt, the latest measured one deciding. A finished attempt gives peak / estimate; an OOM
+    gives it only when above 1 (the peak when it died is a lower bound of the need). 1.0 when nothing
+    was measured."""
+    factor = 1.0
+    for peak, need, oom in attempts:
+        if not peak or need <= 0:
+            continue
+        ratio = peak / need
+        if oom and ratio < 1.0:
+            continue
+        factor = min(max(ratio, CORRECTION_BOUNDS[0]), CORRECTION_BOUNDS[1])
+    return factor
+
+
+def corrected(est: Estimate, factor: float) -> Estimate:
+    """`est` scaled by a run's measured correction, the difference a part of its own so the parts still add up."""
+    if factor == 1.0:
+        return est
+    extra = int(est.gpu_need_bytes * (factor - 1.0))
+    parts = {**est.parts, "gpu_measured_correction": extra}
+    return replace(est, gpu_need_bytes=est.gpu_need_bytes + extra, parts=parts)

@@ -46,7 +46,7 @@ def choose_strategy(
         as_rung = f" ({user_rung})" if user_rung and user_rung != user_deepspeed else ""
         warnings: tuple[str, ...] = ()
         if own is not None and not own.fits:
-            better = next((e.strategy.value for e in estimates if e.fits), None)
+            better = next((e.strategy.value for e in estimates if e.fits and e.strategy in STRATEGY_ORDER), None)
             hint = f"; {better} would fit" if better else ""
             warnings = (f"your --deepspeed {user_deepspeed}{as_rung} may not fit: {describe(own)}{hint}",)
         return Choice(user_deepspeed, f"you chose --deepspeed {user_deepspeed}{as_rung}", True, warnings, True)

@@ -47,6 +47,47 @@ def _int(config: Mapping[str, object], *keys: str) -> int | None:
     return None
 
 
+_VISION_RE = re.compile(r"(?:^|\.)(?:visual|vision_tower|vision_model|vit|vpm)\.")
+_PACKED_DTYPE_BITS = {"I32": 32, "U8": 8, "I8": 8}  # GPTQ/AWQ pack int32, bnb packs uint8
+
+
+def quant_bits_of(config: Mapping[str, object]) -> int | None:
+    """Bits per weight of a pre-quantized checkpoint (bnb, GPTQ, AWQ), from config.json's quantization_config."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return None
+    if quant.get("load_in_4bit"):
+        return 4
+    if quant.get("load_in_8bit"):
+        return 8
+    bits = quant.get("bits", quant.get("w_bit"))
+    return bits if isinstance(bits, int) and 1 < bits < 16 else None
+
+
+def _vision_shape(config: Mapping[str, object]) -> tuple[int | None, int | None]:
+    vision = config.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return None, None
+    return _int(vision, "hidden_size", "embed_dim", "width"), _int(vision, "depth", "num_hidden_layers", "layers")
+
+
+def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
+    """The ModelFacts fields config.json gives beyond the parameter count."""
+    text = _text_config(config)
+    vision_hidden, vision_layers = _vision_shape(config)
+    tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+    return {
+        "num_attention_heads": _int(text, "num_attention_heads", "n_head", "num_heads"),
+        "num_experts": _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
+        "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"),
+        "moe_intermediate_size": _int(text, "moe_intermediate_size", "expert_intermediate_size"),
+        "tie_word_embeddings": bool(tied),
+        "quant_bits": quant_bits_of(config),
+        "vision_hidden_size": vision_hidden,
+        "vision_layers": vision_layers,
+    }
+
+
 def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     warnings: list[str] = []
     config: dict[str, object] = {}
@@ -62,17 +103,25 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     vocab = _int(text, "vocab_size")
     multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower", "audio_config"))
 
+    extra = _shape_fields(config)
+    quant_bits = extra["quant_bits"]
     files = sorted(directory.glob("*.safetensors"))
     if files:
         groups: dict[str, int] = defaultdict(int)
         dtypes: dict[str, int] = defaultdict(int)
+        vision = 0
         for file in files:
             for tensor, info in read_safetensors_header(file).items():
                 shape = info.get("shape")
                 count = prod(shape) if isinstance(shape, list) else 0
+                dtype = str(info.get("dtype"))
+                if isinstance(quant_bits, int) and dtype in _PACKED_DTYPE_BITS:
+                    count = count * _PACKED_DTYPE_BITS[dtype] // quant_bits  # packed weights: real count
                 match = _LAYER_RE.match(tensor)
                 groups[match.group(1) if match else tensor] += count
-                dtypes[str(info.get("dtype"))] += count
+                dtypes[dtype] += count
+                if _VISION_RE.search(tensor):
+                    vision += count
         total = sum(groups.values())
         return ModelFacts(
             name=name,
@@ -83,14 +132,21 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             num_layers=layers,
             intermediate_size=intermediate,
             vocab_size=vocab,
-            dtype=max(dtypes, key=lambda d: dtypes[d]),
+            dtype=max(dtypes, key=lambda d: dtypes[d]) if quant_bits is None else _config_dtype(config),
             is_multimodal=multimodal,
             warnings=tuple(warnings),
+            vision_params=vision,
+            **extra,  # type: ignore[arg-type]
         )
     if hidden and layers and intermediate and vocab:
-        tied = bool(text.get("tie_word_embeddings", False))
+        tied = bool(extra["tie_word_embeddings"])
         embed = vocab * hidden * (1 if tied else 2)
-        per_layer = 4 * hidden * hidden + 3 * hidden * intermediate
+        experts, moe_i = extra["num_experts"], extra["moe_intermediate_size"]
+        if isinstance(experts, int) and isinstance(moe_i, int):
+            mlp = experts * 3 * hidden * moe_i + hidden * experts  # the experts and the router
+        else:
+            mlp = 3 * hidden * intermediate
+        per_layer = 4 * hidden * hidden + mlp
         warnings.append(f"no safetensors in {directory}: parameter count estimated from config.json")
         return ModelFacts(
             name=name,
@@ -101,11 +157,18 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             num_layers=layers,
             intermediate_size=intermediate,
             vocab_size=vocab,
-            dtype=str(text.get("torch_dtype") or config.get("torch_dtype") or "") or None,
+            dtype=_config_dtype(config),
             is_multimodal=multimodal,
             warnings=tuple(warnings),
+            **extra,  # type: ignore[arg-type]
         )
     return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))
+
+
+def _config_dtype(config: Mapping[str, object]) -> str | None:
+    text = _text_config(config)
+    value = text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+    return str(value) if value else None
 
 
 def cache_dirs(model_id: str, env: Mapping[str, str], home: Path) -> list[Path]:
@@ -128,21 +191,21 @@ def params_from_name(name: str) -> int | None:
     return int(float(match.group(1)) * scale)
 
 
-# (params, hidden, layers, intermediate, vocab): the Qwen2.5 family, a typical decoder at each size.
+# (params, hidden, layers, intermediate, vocab, heads, tied): the Qwen2.5 family, a typical decoder at each size.
 _TYPICAL_SHAPES = (
-    (0.5e9, 896, 24, 4864, 151936),
-    (1.5e9, 1536, 28, 8960, 151936),
-    (3e9, 2048, 36, 11008, 151936),
-    (7e9, 3584, 28, 18944, 152064),
-    (14e9, 5120, 48, 13824, 152064),
-    (32e9, 5120, 64, 27648, 152064),
-    (72e9, 8192, 80, 29568, 152064),
+    (0.5e9, 896, 24, 4864, 151936, 14, True),
+    (1.5e9, 1536, 28, 8960, 151936, 12, True),
+    (3e9, 2048, 36, 11008, 151936, 16, True),
+    (7e9, 3584, 28, 18944, 152064, 28, False),
+    (14e9, 5120, 48, 13824, 152064, 40, False),
+    (32e9, 5120, 64, 27648, 152064, 40, False),
+    (72e9, 8192, 80, 29568, 152064, 64, False),
 )
 
 
 def typical_shape(name: str, total_params: int) -> ModelFacts:
     """Facts for a model known only by its size: the shape of the nearest typical decoder."""
-    params, hidden, layers, intermediate, vocab = min(
+    params, hidden, layers, intermediate, vocab, heads, tied = min(
         _TYPICAL_SHAPES, key=lambda row: abs(row[0] - total_params) / row[0]
     )
     return ModelFacts(
@@ -154,6 +217,8 @@ def typical_shape(name: str, total_params: int) -> ModelFacts:
         num_layers=layers,
         intermediate_size=intermediate,
         vocab_size=vocab,
+        num_attention_heads=heads,
+        tie_word_embeddings=tied,
         is_multimodal=bool(re.search(r"(?i)[-_]vl\b|-vl-", name)),
         warnings=(f"layer shapes assumed like a typical {params / 1e9:g}B decoder",),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.model import Failure
+from launcher.model import Estimate, Failure
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
 from launcher.run.gpumon import MemoryTimeline
@@ -55,6 +55,8 @@ class AttemptRecord:
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
+    estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
+    estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
 
 
 @dataclass

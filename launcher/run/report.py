@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
 from launcher.render import mask
 from launcher.run.records import AttemptRecord, RunResult
@@ -62,8 +63,29 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "last_step": record.last_step,
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
+        "estimate": estimate_json(record),
         "diagnostics": record.diagnostics,
         "decision": record.decision,
+    }
+
+
+def estimate_json(record: AttemptRecord) -> dict[str, Any] | None:
+    """The estimate for the attempt's settings beside its measured per-GPU peak (after an OOM: the peak when
+    it died), and measured / estimate: the correction a later estimate for this run can apply."""
+    est = record.estimate
+    if est is None:
+        return None
+    peak = max(record.memory.gpu_peak.values(), default=0) if record.memory is not None else 0
+    oom = record.failure is not None and record.failure.kind.value.startswith("cuda_oom")
+    return {
+        "strategy": est.strategy.value,
+        "gpu_need_bytes": est.gpu_need_bytes,
+        "parts": {k: v for k, v in est.parts.items() if k.startswith("gpu_")},
+        "measured_peak_bytes": peak or None,
+        "measured_over_estimate": round(peak / est.gpu_need_bytes, 3) if peak and est.gpu_need_bytes else None,
+        "correction": round(record.estimate_correction, 3),
+        "corrected_gpu_need_bytes": corrected(est, record.estimate_correction).gpu_need_bytes,
+        "oom": oom,  # died of a CUDA OOM: the peak is where it died
     }
 
 

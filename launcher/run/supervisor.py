@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.model import FailureKind, Strategy
+from launcher.plan.build import attempt_estimate
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.estimate import corrected, measured_correction
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
@@ -122,7 +124,8 @@ class Supervisor:
                 resume = shared_resume(decided_resume, self.output_dir)
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
-            record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
+            correction = measured_correction(_measured(attempts))
+            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, correction)
             attempts.append(record)
             self.on_attempt(attempts)
             if self.coordinator is not None:
@@ -142,7 +145,7 @@ class Supervisor:
             if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
                 change = ("no change", f"{aside} failed to load; resume from the checkpoint before it")
                 continue
-            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits())
+            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits(attempts))
             if isinstance(step, GiveUp):
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
@@ -186,7 +189,7 @@ class Supervisor:
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
                 resume_for=lambda new: relative_to(self._resume_point(number + 1, new, attempts)[0], self.output_dir),
-                gpus_have_room_for_zero3=self._zero3_fits(),
+                gpus_have_room_for_zero3=self._zero3_fits(attempts),
             )  # fmt: skip
 
         decision = coordinator.exchange(number, report, decide_next)
@@ -210,8 +213,10 @@ class Supervisor:
         """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""
         return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
 
-    def _zero3_fits(self) -> bool:
-        return any(e.strategy is Strategy.ZERO3 and e.gpu_fits for e in self.prepared.plan.estimates)
+    def _zero3_fits(self, attempts: list[AttemptRecord] | None = None) -> bool:
+        """Whether zero3 fits the GPUs, its estimate corrected by what this run's attempts measured."""
+        factor = measured_correction(_measured(attempts or []))
+        return any(e.strategy is Strategy.ZERO3 and corrected(e, factor).gpu_fits for e in self.prepared.plan.estimates)
 
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
@@ -270,6 +275,7 @@ class Supervisor:
         resume: Resume | None,
         change: tuple[str, str] | None,
         skipped: dict[str, str],
+        correction: float = 1.0,
     ) -> AttemptRecord:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
@@ -295,6 +301,7 @@ class Supervisor:
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
         env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
+        ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         record = AttemptRecord(
             number=number,
             settings=settings,
@@ -308,11 +315,26 @@ class Supervisor:
             skipped_incomplete=skipped,
             deepspeed_config_written=written,
             versioned_because=versioned_because,
+            estimate=attempt_estimate(swift, self.prepared.model, plan.topology, self.prepared.host, ds_config, env),
         )
         self._announce(record)
         self.on_attempt([*self.attempts, record])  # the report shows the attempt under way, should we be killed
         self.runner.run(record, argv, env, attempt_dir, resume)
         return record
+
+    def _config_of(self, rung: str | None) -> Mapping[str, Any] | None:
+        """The DeepSpeed config an attempt at `rung` runs with: the user's own while on its rung, else the
+        shipped one (swift's own names below zero2 by their stage alone)."""
+        if rung is None:
+            return None
+        own = self.prepared.user_deepspeed
+        if own is not None and own.rung == rung:
+            return own.config
+        if rung in self.templates:
+            return self.templates[rung]
+        stage = int(rung[4]) if rung[4:5].isdigit() else 0
+        offload = {"offload_optimizer": {"device": "cpu"}} if rung.endswith("_offload") else {}
+        return {"zero_optimization": {"stage": stage, **offload}}
 
     def _announce(self, record: AttemptRecord) -> None:
         lines = [f"safe-sft: attempt {record.number}/{self.config.max_attempts}"]
@@ -336,3 +358,15 @@ class Supervisor:
         lines.append(f"safe-sft:   log: {record.log_path}")
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
+
+
+def _measured(attempts: list[AttemptRecord]) -> list[tuple[int | None, int, bool]]:
+    """(measured per-GPU peak, estimate, died of OOM) of each attempt that has an estimate."""
+    out = []
+    for a in attempts:
+        if a.estimate is None:
+            continue
+        peak = max(a.memory.gpu_peak.values(), default=0) if a.memory is not None else None
+        oom = a.failure is not None and a.failure.kind.value.startswith("cuda_oom")
+        out.append((peak or None, a.estimate.gpu_need_bytes, oom))
+    return out

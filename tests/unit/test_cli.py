@@ -1,6 +1,7 @@
 """Option splitting, the JSON plan schema through the real CLI, and the light import path."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,11 @@ def test_plan_json_schema_7b_full_and_lora() -> None:
     for key in ("nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port"):
         assert set(plan["topology"][key]) >= {"value", "source"}
     assert plan["topology"]["nproc_per_node"]["value"] == 4
-    assert set(plan["estimates"]) == {"zero2", "zero3", "zero3_offload"}
+    assert set(plan["estimates"]) == {"zero2", "zero3", "zero3_offload", "ddp"}  # ddp: what no DeepSpeed needs
+    assert not plan["estimates"]["ddp"]["fits"]
+    parts = plan["estimates"]["zero3"]["parts"]
+    assert {"gpu_zero3_live_params", "gpu_zero_buckets", "gpu_logits"} <= set(parts)
+    assert sum(v for k, v in parts.items() if k.startswith("gpu_")) == plan["estimates"]["zero3"]["gpu_need_bytes"]
     assert all(
         {"gpu_need_bytes", "gpu_free_bytes", "cpu_need_bytes", "cpu_free_bytes"} <= set(e)
         for e in plan["estimates"].values()
@@ -121,3 +126,16 @@ def test_explain_missing_file_is_one_line() -> None:
     result = run_cli("explain", "/no/such.log")
     assert result.returncode == 2
     assert result.stderr.startswith("safe-sft: error: /no/such.log does not exist")
+
+
+def test_plan_explain_memory_shows_parts_and_the_largest_lever() -> None:
+    args = ["--model-params", "7e9", "--assume-gpus", "8x80GiB", "--assume-ram", "1024GiB", "--explain-memory"]
+    swift = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--per_device_train_batch_size", "4", "--max_length", "4096"]
+    done = run_cli("plan", *args, *swift)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("Memory per GPU, by part") :]
+    header = table.splitlines()[1].split()
+    assert header[:3] == ["zero2", "*", "zero3"]  # LoRA on 8x80: zero2 chosen, marked
+    for part in ("weights", "zero3_live_params", "zero_buckets", "logits", "fragmentation_margin"):
+        assert f"  {part} " in table
+    assert re.search(r"zero2 \(fits\): micro-batch 4 -> 2 saves \d+\.\d GiB per GPU", table)

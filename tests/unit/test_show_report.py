@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.show_report import load_report, plot_report, plot_series, render_report
+from launcher.show_report import load_report, plot_levels, plot_report, plot_series, render_report
 
 GiB = 2**30
 
@@ -29,7 +29,8 @@ def run_dir(tmp_path: Path) -> Path:
     report = {
         "schema": 1, "outcome": "succeeded", "give_up_reason": None,
         "attempts": [
-            attempt(1, "cuda_oom", [0.0, 5.0], {"0": [GiB, 70 * GiB], "1": [GiB, 60 * GiB]}, [GiB, 2 * GiB]),
+            {**attempt(1, "cuda_oom", [0.0, 5.0], {"0": [GiB, 70 * GiB], "1": [GiB, 60 * GiB]}, [GiB, 2 * GiB]),
+             "estimate": {"strategy": "zero2", "gpu_need_bytes": 64 * GiB}},
             attempt(2, None, [0.0, 5.0], {"0": [GiB, 40 * GiB], "1": [GiB, 35 * GiB]}, [GiB, GiB]),
         ],
     }  # fmt: skip
@@ -84,3 +85,12 @@ def test_a_report_that_cannot_be_written_is_one_line_naming_it(tmp_path: Path) -
     assert "free)" in reason and "\n" not in reason
     assert save_report(tmp_path / "report.json", {"schema": 1}) is None
     assert json.loads((tmp_path / "report.json").read_text()) == {"schema": 1}
+
+
+def test_plot_draws_the_estimate_and_the_capacity_as_levels(run_dir: Path, tmp_path: Path) -> None:
+    data = load_report(run_dir)
+    assert plot_levels(data) == [("estimate #1", 0.0, 10.0, 64.0), ("GPU capacity", 0.0, 20.0, 80.0)]
+    fig = plot_report(data, tmp_path / "memory.png")
+    drawn = {c.get_label(): c.get_segments() for c in fig.axes[0].collections}
+    assert [list(map(list, s)) for s in drawn["estimate #1"]] == [[[0.0, 64.0], [10.0, 64.0]]]
+    assert [list(map(list, s)) for s in drawn["GPU capacity"]] == [[[0.0, 80.0], [20.0, 80.0]]]

@@ -1,0 +1,60 @@
+"""Hold the memory estimates against tables of published, measured runs.
+
+    python scripts/bench_memory.py [TABLE ...] [--summary]
+
+For each table (default: tests/data/calibration/table.jsonl) and each estimator (the new estimate in
+launcher/plan/estimate.py, the estimate at commit 566cec5, DeepSpeed's estimate_zero2/zero3 functions,
+accelerate's estimate-memory rule): the fit/OOM agreement, the rows where the estimate says "fits" and
+the source ran out of GPU memory, the median estimate/measured ratio and the share within 15 % (rows
+with a peak below the card), and the at-the-limit rows (peak >= 95 % of the card) where the estimate is
+more than 10 % low. Then, for the new estimate, the same per source group and the rows it calls wrong.
+Markdown, for BENCHMARKS.md. Measurement only: nothing is fitted here (scripts/fit_memory.py fits).
+--summary prints only the estimators' lines (for a held-out table whose rows stay out of the repository).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fit_memory import HEADER, line
+from memory_calibration import ESTIMATORS, TABLE, estimate_new, load, score
+
+
+def report(path: Path, summary: bool = False) -> str:
+    rows = load(path)
+    sources = sorted({row.source for row in rows})
+    out = [f"### {path.parent.name}/{path.name}: {len(rows)} runs from {len(sources)} source groups", "", HEADER]
+    for name, estimator in ESTIMATORS.items():
+        out.append(line(name, score(rows, estimator)))
+    if summary:
+        return "\n".join(out)
+    out += ["", "The new estimate per source group:", "", HEADER]
+    for source in sources:
+        out.append(line(source, score([row for row in rows if row.source == source], estimate_new)))
+    wrong = []
+    for row in rows:
+        est = estimate_new(row)
+        fits = est <= row.card_gib
+        peak = row.measured_gib
+        if row.oom and fits:
+            wrong.append(
+                f"- {row.id}: estimate {est:.1f} GiB fits a {row.card_gib:g} GiB card, the run ran out of memory"
+            )
+        elif not row.oom and not fits:
+            wrong.append(f"- {row.id}: estimate {est:.1f} GiB > {row.card_gib:g} GiB card, measured {peak:.1f} GiB")
+    out += ["", f"Rows where the new estimate calls fit/OOM wrong ({len(wrong)}):", "", *wrong]
+    return "\n".join(out)
+
+
+def main() -> int:
+    summary = "--summary" in sys.argv[1:]
+    paths = [Path(arg) for arg in sys.argv[1:] if arg != "--summary"] or [TABLE]
+    print("\n\n".join(report(path, summary) for path in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

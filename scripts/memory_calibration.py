@@ -1,0 +1,319 @@
+"""The calibration table of published, measured runs, and the estimators held against it.
+
+A library for scripts/fit_memory.py, scripts/bench_memory.py and tests/unit/test_calibration.py:
+
+- `load(path)` reads a table (JSON Lines, one run per line; the schema is in
+  tests/data/calibration/README.md) into `Row`s;
+- `ESTIMATORS` are the four estimators compared, each a function row -> GiB per GPU, or None where it
+  does not apply: `new` (launcher.plan.estimate, with the fitted constants or others passed in), `old`
+  (the estimate at commit 566cec5, scripts/memory_baselines/), `deepspeed` (DeepSpeed's own
+  estimate_zero2/zero3_model_states_mem_needs, model states only) and `accelerate` (accelerate's
+  `estimate-memory` rule: the largest of its model / gradient / optimizer / step sizes);
+- `score(rows, estimator)` is what BENCHMARKS.md reports: fit/OOM agreement, the rows where the
+  estimate says "fits" and the run ran out of GPU memory, and the estimate/measured ratio.
+
+Mapping a row to the planner's terms: `single` is one process without DeepSpeed (the planner's `ddp`
+with one GPU); `device_map` (one process, layers spread over the GPUs) is the single-process estimate
+with weights, gradients and optimizer state split over the GPUs; a row's ZeRO config is the shipped one
+(the rows rarely state theirs). A `total_all_gpus_gib` figure is divided by the GPU count.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from memory_baselines import estimate_566cec5 as old_estimate  # noqa: E402
+
+from launcher.model import Strategy  # noqa: E402
+from launcher.plan import estimate as new_estimate  # noqa: E402
+from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings  # noqa: E402
+from launcher.probe.model_size import typical_shape  # noqa: E402
+from launcher.units import GiB  # noqa: E402
+
+TABLE = REPO / "tests" / "data" / "calibration" / "table.jsonl"
+WITHIN = 0.15  # "within 15 %" of the measured peak
+AT_LIMIT = 0.95  # a run whose peak is at least this share of its card "fit only at the limit"
+
+
+@dataclass(frozen=True)
+class Row:
+    raw: dict[str, Any] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.raw["id"])
+
+    @property
+    def source(self) -> str:
+        return str(self.raw.get("source_group") or self.raw["source"])
+
+    @property
+    def card_gib(self) -> float:
+        return float(self.raw["gpu_mem_gib"])
+
+    @property
+    def oom(self) -> bool:
+        return bool(self.raw["measured"]["kind"] == "oom")
+
+    @property
+    def measured_gib(self) -> float | None:
+        """The measured peak per GPU in GiB; None for an OOM."""
+        measured = self.raw["measured"]
+        if measured["kind"] == "oom":
+            return None
+        value = float(measured["value"])
+        return value / self.raw["gpus"] if measured["kind"] == "total_all_gpus_gib" else value
+
+    @property
+    def at_limit(self) -> bool:
+        peak = self.measured_gib
+        return peak is not None and peak >= AT_LIMIT * self.card_gib
+
+    @property
+    def strategy(self) -> str:
+        return str(self.raw["strategy"])
+
+
+def load(path: Path = TABLE) -> list[Row]:
+    return [Row(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+# ---- mapping a row to the estimate's inputs -----------------------------------------------------------
+
+
+def _params(row: Row) -> int:
+    return int(float(row.raw["params_b"]) * 1e9)
+
+
+def _arch(row: Row) -> dict[str, Any]:
+    """The row's shapes; one it leaves out is the nearest typical decoder's, as the planner would take it."""
+    typical = typical_shape(row.id, _params(row))
+    fallback = {
+        "hidden": typical.hidden_size,
+        "layers": typical.num_layers,
+        "vocab": typical.vocab_size,
+        "intermediate": typical.intermediate_size,
+        "heads": typical.num_attention_heads,
+    }
+    arch = dict(row.raw["arch"])
+    return {**arch, **{k: v for k, v in fallback.items() if arch.get(k) is None}}
+
+
+def _largest(row: Row) -> int:
+    arch = _arch(row)
+    h, i, vocab = arch["hidden"], arch.get("intermediate") or 4 * arch["hidden"], arch["vocab"]
+    return int(max(vocab * h, 4 * h * h + 3 * h * i))
+
+
+def _trainable(row: Row) -> int:
+    arch = _arch(row)
+    total = _params(row)
+    if row.raw["tuner"] == "full":
+        return total
+    return new_estimate.lora_trainable_params(
+        total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8)
+    )
+
+
+def _gpus(row: Row) -> tuple[int, int]:
+    """(GPUs per node, nodes) as the estimate sees them: one process for single and device_map."""
+    if row.strategy in ("single", "device_map"):
+        return 1, 1
+    nodes = int(row.raw.get("nodes") or 1)
+    return max(int(row.raw["gpus"]) // nodes, 1), nodes
+
+
+def train_shape(row: Row) -> new_estimate.TrainShape:
+    arch = _arch(row)
+    total = _params(row)
+    per_node, nodes = _gpus(row)
+    quant = row.raw.get("quant_bits")
+    embeddings = arch["vocab"] * arch["hidden"] * 2
+    image_tokens = row.raw.get("image_tokens") or 0
+    return new_estimate.TrainShape(
+        total_params=total,
+        trainable_params=_trainable(row),
+        largest_layer_params=_largest(row),
+        hidden_size=arch["hidden"],
+        num_layers=arch["layers"],
+        vocab_size=arch["vocab"],
+        micro_batch=int(row.raw.get("micro_batch") or 1),
+        seq_len=int(row.raw.get("seq_len") or new_estimate.DEFAULT_SEQ_LEN),
+        gradient_checkpointing=row.raw.get("gradient_checkpointing") is not False,
+        gpus_per_node=per_node,
+        nnodes=nodes,
+        intermediate_size=arch.get("intermediate"),
+        num_heads=arch.get("heads"),
+        weight_bytes=4 if row.raw.get("torch_dtype") == "float32" else 2,
+        quant_bits=int(quant) if quant else None,
+        quantized_params=max(total - embeddings, 0),
+        eager_attention=row.raw.get("attn_impl") == "eager",
+        packing=bool(row.raw.get("packing")),
+        vision_hidden_size=1280 if arch.get("vision") else None,
+        vision_layers=32 if arch.get("vision") else None,
+        image_pixels=int(image_tokens) * 28 * 28,
+        fused_cross_entropy=_notes_say(row, "liger"),
+        vocab_logits=not _notes_say(row, "sequence-classification"),
+    )
+
+
+def _notes_say(row: Row, word: str) -> bool:
+    """A setting the source states but the table has no field for (liger kernel, a classification head)."""
+    text = " ".join([str(row.raw.get("quote", "")), *map(str, row.raw.get("inferred", []))]).lower()
+    return word in text
+
+
+def _strategy(row: Row) -> Strategy:
+    return {
+        "zero2": Strategy.ZERO2,
+        "zero3": Strategy.ZERO3,
+        "zero3_offload": Strategy.ZERO3_OFFLOAD,
+    }.get(row.strategy, Strategy.DDP)
+
+
+STATE_PARTS = ("gpu_weights", "gpu_gradients", "gpu_optimizer", "gpu_zero_buckets")
+
+
+def _spread(row: Row, parts: dict[str, int], context: int, fragmentation: float) -> float:
+    """device_map: weights and optimizer state spread over the GPUs, activations on one."""
+    n = int(row.raw["gpus"])
+    gpu = {k: v for k, v in parts.items() if k.startswith("gpu_") and k not in ("gpu_fragmentation_margin",)}
+    spread = sum(v / n if k in STATE_PARTS else v for k, v in gpu.items() if k != "gpu_cuda_context")
+    return (spread + context) * (1 + fragmentation)
+
+
+def estimate_new(row: Row, calibration: new_estimate.Calibration | None = None) -> float:
+    calibration = calibration or new_estimate.Calibration()
+    strategy = _strategy(row)
+    shape = train_shape(row)
+    zero = None if strategy is Strategy.DDP else zero_settings(SHIPPED_ZERO[strategy.value], shape.hidden_size)
+    est = new_estimate.estimate(strategy, shape, None, None, zero, calibration)
+    if row.strategy == "device_map":
+        return _spread(row, est.parts, calibration.cuda_context_bytes, calibration.fragmentation) / GiB
+    return est.gpu_need_bytes / GiB
+
+
+def estimate_old(row: Row) -> float:
+    strategy = {Strategy.DDP: Strategy.ZERO2}.get(_strategy(row), _strategy(row))
+    shape = train_shape(row)
+    old_shape = old_estimate.TrainShape(
+        total_params=shape.total_params,
+        trainable_params=shape.trainable_params,
+        largest_layer_params=shape.largest_layer_params,
+        hidden_size=shape.hidden_size,
+        num_layers=shape.num_layers,
+        vocab_size=shape.vocab_size,
+        micro_batch=shape.micro_batch,
+        seq_len=shape.seq_len,
+        gradient_checkpointing=shape.gradient_checkpointing,
+        gpus_per_node=shape.gpus_per_node,
+        nnodes=shape.nnodes,
+    )
+    est = old_estimate.estimate(strategy, old_shape, None, None)
+    if row.strategy == "device_map":
+        parts = {"gpu_weights": est.parts["gpu_model_states"], "gpu_activations": est.parts["gpu_activations"]}
+        return _spread(row, parts, old_estimate.CUDA_CONTEXT_BYTES, old_estimate.FRAGMENTATION_MARGIN) / GiB
+    return est.gpu_need_bytes / GiB
+
+
+def estimate_deepspeed(row: Row) -> float:
+    """DeepSpeed's estimators as a user would call them: every parameter trainable, model states only."""
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    per_node, nodes = _gpus(row)
+    params = _params(row)
+    if row.strategy in ("zero3", "zero3_offload"):
+        offload = row.strategy == "zero3_offload"
+        _, gpu, _ = estimate_zero3_model_states_mem_needs(
+            params, _largest(row), per_node, nodes, cpu_offload=offload, cpu_offload_params=offload
+        )
+    else:
+        _, gpu = estimate_zero2_model_states_mem_needs(params, per_node, nodes, cpu_offload=False)
+    if row.strategy == "device_map":
+        gpu = gpu / int(row.raw["gpus"])
+    return float(gpu) / GiB
+
+
+def estimate_accelerate(row: Row) -> float:
+    """`accelerate estimate-memory`'s "Training using Adam" for the row's dtype, one process, batch 1."""
+    from accelerate.commands.estimate import estimate_training_usage
+
+    dtype = "float32" if row.raw.get("torch_dtype") == "float32" else "bfloat16"
+    sizes = estimate_training_usage(4 * _params(row), dtype)
+    need = float(max(sizes.values()))
+    if row.strategy == "device_map":
+        need /= int(row.raw["gpus"])
+    return need / GiB
+
+
+ESTIMATORS: dict[str, Callable[[Row], float | None]] = {
+    "new": estimate_new,
+    "old (566cec5)": estimate_old,
+    "deepspeed": estimate_deepspeed,
+    "accelerate": estimate_accelerate,
+}
+
+
+# ---- scoring ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    rows: int
+    agreement: float  # share of rows where "fits" / "OOM" matches the source
+    fits_but_oom: int  # rows the estimate calls fitting that ran out of GPU memory
+    ooms: int
+    median_ratio: float  # estimate / measured, rows with a peak below the card
+    within: float  # share of those within 15 %
+    ratio_rows: int
+    limit_low: int  # at-the-limit rows where the estimate is more than 10 % below the measured peak
+    limit_rows: int
+    ratios: dict[str, float] = field(default_factory=dict, repr=False)
+
+
+def score(rows: Iterable[Row], estimator: Callable[[Row], float | None]) -> Score:
+    agree = total = fits_but_oom = ooms = limit_low = limit_rows = 0
+    ratios: dict[str, float] = {}
+    for row in rows:
+        est = estimator(row)
+        if est is None:
+            continue
+        total += 1
+        says_fits = est <= row.card_gib
+        if row.oom:
+            ooms += 1
+            agree += not says_fits
+            fits_but_oom += says_fits
+            continue
+        agree += says_fits
+        peak = row.measured_gib
+        assert peak is not None
+        if row.at_limit:
+            limit_rows += 1
+            limit_low += est < 0.9 * peak
+        if peak < row.card_gib:
+            ratios[row.id] = est / peak
+    values = list(ratios.values())
+    return Score(
+        rows=total,
+        agreement=agree / total if total else 0.0,
+        fits_but_oom=fits_but_oom,
+        ooms=ooms,
+        median_ratio=statistics.median(values) if values else 0.0,
+        within=sum(abs(v - 1) <= WITHIN for v in values) / len(values) if values else 0.0,
+        ratio_rows=len(values),
+        limit_low=limit_low,
+        limit_rows=limit_rows,
+        ratios=ratios,
+    )

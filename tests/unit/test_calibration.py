@@ -1,0 +1,51 @@
+"""The memory estimate held against the calibration table of published, measured runs (tests/data/calibration).
+
+Fails when a change to launcher/plan/estimate.py makes the estimate agree less often with what the runs
+measured, or lets it call more OOM runs "fits"; and when the fitted constants in estimate.py are no
+longer what scripts/fit_memory.py finds on the table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from fit_memory import fit
+from memory_calibration import TABLE, estimate_new, estimate_old, load, score
+
+from launcher.plan.estimate import Calibration
+
+ROWS = load(TABLE)
+
+
+def test_the_table_is_large_and_cited() -> None:
+    assert len(ROWS) >= 60
+    assert len({row.source for row in ROWS}) >= 8
+    for row in ROWS:
+        assert row.raw["url"].startswith("https://"), row.id
+        assert 0 < len(row.raw["quote"]) <= 300, row.id  # a short quote, not copied text
+        assert row.oom or (row.measured_gib or 0) > 0, row.id
+    assert len({row.id for row in ROWS}) == len(ROWS)
+
+
+def test_no_regression_on_the_table() -> None:
+    new = score(ROWS, estimate_new)
+    assert new.agreement >= 0.87
+    assert new.fits_but_oom <= 4
+    assert new.within >= 0.46
+    assert 0.95 <= new.median_ratio <= 1.10
+    assert new.limit_low <= 7
+
+
+def test_better_than_the_estimate_it_replaced() -> None:
+    new, old = score(ROWS, estimate_new), score(ROWS, estimate_old)
+    assert new.agreement > old.agreement
+    assert new.fits_but_oom < old.fits_but_oom
+    assert new.within > old.within
+
+
+def test_the_fitted_constants_are_the_fit() -> None:
+    fitted, _ = fit(ROWS)
+    assert fitted == Calibration()

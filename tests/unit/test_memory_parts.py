@@ -1,0 +1,356 @@
+"""The estimate's named parts: DeepSpeed's real buffers from the real config, quantized weights, packing,
+eager attention, MoE, dtypes and plain DDP, held against DeepSpeed's own code and hand-computed values."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+from launcher.model import Strategy
+from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, train_shape
+from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings
+from launcher.plan.estimate import (
+    QUANT_BYTES,
+    TrainShape,
+    activation_parts,
+    estimate,
+    levers,
+    lora_trainable_params,
+    weight_parts,
+)
+from launcher.plan.swift_args import parse_swift_argv
+from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.probe.model_size import probe_model, typical_shape
+from tests.conftest import gpus, host
+from tests.unit.test_probes import write_safetensors
+
+REPO = Path(__file__).resolve().parents[2]
+H = 4096
+
+
+def shape(**changes: object) -> TrainShape:
+    base = TrainShape(
+        total_params=7_000_000_000,
+        trainable_params=7_000_000_000,
+        largest_layer_params=500_000_000,
+        hidden_size=H,
+        num_layers=32,
+        vocab_size=32000,
+        micro_batch=1,
+        seq_len=2048,
+        gradient_checkpointing=True,
+        gpus_per_node=8,
+        nnodes=1,
+        intermediate_size=11008,
+        num_heads=32,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def settings(rung: str, **zero: object) -> ZeroSettings:
+    config = json.loads(json.dumps(SHIPPED_ZERO[rung]))
+    config["zero_optimization"].update(zero)
+    return zero_settings(config, H)
+
+
+# ---- the config: "auto" as transformers fills it, missing keys as DeepSpeed's defaults ------------------
+
+
+def test_auto_values_are_filled_from_the_hidden_size() -> None:
+    zero = settings("zero3")
+    assert zero.reduce_bucket == H * H
+    assert zero.prefetch_bucket == int(0.9 * H * H)
+    assert zero.persistence_threshold == 10 * H
+    assert (zero.max_live_parameters, zero.sub_group_size) == (1_000_000_000, 1_000_000_000)
+
+
+def test_missing_keys_take_deepspeeds_own_defaults() -> None:
+    ours = zero_settings({"zero_optimization": {"stage": 3}}, H)
+    ds = DeepSpeedZeroConfig(stage=3)
+    assert ours.reduce_bucket == ds.reduce_bucket_size
+    assert ours.allgather_bucket == ds.allgather_bucket_size
+    assert ours.prefetch_bucket == ds.prefetch_bucket_size
+    assert ours.max_live_parameters == ds.max_live_parameters
+    assert ours.max_reuse_distance == ds.max_reuse_distance
+    assert ours.persistence_threshold == ds.param_persistence_threshold
+    assert ours.sub_group_size == ds.sub_group_size
+    assert ours.overlap_comm is ds.overlap_comm is True  # on by default for stage 3 only
+    assert (
+        zero_settings({"zero_optimization": {"stage": 2}}, H).overlap_comm is DeepSpeedZeroConfig(stage=2).overlap_comm
+    )
+
+
+@pytest.mark.parametrize("rung", ["zero2", "zero3", "zero3_offload"])
+def test_shipped_zero_sections_equal_the_files(rung: str) -> None:
+    on_disk = json.loads((REPO / "deepspeed_configs" / f"{rung}.json").read_text())
+    assert on_disk["zero_optimization"] == SHIPPED_ZERO[rung]["zero_optimization"]
+
+
+# ---- model states against DeepSpeed's estimators ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("gpus_n", [1, 4, 8])
+def test_zero2_full_model_states_equal_deepspeeds_estimator(gpus_n: int) -> None:
+    s = shape(gpus_per_node=gpus_n)
+    parts = weight_parts(Strategy.ZERO2, s, settings("zero2"))
+    _, ds_gpu = estimate_zero2_model_states_mem_needs(s.total_params, gpus_n, 1, cpu_offload=False)
+    assert abs(parts["gpu_weights"] + parts["gpu_gradients"] + parts["gpu_optimizer"] - ds_gpu) <= 2
+
+
+@pytest.mark.parametrize("gpus_n", [1, 8])
+def test_zero3_model_states_hold_at_least_deepspeeds_estimate(gpus_n: int) -> None:
+    """DeepSpeed's 4L + 18P/N counts the fp32 gradient of the whole partition and no live parameters;
+    DeepSpeed holds fp32 gradients for one sub-group at a time, and keeps up to max_live parameters."""
+    s = shape(gpus_per_node=gpus_n)
+    parts = weight_parts(Strategy.ZERO3, s, settings("zero3"))
+    _, ds_gpu, _ = estimate_zero3_model_states_mem_needs(
+        s.total_params, s.largest_layer_params, gpus_n, 1, cpu_offload=False
+    )
+    ours = sum(parts.values())
+    partition = s.total_params // gpus_n
+    beyond_sub_group = 4 * (partition - min(1_000_000_000, partition))
+    live_and_buckets = 2 * (1_000_000_000 + int(0.9 * H * H)) + H * H * 2 + (32 * 4 * H + H) * 2
+    assert ds_gpu <= ours + beyond_sub_group <= ds_gpu + live_and_buckets + 2 * partition
+
+
+def test_zero2_buckets_hand_computed() -> None:
+    # shipped zero2: reduce_bucket_size auto = h^2 elements, allgather 2e8, overlap_comm off; bf16 = 2 bytes
+    assert weight_parts(Strategy.ZERO2, shape(), settings("zero2"))["gpu_zero_buckets"] == H * H * 2 + 200_000_000 * 2
+    # a user's config with 5e8 buckets and overlap_comm: two reduce buffers
+    user = settings("zero2", reduce_bucket_size=500_000_000, allgather_bucket_size=500_000_000, overlap_comm=True)
+    assert weight_parts(Strategy.ZERO2, shape(), user)["gpu_zero_buckets"] == 2 * 500_000_000 * 2 + 500_000_000 * 2
+
+
+def test_zero2_contiguous_gradient_partition_hand_computed() -> None:
+    parts = weight_parts(Strategy.ZERO2, shape(), settings("zero2"))
+    assert parts["gpu_gradients"] == 7_000_000_000 // 8 * (2 + 4)  # bf16 partition + its fp32 copy
+
+
+def test_zero3_live_parameters_follow_the_config() -> None:
+    default = weight_parts(Strategy.ZERO3, shape(), settings("zero3"))
+    assert default["gpu_zero3_live_params"] == (1_000_000_000 + int(0.9 * H * H)) * 2
+    small = weight_parts(Strategy.ZERO3, shape(), settings("zero3", stage3_max_live_parameters=100_000_000))
+    assert small["gpu_zero3_live_params"] == (500_000_000 + int(0.9 * H * H)) * 2  # never below the largest layer
+    assert default["gpu_zero3_persistent"] == (32 * 4 * H + H) * 2  # norms and biases under 10h
+
+
+def test_zero3_sub_group_caps_the_fp32_gradient() -> None:
+    big = weight_parts(Strategy.ZERO3, shape(gpus_per_node=1), settings("zero3"))
+    small = weight_parts(Strategy.ZERO3, shape(gpus_per_node=1), settings("zero3", sub_group_size=100_000_000))
+    assert big["gpu_gradients"] - small["gpu_gradients"] == (1_000_000_000 - 100_000_000) * 4
+
+
+def test_offload_keeps_no_optimizer_or_partition_on_the_gpu() -> None:
+    parts = weight_parts(Strategy.ZERO3_OFFLOAD, shape(), settings("zero3_offload"))
+    assert parts["gpu_weights"] == parts["gpu_optimizer"] == 0
+    assert parts["gpu_gradients"] == 500_000_000 * 2  # only the in-flight gradient of the largest layer
+    assert parts["gpu_zero3_live_params"] > 2 * 10**9  # what DeepSpeed really keeps, not just 4L
+
+
+# ---- dtypes, quantized weights, DDP ----------------------------------------------------------------------
+
+
+def test_float32_has_no_master_copy() -> None:
+    parts = weight_parts(Strategy.ZERO2, shape(weight_bytes=4, gpus_per_node=1), settings("zero2"))
+    assert parts["gpu_weights"] == 4 * 7_000_000_000
+    assert parts["gpu_gradients"] == 4 * 7_000_000_000
+    assert parts["gpu_optimizer"] == 8 * 7_000_000_000
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantized_frozen_weights_hand_computed(bits: int) -> None:
+    trainable = 40_000_000
+    embeddings = 2 * 32000 * H
+    quantized = 7_000_000_000 - embeddings
+    s = shape(trainable_params=trainable, quant_bits=bits, quantized_params=quantized)
+    parts = weight_parts(Strategy.ZERO2, s, settings("zero2"))
+    frozen = 7_000_000_000 - trainable
+    expected = trainable * 2 + quantized * QUANT_BYTES[bits] + (frozen - quantized) * 2
+    assert parts["gpu_weights"] == int(expected)
+    unquantized = weight_parts(Strategy.ZERO2, replace(s, quant_bits=None), settings("zero2"))["gpu_weights"]
+    assert parts["gpu_weights"] < unquantized * (0.3 if bits == 4 else 0.55)
+
+
+def test_ddp_full_bf16_is_ten_bytes_per_parameter() -> None:
+    parts = weight_parts(Strategy.DDP, shape(), None)
+    assert parts == {"gpu_weights": 14 * 10**9, "gpu_gradients": 28 * 10**9, "gpu_optimizer": 28 * 10**9}
+
+
+# ---- activations: packing, eager attention, MoE, logits, vision -------------------------------------------
+
+
+def test_eager_attention_is_quadratic_and_packing_removes_it() -> None:
+    eager = activation_parts(shape(eager_attention=True))
+    # one layer (checkpointing): saved probs 2 bytes + scores 2 + fp32 softmax 4, per head x length^2
+    assert eager["gpu_attention_scores"] == 32 * 2048**2 * (2 + 6)
+    doubled = activation_parts(shape(eager_attention=True, seq_len=4096))["gpu_attention_scores"]
+    assert doubled == 4 * eager["gpu_attention_scores"]
+    assert activation_parts(shape(eager_attention=True, packing=True))["gpu_attention_scores"] == 0
+    assert activation_parts(shape())["gpu_attention_scores"] == 0  # sdpa / flash
+
+
+def test_packing_counts_every_sample_at_max_length() -> None:
+    packed = activation_parts(shape(packing=True, micro_batch=2, seq_len=4096))
+    tokens = 2 * 4096
+    per_token = 16 * H + 8 * 11008
+    assert packed["gpu_activations"] == tokens * H * 2 * 32 + tokens * per_token
+    assert packed["gpu_logits"] == tokens * 32000 * 10
+
+
+def test_logits_of_a_150k_vocabulary_at_8k_tokens_are_several_gib() -> None:
+    logits = activation_parts(shape(vocab_size=151936, seq_len=8192))["gpu_logits"]
+    assert logits == 8192 * 151936 * 10
+    assert 11 * 2**30 < logits < 12 * 2**30
+
+
+def test_moe_activations_use_the_routed_experts_only() -> None:
+    moe = shape(num_experts=64, experts_per_token=8, moe_intermediate_size=1408, intermediate_size=10944)
+    tokens = 2048
+    per_token = 16 * H + 8 * 8 * 1408 + 4 * 8 * H + 4 * 64
+    assert activation_parts(moe)["gpu_activations"] == tokens * H * 2 * 32 + tokens * per_token
+
+
+def test_moe_lora_adapts_every_expert() -> None:
+    dense = lora_trainable_params(1, 2048, 10944, 24, 8)
+    moe = lora_trainable_params(1, 2048, 10944, 24, 8, num_experts=64, moe_intermediate_size=1408)
+    assert dense == 24 * 8 * (8 * 2048 + 3 * (2048 + 10944))
+    assert moe == 24 * 8 * (8 * 2048 + 64 * 3 * (2048 + 1408))
+
+
+def test_vision_tower_activations_grow_with_max_pixels() -> None:
+    vl = shape(vision_hidden_size=1280, vision_layers=32, image_pixels=1024 * 1024)
+    patches = 1024 * 1024 / 14**2
+    one_layer = patches * (16 * 1280 + 8 * 4 * 1280)
+    assert activation_parts(vl)["gpu_vision"] == int(one_layer)  # frozen tower: no saved activations
+    assert activation_parts(replace(vl, vision_trainable=True))["gpu_vision"] == int(one_layer * 32)
+
+
+# ---- model facts from config.json and safetensors ----------------------------------------------------------
+
+
+def test_moe_config_counts_every_expert(tmp_path: Path) -> None:
+    config = {
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "intermediate_size": 10944,
+        "vocab_size": 102400,
+        "num_attention_heads": 16,
+        "n_routed_experts": 64,
+        "num_experts_per_tok": 6,
+        "moe_intermediate_size": 1408,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    per_layer = 4 * 2048 * 2048 + 64 * 3 * 2048 * 1408 + 2048 * 64
+    assert facts.total_params == 2 * 102400 * 2048 + 24 * per_layer
+    assert (facts.num_experts, facts.experts_per_token, facts.moe_intermediate_size) == (64, 6, 1408)
+
+
+def test_gptq_packed_weights_are_counted_unpacked(tmp_path: Path) -> None:
+    config = {"hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 100, "quantization_config": {"bits": 4}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_safetensors(tmp_path / "a.safetensors", {"model.layers.0.mlp.up_proj.qweight": [8, 256]}, dtype="I32")
+    write_safetensors(tmp_path / "b.safetensors", {"model.embed_tokens.weight": [100, 64]}, dtype="F16")
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.quant_bits == 4
+    assert facts.total_params == 8 * 256 * 8 + 6400  # eight 4-bit weights per int32
+
+
+def test_vision_tower_and_tied_embeddings_are_read(tmp_path: Path) -> None:
+    config = {
+        "tie_word_embeddings": True,
+        "vision_config": {"embed_dim": 32, "depth": 2},
+        "text_config": {"hidden_size": 16, "num_hidden_layers": 1, "vocab_size": 10},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_safetensors(
+        tmp_path / "m.safetensors",
+        {"visual.blocks.0.attn.qkv.weight": [96, 32], "model.layers.0.mlp.up_proj.weight": [64, 16]},
+    )
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert (facts.vision_params, facts.vision_hidden_size, facts.vision_layers) == (96 * 32, 32, 2)
+    assert facts.tie_word_embeddings and facts.is_multimodal
+
+
+# ---- the plan reads the real settings ---------------------------------------------------------------------
+
+PATHS = LaunchPaths(python="python", worker="worker.py", config_dir="/cfg")
+
+
+def plan_for(argv: list[str], options: PlanOptions | None = None, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    facts = host(gpus(8, 80), ram_gib=1024)
+    swift = parse_swift_argv(["--model", "m", *argv])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    return build_plan(swift, topo, facts, typical_shape("m", int(7e9)), env=env or {}, paths=PATHS, options=options)
+
+
+def by_name(plan) -> dict:  # type: ignore[no-untyped-def]
+    return {e.strategy.value: e for e in plan.estimates}
+
+
+def test_swift_flags_reach_the_shape() -> None:
+    facts = host(gpus(2, 80))
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    argv = [
+        "--model",
+        "m",
+        "--torch_dtype",
+        "float32",
+        "--quant_bits",
+        "4",
+        "--packing",
+        "true",
+        "--attn_impl",
+        "eager",
+    ]
+    s = train_shape(parse_swift_argv(argv), typical_shape("m", int(7e9)), topo)
+    assert (s.weight_bytes, s.quant_bits, s.packing, s.eager_attention, s.gpus_per_node) == (4, 4, True, True, 2)
+    assert s.quantized_params == int(7e9) - 2 * 152064 * 3584  # all but the untied embeddings
+    full = train_shape(
+        parse_swift_argv(["--model", "m", "--tuner_type", "full", "--quant_bits", "4"]),
+        typical_shape("m", int(7e9)),
+        topo,
+    )
+    assert full.quant_bits is None  # a full fine-tune cannot train quantized weights
+
+
+def test_users_own_zero2_config_is_what_the_estimate_reads() -> None:
+    mine = {
+        "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8, "overlap_comm": True}
+    }
+    shipped = by_name(plan_for(["--tuner_type", "full"]))["zero2"]
+    own = by_name(
+        plan_for(
+            ["--tuner_type", "full", "--deepspeed", "my.json"],
+            PlanOptions(user_deepspeed_rung="zero2", user_deepspeed_config=mine),
+        )
+    )["zero2"]
+    assert own.parts["gpu_zero_buckets"] == 2 * 500_000_000 * 2 + 500_000_000 * 2
+    assert own.parts["gpu_zero_buckets"] > shipped.parts["gpu_zero_buckets"]
+
+
+def test_parts_add_up_and_ddp_is_estimated() -> None:
+    plan = plan_for(["--tuner_type", "full"])
+    estimates = by_name(plan)
+    assert set(estimates) == {"zero2", "zero3", "zero3_offload", "ddp"}
+    for est in plan.estimates:
+        assert sum(v for k, v in est.parts.items() if k.startswith("gpu_")) == est.gpu_need_bytes
+        assert est.parts["cpu_model_states"] + est.parts["cpu_processes"] == est.cpu_need_bytes
+    assert estimates["ddp"].gpu_need_bytes > estimates["zero2"].gpu_need_bytes
+    assert plan.strategy != "ddp"
+
+
+def test_levers_name_the_saving_of_halving_the_micro_batch() -> None:
+    s = shape(micro_batch=4, seq_len=4096)
+    zero = settings("zero2")
+    found = dict(levers(Strategy.ZERO2, s, zero))
+    base = estimate(Strategy.ZERO2, s, None, None, zero).gpu_need_bytes
+    half = estimate(Strategy.ZERO2, replace(s, micro_batch=2), None, None, zero).gpu_need_bytes
+    assert found["micro-batch 4 -> 2"] == base - half > 0
+    assert list(found) == sorted(found, key=lambda k: -found[k])
