@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import SafeSftError
+from launcher.masking import mask_text
 from launcher.model import Failure
 from launcher.plan.degrade import describe_ladder
 from launcher.run.classify import AttemptEvidence, classify, parse_torchrun_failures
@@ -40,14 +41,14 @@ def explain_file(path: Path) -> tuple[Failure | None, list[str]]:
 def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
     if failure is None:
         return {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
-    return {**failure.to_json(), "ladder": ladder}
+    return {**failure.to_json(), "evidence": [mask_text(line) for line in failure.evidence], "ladder": ladder}
 
 
 def explain_text(failure: Failure | None, ladder: list[str]) -> str:
     if failure is None:
         return "no failure found: the log ends in a finished run"
     lines = [failure.headline(), "evidence:"]
-    lines += [f"  {line[:400]}" for line in failure.evidence]
+    lines += [f"  {mask_text(line)[:400]}" for line in failure.evidence]
     lines.append("safe-sft would change, in this order:")
     lines += [f"  {n}. {step}" for n, step in enumerate(ladder, 1)]
     return "\n".join(lines)

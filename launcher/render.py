@@ -6,16 +6,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from launcher.masking import mask_argv, mask_env
 from launcher.model import ModelFacts, Plan, Sourced, Topology
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
 PLAN_SCHEMA = 1
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-
-
-def mask(name: str, value: str) -> str:
-    return "****" if any(marker in name.upper() for marker in SECRET_MARKERS) else value
 
 
 def env_diff(plan: Plan, current: Mapping[str, str]) -> dict[str, Any]:
@@ -23,9 +19,9 @@ def env_diff(plan: Plan, current: Mapping[str, str]) -> dict[str, Any]:
     for setting in plan.env:
         old = current.get(setting.name)
         if old is None:
-            added[setting.name] = mask(setting.name, setting.value)
+            added[setting.name] = mask_env(setting.name, setting.value)
         elif old != setting.value:
-            changed[setting.name] = {"old": mask(setting.name, old), "new": mask(setting.name, setting.value)}
+            changed[setting.name] = {"old": mask_env(setting.name, old), "new": mask_env(setting.name, setting.value)}
         else:
             unchanged.append(setting.name)
     return {"added": added, "changed": changed, "unchanged": unchanged}
@@ -88,10 +84,10 @@ def plan_to_json(
             }
             for e in plan.estimates
         },
-        "env": {s.name: mask(s.name, s.value) for s in plan.env},
+        "env": {s.name: mask_env(s.name, s.value) for s in plan.env},
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
-        "command": list(plan.command),
+        "command": mask_argv(plan.command),
         "memlock": None
         if memlock is None
         else {
@@ -159,7 +155,7 @@ def render_plan(
         if memlock.problem:
             lines.append(f"  {memlock.problem}")
 
-    lines += ["", "Command", "  " + shlex.join(plan.command)]
+    lines += ["", "Command", "  " + shlex.join(mask_argv(plan.command))]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     for note in plan.notes:

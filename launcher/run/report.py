@@ -1,7 +1,8 @@
 """The run report: report.json (schema 1) after every attempt, and the closing summary on the terminal.
 
 The summary puts the root cause first (kind, rank, exit code, the proving line), then the ladder that was
-tried, then where the report is. Environment values whose names look secret are masked.
+tried, then where the report is. Secrets are masked (launcher.masking) in the command lines, the
+environment and the failure's evidence.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from launcher.render import mask
+from launcher.masking import mask_argv, mask_env, mask_text
+from launcher.model import Failure
 from launcher.run.records import AttemptRecord, RunResult
 
 REPORT_SCHEMA = 1
+
+
+def masked_failure(failure: Failure) -> dict[str, Any]:
+    """A failure as report.json holds it: its evidence lines (log lines) with secrets hidden."""
+    data = failure.to_json()
+    data["evidence"] = [mask_text(line) for line in failure.evidence]
+    return data
 
 
 def attempt_json(record: AttemptRecord) -> dict[str, Any]:
@@ -48,10 +57,10 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         },
         "skipped_incomplete_checkpoints": record.skipped_incomplete,
         "deepspeed_config_written": record.deepspeed_config_written,
-        "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
-        "command": record.command,
+        "env_set": {name: mask_env(name, value) for name, value in record.env_set.items()},
+        "command": mask_argv(record.command),
         "exit_code": record.exit_code,
-        "failure": None if failure is None else failure.to_json(),
+        "failure": None if failure is None else masked_failure(failure),
         "last_step": record.last_step,
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
@@ -67,8 +76,8 @@ def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: l
         "outcome": "running" if result is None else result.outcome,
         "exit_code": None if result is None else result.exit_code,
         "give_up_reason": None if result is None else result.give_up_reason,
-        "safe_sft_argv": argv,
-        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
+        "safe_sft_argv": mask_argv(argv),
+        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
         "attempts": [attempt_json(a) for a in attempts],
     }
 
@@ -91,7 +100,7 @@ def summary(result: RunResult, report_path: Path) -> str:
         code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
         lines.append(f"  root cause (attempt {first.number}): {f.headline()}{code}")
         for line in f.evidence[:3]:
-            lines.append(f"    {line[:300]}")
+            lines.append(f"    {mask_text(line)[:300]}")
         for line in first.diagnostics:
             lines.append(f"    {line}")
         agreed = first.decision
