@@ -90,7 +90,7 @@ def deepspeed_for(
     if name == "zero3_offload" and not settings.pin_memory:
         template = templates[name]
         return DeepSpeedChoice(no_pin_config_path(output_dir), for_rung(template, template, pin_memory=False))
-    if (name, settings.pin_memory) == (initial.deepspeed, initial.pin_memory):
+    if name == initial.deepspeed:  # pinning matters only to the offload config above
         return DeepSpeedChoice(None)
     if name in ZERO_LADDER:
         return DeepSpeedChoice(posixpath.join(config_dir, f"{name}.json"))
