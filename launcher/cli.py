@@ -220,7 +220,7 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     default=300.0,
     show_default=True,
     envvar="SAFE_SFT_NODE_TIMEOUT",
-    help="Seconds node 0 waits for every node's report of an attempt.",
+    help="Seconds a node waits for node 0's store at start; node 0 for every node's report of an attempt.",
 )
 @click.option(
     "--memory-sample-interval",
@@ -253,6 +253,7 @@ def run_command(
     from launcher.render import render_plan
     from launcher.run.child import become_subreaper
     from launcher.run.memlock import raise_memlock
+    from launcher.run.ports import check_ports_free, coord_port_of
     from launcher.run.records import RunConfig
     from launcher.run.report import report_json, summary, write_report
     from launcher.run.supervisor import Supervisor
@@ -261,8 +262,10 @@ def run_command(
     prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     if not prepared.plan.fits and not kwargs["force"]:
-        raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
+        _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
+        sys.exit(EXIT_NOTHING_FITS)
     topology = prepared.plan.topology
+    check_ports_free(topology, coord_port)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     if topology.nnodes.value > 1:
         stamp += f"-node{topology.node_rank.value}"
@@ -277,15 +280,20 @@ def run_command(
         from launcher.run.shared import check_shared_output_dir
 
         default_id = os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
-        coordinator = Coordinator(
-            host=topology.master_addr.value,
-            port=coord_port or topology.master_port.value + 1,
-            node=topology.node_rank.value,
-            nnodes=topology.nnodes.value,
-            run_id=run_id or default_id,
-            report_timeout=node_timeout,
-        )
-        check_shared_output_dir(coordinator, prepared.output_dir.resolve())
+        try:
+            coordinator = Coordinator(
+                host=topology.master_addr.value,
+                port=coord_port_of(topology, coord_port),
+                node=topology.node_rank.value,
+                nnodes=topology.nnodes.value,
+                run_id=run_id or default_id,
+                connect_timeout=node_timeout,
+                report_timeout=node_timeout,
+            )
+            check_shared_output_dir(coordinator, prepared.output_dir.resolve())
+        except SafeSftError as err:  # node 0 unreachable, or an output dir the nodes do not share
+            _print_error(err)
+            sys.exit(EXIT_LOST_NODE)
 
     become_subreaper()
     supervisor = Supervisor(

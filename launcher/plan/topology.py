@@ -52,6 +52,8 @@ def resolve_topology(
     master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or Sourced(
         free_port, Source.DEFAULT, "a free local port"
     )
+    if master_port.source is Source.SLURM and layers.slurm is not None:
+        master_port = Sourced(master_port.value, Source.SLURM, layers.slurm.master_port_rule)
 
     if nnodes.value < 1:
         raise SafeSftError(f"NNODES={nnodes.value} ({nnodes.source.value})", "NNODES must be at least 1")
