@@ -273,6 +273,7 @@ def run_command(
     run_dir.mkdir(parents=True)
     report_path = run_dir / "report.json"
     argv = sys.argv[1:]
+    batch = prepared.plan.batch
 
     coordinator = None
     if topology.nnodes.value > 1:
@@ -309,7 +310,7 @@ def run_command(
         ),
         os.environ,
         run_dir=run_dir,
-        on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv)),
+        on_attempt=lambda attempts: write_report(report_path, report_json(attempts, None, argv, batch)),
         coordinator=coordinator,
     )
     supervisor.install_signal_handlers()
@@ -319,8 +320,8 @@ def run_command(
         _print_error(err)
         click.echo(f"safe-sft: report: {report_path}", err=True)
         sys.exit(EXIT_LOST_NODE)
-    write_report(report_path, report_json(result.attempts, result, argv))
-    click.echo(summary(result, report_path), err=True)
+    write_report(report_path, report_json(result.attempts, result, argv, batch))
+    click.echo(summary(result, report_path, batch), err=True)
     sys.exit(result.exit_code)
 
 

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.masking import mask_argv, mask_env
-from launcher.model import ModelFacts, Plan, Sourced, Topology
+from launcher.model import GlobalBatch, ModelFacts, Plan, Sourced, Topology
+from launcher.plan.batch import describe as describe_batch
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
@@ -41,6 +42,22 @@ def topology_rows(topo: Topology) -> tuple[tuple[str, Sourced[Any] | None], ...]
 
 def _rlimit(value: int | None) -> int | str:
     return "unlimited" if value is None else value
+
+
+def batch_to_json(batch: GlobalBatch | None) -> dict[str, Any] | None:
+    if batch is None:
+        return None
+    return {
+        "per_device_train_batch_size": batch.micro_batch,
+        "gradient_accumulation_steps": batch.grad_accum,
+        "world_size": batch.world_size,
+        "global_batch": batch.global_batch,
+        "swift_world_size": batch.swift_world_size,
+        "swift_gradient_accumulation_steps": batch.swift_accum,
+        "swift_global_batch": batch.swift_global_batch,
+        "kept": batch.kept,
+        "text": describe_batch(batch),
+    }
 
 
 def plan_to_json(
@@ -84,6 +101,7 @@ def plan_to_json(
             }
             for e in plan.estimates
         },
+        "batch": batch_to_json(plan.batch),
         "env": {s.name: mask_env(s.name, s.value) for s in plan.env},
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
@@ -138,6 +156,8 @@ def render_plan(
                 f"{fmt_bytes(e.cpu_need_bytes):>12}{fmt_bytes(e.cpu_free_bytes):>12}  {'yes' if e.fits else 'no'}"
             )
     lines += ["", f"Strategy: {plan.strategy or 'none'}", f"  {plan.strategy_reason}"]
+    if plan.batch is not None:
+        lines += ["", "Batch", f"  {describe_batch(plan.batch)}"]
 
     diff = env_diff(plan, current_env)
     reasons = {s.name: s.reason for s in plan.env}

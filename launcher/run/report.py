@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher.masking import mask_argv, mask_env, mask_text
-from launcher.model import Failure
+from launcher.model import Failure, GlobalBatch
+from launcher.plan.batch import describe as describe_batch
 from launcher.run.records import AttemptRecord, RunResult
 
 REPORT_SCHEMA = 1
@@ -69,7 +70,9 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
     }
 
 
-def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: list[str]) -> dict[str, Any]:
+def report_json(
+    attempts: list[AttemptRecord], result: RunResult | None, argv: list[str], batch: GlobalBatch | None = None
+) -> dict[str, Any]:
     root = next((a.failure for a in attempts if a.failure is not None), None)
     return {
         "schema": REPORT_SCHEMA,
@@ -77,6 +80,15 @@ def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: l
         "exit_code": None if result is None else result.exit_code,
         "give_up_reason": None if result is None else result.give_up_reason,
         "safe_sft_argv": mask_argv(argv),
+        "global_batch": None
+        if batch is None
+        else {
+            "value": batch.global_batch,
+            "swift_global_batch": batch.swift_global_batch,
+            "world_size": batch.world_size,
+            "swift_world_size": batch.swift_world_size,
+            "text": describe_batch(batch),
+        },
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
         "attempts": [attempt_json(a) for a in attempts],
     }
@@ -89,9 +101,11 @@ def write_report(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def summary(result: RunResult, report_path: Path) -> str:
+def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
+    if batch is not None and batch.changed:
+        lines.append(f"  {describe_batch(batch)}")
     failed = [a for a in attempts if a.failure is not None]
     if failed:
         first = failed[0]
