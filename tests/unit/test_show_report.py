@@ -1,11 +1,12 @@
-"""`safe-sft report` on a synthetic report: the table, and a plot whose lines are the report's data."""
+"""`safe-sft report` on a synthetic report: the table, and a plot whose lines are the report's data,
+checked against values worked out by hand from that report."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from launcher.show_report import load_report, plot_report, plot_series, render_report
+from launcher.show_report import load_report, plot_report, render_report
 
 GiB = 2**30
 
@@ -52,6 +53,13 @@ def test_plot_has_one_line_per_gpu_and_the_reports_data(run_dir: Path, tmp_path:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     drawn = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]  # "_": markers
     lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in drawn}
-    assert set(lines) == {"GPU 0", "GPU 1", "host RAM"}
-    assert lines["GPU 0"] == ([0.0, 5.0, 10.0, 15.0], [1.0, 70.0, 1.0, 40.0])
-    assert lines == {k: (list(x), list(y)) for k, (x, y) in plot_series(data).items()}
+    # by hand from the report above: attempt 2's samples start where attempt 1 ended (10 s), in GiB
+    assert lines == {
+        "GPU 0": ([0.0, 5.0, 10.0, 15.0], [1.0, 70.0, 1.0, 40.0]),
+        "GPU 1": ([0.0, 5.0, 10.0, 15.0], [1.0, 60.0, 1.0, 35.0]),
+        "host RAM": ([0.0, 5.0, 10.0, 15.0], [1.0, 2.0, 1.0, 1.0]),
+    }
+    # the failure is marked where attempt 1 ended, with its kind
+    markers = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("_")]
+    assert [list(m.get_xdata()) for m in markers] == [[10.0, 10.0]]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["#1 cuda_oom"]
