@@ -356,6 +356,8 @@ def test_k_an_oom_inside_forward_or_backward_mid_step_is_cuda_oom_and_resumes(ti
     out = tmp_path / "out"
     result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, f"{kind}:4:1"))
     assert result.returncode == 0, result.stderr[-3000:]
+    fired = json.loads((tmp_path / "ranks" / "oom-fired.json").read_text())
+    assert fired == {"kind": kind, "completed_steps": 4, "micro_batch": 2, "accumulation": 2}  # mid-step
     first, second = report(out)["attempts"]
     failure = first["failure"]
     assert (failure["kind"], failure["rank"], failure["exit_code"]) == ("cuda_oom", 1, 1)

@@ -124,9 +124,13 @@ def _hook_oom(trainer, model, accum: int, kind: str, step: int) -> None:  # type
     seen = {"step": -1, "micro": 0}
 
     def last_micro_batch_of_the_step() -> bool:
-        if trainer.state.global_step != step:
+        if trainer.state.global_step != step or seen["micro"] != accum or not _claim():
             return False
-        return seen["micro"] == accum and _claim()
+        folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
+        if folder:  # where it fired: the test checks it was mid-step
+            where = {"kind": kind, "completed_steps": step, "micro_batch": seen["micro"], "accumulation": accum}
+            (Path(folder) / "oom-fired.json").write_text(json.dumps(where))
+        return True
 
     def count(_module, _args, _kwargs) -> None:  # type: ignore[no-untyped-def]
         """On the whole model (gradient checkpointing re-runs a layer's forward, never the model's)."""
