@@ -234,7 +234,7 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     default=300.0,
     show_default=True,
     envvar="SAFE_SFT_NODE_TIMEOUT",
-    help="Seconds node 0 waits for every node's report of an attempt.",
+    help="Seconds a node waits for node 0's store at start; node 0 for every node's report of an attempt.",
 )
 @click.option(
     "--memory-sample-interval",
@@ -265,14 +265,17 @@ def run_command(
     from launcher.render import render_plan
     from launcher.run.lock import acquire
     from launcher.run.memlock import raise_memlock
+    from launcher.run.ports import check_ports_free
     from launcher.run.records import RunConfig
 
     memlock = raise_memlock()
     prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     if not prepared.plan.fits and not kwargs["force"]:
-        raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
+        _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
+        sys.exit(EXIT_NOTHING_FITS)
     topology = prepared.plan.topology
+    check_ports_free(topology, coord_port)
     output_dir = prepared.output_dir.resolve()
     if topology.nnodes.value > 1:
         run_id = (
@@ -331,6 +334,7 @@ def _supervise(
 
     from launcher.probe.disk import disk_free
     from launcher.run.child import become_subreaper
+    from launcher.run.ports import coord_port_of
     from launcher.run.records import RunResult
     from launcher.run.report import report_json, save_report, summary
     from launcher.run.supervisor import Supervisor
@@ -347,12 +351,13 @@ def _supervise(
         raise _unwritable(output_dir, err) from None
     report_path = run_dir / "report.json"
     argv = sys.argv[1:]
+    batch = prepared.plan.batch
     process = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.now().astimezone().isoformat()}
 
     said: set[str] = set()
 
     def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
-        reason = save_report(report_path, report_json(attempts, result, argv, process))
+        reason = save_report(report_path, report_json(attempts, result, argv, process, batch))
         if reason and reason not in said:
             said.add(reason)
             click.echo(f"safe-sft: {reason}", err=True)
@@ -364,18 +369,22 @@ def _supervise(
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
 
-        coordinator = Coordinator(
-            host=topology.master_addr.value,
-            port=coord_port or topology.master_port.value + 1,
-            node=topology.node_rank.value,
-            nnodes=topology.nnodes.value,
-            run_id=run_id or "",
-            report_timeout=node_timeout,
-        )
         try:
+            coordinator = Coordinator(
+                host=topology.master_addr.value,
+                port=coord_port_of(topology, coord_port),
+                node=topology.node_rank.value,
+                nnodes=topology.nnodes.value,
+                run_id=run_id or "",
+                connect_timeout=node_timeout,
+                report_timeout=node_timeout,
+            )
             check_shared_output_dir(coordinator, output_dir)
         except OSError as err:
             raise _unwritable(output_dir, err) from None
+        except SafeSftError as err:  # node 0 unreachable, or an output dir the nodes do not share
+            _print_error(err)
+            return EXIT_LOST_NODE
 
     become_subreaper()
     supervisor = Supervisor(
@@ -398,7 +407,7 @@ def _supervise(
         )
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
     save(result.attempts, result)
-    click.echo(summary(result, report_path), err=True)
+    click.echo(summary(result, report_path, batch), err=True)
     return int(result.exit_code)
 
 

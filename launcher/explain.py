@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from launcher.logfile import read_logs
+from launcher.masking import mask_text
 from launcher.model import Confidence, Failure, FailureKind
 from launcher.plan.degrade import describe_ladder
 from launcher.run.classify import classify, merge_failures
@@ -38,12 +39,17 @@ def explain_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> tuple[F
 def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
     if failure is None:
         return {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
-    return {**failure.to_json(), "ladder": ladder, "fix": _fix_line(failure)}
+    return {
+        **failure.to_json(),
+        "evidence": [mask_text(line) for line in failure.evidence],
+        "ladder": ladder,
+        "fix": _fix_line(failure),
+    }
 
 
 def _fix_line(failure: Failure) -> str | None:
     if failure.kind is FailureKind.USER_ERROR and failure.evidence:
-        return failure.evidence[0]
+        return mask_text(failure.evidence[0])
     return None
 
 
@@ -56,7 +62,7 @@ def explain_text(failure: Failure | None, ladder: list[str]) -> str:
         lines.append(f"the evidence is thin: no line names the cause, only how the process ended{also}")
     if failure.evidence:
         lines.append("evidence:")
-        lines += [f"  {line[:400]}" for line in failure.evidence]
+        lines += [f"  {mask_text(line)[:400]}" for line in failure.evidence]
     else:
         lines.append("evidence: no line in the log names a failure")
     fix = _fix_line(failure)

@@ -136,10 +136,46 @@ class Topology:
     master_port: Sourced[int]
     visible_devices: Sourced[str] | None  # CUDA_VISIBLE_DEVICES for the children; None: leave as it is
     gpus: tuple[GpuInfo, ...]  # the GPUs the children will use (empty on CPU)
+    # processes per node plain `swift sft` would start here (NPROC_PER_NODE, else 1); None: as ours
+    swift_nproc_per_node: int | None = None
 
     @property
     def world_size(self) -> int:
         return self.nproc_per_node.value * self.nnodes.value
+
+    @property
+    def swift_world_size(self) -> int:
+        nproc = self.nproc_per_node.value if self.swift_nproc_per_node is None else self.swift_nproc_per_node
+        return nproc * self.nnodes.value
+
+
+@dataclass(frozen=True)
+class GlobalBatch:
+    """The batch an attempt trains with, against the one plain `swift sft` would have used (plan/batch.py)."""
+
+    micro_batch: int
+    grad_accum: int  # what safe-sft runs with
+    world_size: int
+    swift_accum: int  # what plain swift would have used: the given value, or its default for its world size
+    swift_world_size: int
+    accum_given: int | None  # --gradient_accumulation_steps as the user gave it
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.world_size
+
+    @property
+    def swift_global_batch(self) -> int:
+        return self.micro_batch * self.swift_accum * self.swift_world_size
+
+    @property
+    def changed(self) -> bool:
+        """safe-sft runs another number of processes than plain swift would."""
+        return self.world_size != self.swift_world_size
+
+    @property
+    def kept(self) -> bool:
+        return self.global_batch == self.swift_global_batch
 
 
 class Strategy(str, Enum):
@@ -198,6 +234,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     write_no_pin_config: bool = False  # deepspeed_arg is a zero3_offload copy with pin_memory off, to write
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
+    batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

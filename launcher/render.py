@@ -6,16 +6,13 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.model import ModelFacts, Plan, Sourced, Topology
+from launcher.masking import mask_argv, mask_env
+from launcher.model import GlobalBatch, ModelFacts, Plan, Sourced, Topology
+from launcher.plan.batch import describe as describe_batch
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
 PLAN_SCHEMA = 1
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-
-
-def mask(name: str, value: str) -> str:
-    return "****" if any(marker in name.upper() for marker in SECRET_MARKERS) else value
 
 
 def env_diff(plan: Plan, current: Mapping[str, str]) -> dict[str, Any]:
@@ -23,9 +20,9 @@ def env_diff(plan: Plan, current: Mapping[str, str]) -> dict[str, Any]:
     for setting in plan.env:
         old = current.get(setting.name)
         if old is None:
-            added[setting.name] = mask(setting.name, setting.value)
+            added[setting.name] = mask_env(setting.name, setting.value)
         elif old != setting.value:
-            changed[setting.name] = {"old": mask(setting.name, old), "new": mask(setting.name, setting.value)}
+            changed[setting.name] = {"old": mask_env(setting.name, old), "new": mask_env(setting.name, setting.value)}
         else:
             unchanged.append(setting.name)
     return {"added": added, "changed": changed, "unchanged": unchanged}
@@ -45,6 +42,22 @@ def topology_rows(topo: Topology) -> tuple[tuple[str, Sourced[Any] | None], ...]
 
 def _rlimit(value: int | None) -> int | str:
     return "unlimited" if value is None else value
+
+
+def batch_to_json(batch: GlobalBatch | None) -> dict[str, Any] | None:
+    if batch is None:
+        return None
+    return {
+        "per_device_train_batch_size": batch.micro_batch,
+        "gradient_accumulation_steps": batch.grad_accum,
+        "world_size": batch.world_size,
+        "global_batch": batch.global_batch,
+        "swift_world_size": batch.swift_world_size,
+        "swift_gradient_accumulation_steps": batch.swift_accum,
+        "swift_global_batch": batch.swift_global_batch,
+        "kept": batch.kept,
+        "text": describe_batch(batch),
+    }
 
 
 def plan_to_json(
@@ -89,10 +102,11 @@ def plan_to_json(
             }
             for e in plan.estimates
         },
-        "env": {s.name: mask(s.name, s.value) for s in plan.env},
+        "batch": batch_to_json(plan.batch),
+        "env": {s.name: mask_env(s.name, s.value) for s in plan.env},
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
-        "command": list(plan.command),
+        "command": mask_argv(plan.command),
         "memlock": None
         if memlock is None
         else {
@@ -143,6 +157,8 @@ def render_plan(
                 f"{fmt_bytes(e.cpu_need_bytes):>12}{fmt_bytes(e.cpu_free_bytes):>12}  {'yes' if e.fits else 'no'}"
             )
     lines += ["", f"Strategy: {plan.strategy or 'none'}", f"  {plan.strategy_reason}"]
+    if plan.batch is not None:
+        lines += ["", "Batch", f"  {describe_batch(plan.batch)}"]
 
     diff = env_diff(plan, current_env)
     reasons = {s.name: s.reason for s in plan.env}
@@ -160,7 +176,7 @@ def render_plan(
         if memlock.problem:
             lines.append(f"  {memlock.problem}")
 
-    lines += ["", "Command", "  " + shlex.join(plan.command)]
+    lines += ["", "Command", "  " + shlex.join(mask_argv(plan.command))]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     for note in plan.notes:

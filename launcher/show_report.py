@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import SafeSftError
+from launcher.masking import mask_text
 from launcher.units import GiB, fmt_bytes
 
 
@@ -87,7 +88,8 @@ def render_report(data: dict[str, Any]) -> str:
         if a.get("change"):
             lines.append(f"  attempt {a['number']}: {a['change']['what']} ({a['change']['why']})")
         if a["failure"]:
-            lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {a['failure']['evidence'][0][:200]}")
+            first_line = mask_text(a["failure"]["evidence"][0])[:200]
+            lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")
         imbalance = (a.get("memory") or {}).get("imbalance")
         if imbalance:
             lines.append(f"  attempt {a['number']}: {imbalance}")

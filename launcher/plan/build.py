@@ -22,6 +22,7 @@ from launcher.model import (
     Strategy,
     Topology,
 )
+from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
@@ -256,7 +257,17 @@ def build_plan(
                     f"pin_memory false ({deepspeed_arg})"
                 )
 
+    batch = keep_global_batch(
+        swift.get_int("per_device_train_batch_size", 1) or 1,
+        swift.get_int("gradient_accumulation_steps"),
+        topology.world_size,
+        topology.swift_world_size,
+    )
+    if batch.changed and not batch.kept:
+        warnings.append(describe(batch))
     swift_final = swift.with_values({"deepspeed": deepspeed_arg}) if deepspeed_arg else swift
+    if (accum := accum_to_pass(batch)) is not None:
+        swift_final = swift_final.with_values({"gradient_accumulation_steps": accum})
     nccl, nccl_notes = nccl_settings(
         env=env,
         uses_gpus=uses_gpus,
@@ -281,6 +292,7 @@ def build_plan(
         notes=tuple(notes),
         write_no_pin_config=no_pin,
         fits=choice.fits,
+        batch=batch,
     )
     return plan
 

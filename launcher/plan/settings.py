@@ -7,18 +7,16 @@ a derived DeepSpeed config (no pinning, or the user's own config on another rung
 
 from __future__ import annotations
 
-import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.model import ModelFacts, Plan
+from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
-
-SWIFT_DEFAULT_GLOBAL_BATCH = 16  # swift: gradient_accumulation_steps = ceil(16 / batch / world_size)
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,11 @@ class Resume:
 
 
 def plan_swift_args(swift: SwiftArgs, plan: Plan) -> SwiftArgs:
-    return swift.with_values({"deepspeed": plan.deepspeed_arg}) if plan.deepspeed_arg else swift
+    """The user's args with the plan's changes: its DeepSpeed config, the accumulation that keeps the global batch."""
+    updates = {"deepspeed": plan.deepspeed_arg} if plan.deepspeed_arg else {}
+    if plan.batch is not None and (accum := accum_to_pass(plan.batch)) is not None:
+        updates["gradient_accumulation_steps"] = accum
+    return swift.with_values(updates) if updates else swift
 
 
 def initial_settings(
@@ -43,9 +45,8 @@ def initial_settings(
 ) -> Settings:
     micro = swift.get_int("per_device_train_batch_size", 1) or 1
     world = plan.topology.world_size
-    accum = swift.get_int("gradient_accumulation_steps") or max(
-        1, math.ceil(SWIFT_DEFAULT_GLOBAL_BATCH / micro / world)
-    )
+    batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
+    accum = batch.grad_accum
     max_pixels = env.get("MAX_PIXELS") or swift.config_env.get("MAX_PIXELS")
     return Settings(
         micro_batch=micro,
@@ -90,7 +91,7 @@ def deepspeed_for(
     if name == "zero3_offload" and not settings.pin_memory:
         template = templates[name]
         return DeepSpeedChoice(no_pin_config_path(output_dir), for_rung(template, template, pin_memory=False))
-    if (name, settings.pin_memory) == (initial.deepspeed, initial.pin_memory):
+    if name == initial.deepspeed:  # pinning matters only to the offload config above
         return DeepSpeedChoice(None)
     if name in ZERO_LADDER:
         return DeepSpeedChoice(posixpath.join(config_dir, f"{name}.json"))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from launcher.errors import SafeSftError
 
 PORT_BASE = 20000
-PORT_SPAN = 20000  # ports 20000-39999: above the well-known range, below Linux's ephemeral range
+PORT_PAIRS = 10000  # ports 20000-39999: above the well-known range, below Linux's ephemeral range
+STEP_STRIDE = 5003  # a job's next step lands half the range away, not on a neighbouring job's pair
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
@@ -86,11 +87,21 @@ def _bad_nodelist(text: str) -> SafeSftError:
     )
 
 
-def port_for_job(job_id: str) -> int:
-    """A MASTER_PORT that every node of one job derives alike from SLURM_JOB_ID."""
+def port_for_job(job_id: str, step_id: int = 0) -> int:
+    """A MASTER_PORT that every node of one job step derives alike from SLURM_JOB_ID and SLURM_STEP_ID.
+
+    Each step gets an even port and the odd one above it (safe-sft's coordination store, MASTER_PORT + 1),
+    so neighbouring jobs, whose node 0 often share a host, never take each other's ports: jobs J and J+1
+    get pairs 2 apart. Two steps of one job get pairs STEP_STRIDE apart.
+    """
     if not job_id.isdigit():
         raise SafeSftError(f"SLURM_JOB_ID={job_id!r} is not a number", "set MASTER_PORT yourself")
-    return PORT_BASE + int(job_id) % PORT_SPAN
+    return PORT_BASE + 2 * ((int(job_id) + STEP_STRIDE * step_id) % PORT_PAIRS)
+
+
+def port_rule(job_id: str, step_id: int) -> str:
+    """How port_for_job got its port, for the plan's source column."""
+    return f"20000 + 2 x ((SLURM_JOB_ID {job_id} + {STEP_STRIDE} x SLURM_STEP_ID {step_id}) mod {PORT_PAIRS})"
 
 
 def _int_var(env: Mapping[str, str], name: str) -> int | None:
@@ -114,6 +125,7 @@ class SlurmEnv:
     step_gpus: str | None
     gpus_on_node: int | None
     in_step: bool
+    step_id: int = 0  # 0 outside a step, and for a step id that is not a number (batch, extern)
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> SlurmEnv | None:
@@ -132,6 +144,7 @@ class SlurmEnv:
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
             gpus_on_node=_int_var(env, "SLURM_GPUS_ON_NODE"),
             in_step="SLURM_STEP_ID" in env,
+            step_id=int(step) if (step := env.get("SLURM_STEP_ID", "0")).isdigit() else 0,
         )
 
     @property
@@ -140,4 +153,8 @@ class SlurmEnv:
 
     @property
     def master_port(self) -> int:
-        return port_for_job(self.job_id)
+        return port_for_job(self.job_id, self.step_id)
+
+    @property
+    def master_port_rule(self) -> str:
+        return port_rule(self.job_id, self.step_id)

@@ -52,6 +52,8 @@ def resolve_topology(
     master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or Sourced(
         free_port, Source.DEFAULT, "a free local port"
     )
+    if master_port.source is Source.SLURM and layers.slurm is not None:
+        master_port = Sourced(master_port.value, Source.SLURM, layers.slurm.master_port_rule)
 
     if nnodes.value < 1:
         raise SafeSftError(f"NNODES={nnodes.value} ({nnodes.source.value})", "NNODES must be at least 1")
@@ -74,6 +76,9 @@ def resolve_topology(
         )
 
     nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
+    # plain `swift sft` starts torchrun only for NPROC_PER_NODE or NNODES, else ONE process (torchrun: 1 per node)
+    swift_given = layers.pick_int(None, "NPROC_PER_NODE", None)
+    swift_nproc = swift_given.value if swift_given is not None else 1
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
         nproc = nproc_hint or Sourced(1, Source.DEFAULT)
@@ -87,6 +92,7 @@ def resolve_topology(
             master_port=master_port,
             visible_devices=None,
             gpus=(),
+            swift_nproc_per_node=swift_nproc,
         )
 
     selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
@@ -105,6 +111,7 @@ def resolve_topology(
         master_port=master_port,
         visible_devices=visible,
         gpus=selected,
+        swift_nproc_per_node=swift_nproc,
     )
 
 

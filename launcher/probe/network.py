@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 from pathlib import Path
 
@@ -45,3 +46,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    """True when a socket on this host already holds `port` (as torchrun's store on node 0 would bind it).
+
+    SO_REUSEADDR as the store sets it, so a port with only closing connections counts as free; any
+    listener, on any address, IPv4 or IPv6, counts as in use.
+    """
+    for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return True
+    return False

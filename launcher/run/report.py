@@ -1,7 +1,8 @@
 """The run report: report.json (schema 1) after every attempt, and the closing summary on the terminal.
 
 The summary puts the root cause first (kind, rank, exit code, the proving line), then the ladder that was
-tried, then where the report is. Environment values whose names look secret are masked.
+tried, then where the report is. Secrets are masked (launcher.masking) in the command lines, the
+environment and the failure's evidence.
 """
 
 from __future__ import annotations
@@ -13,13 +14,22 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from launcher.masking import mask_argv, mask_env, mask_text
+from launcher.model import Failure, GlobalBatch
+from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
-from launcher.render import mask
 from launcher.run.records import AttemptRecord, RunResult
 from launcher.units import fmt_bytes
 
 REPORT_SCHEMA = 1
+
+
+def masked_failure(failure: Failure) -> dict[str, Any]:
+    """A failure as report.json holds it: its evidence lines (log lines) with secrets hidden."""
+    data = failure.to_json()
+    data["evidence"] = [mask_text(line) for line in failure.evidence]
+    return data
 
 
 def attempt_json(record: AttemptRecord) -> dict[str, Any]:
@@ -56,10 +66,10 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "run_dir": record.run_dir,
         "versioned_because": record.versioned_because,
         "deepspeed_config_written": record.deepspeed_config_written,
-        "env_set": {name: mask(name, value) for name, value in record.env_set.items()},
-        "command": record.command,
+        "env_set": {name: mask_env(name, value) for name, value in record.env_set.items()},
+        "command": mask_argv(record.command),
         "exit_code": record.exit_code,
-        "failure": None if failure is None else failure.to_json(),
+        "failure": None if failure is None else masked_failure(failure),
         "last_step": record.last_step,
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
@@ -94,6 +104,7 @@ def report_json(
     result: RunResult | None,
     argv: list[str],
     process: dict[str, Any] | None = None,
+    batch: GlobalBatch | None = None,
 ) -> dict[str, Any]:
     """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run."""
     root = next((a.failure for a in attempts if a.failure is not None), None)
@@ -103,8 +114,17 @@ def report_json(
         "process": process,
         "exit_code": None if result is None else result.exit_code,
         "give_up_reason": None if result is None else result.give_up_reason,
-        "safe_sft_argv": argv,
-        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
+        "safe_sft_argv": mask_argv(argv),
+        "global_batch": None
+        if batch is None
+        else {
+            "value": batch.global_batch,
+            "swift_global_batch": batch.swift_global_batch,
+            "world_size": batch.world_size,
+            "swift_world_size": batch.swift_world_size,
+            "text": describe_batch(batch),
+        },
+        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
         "final_run_dir": attempts[-1].run_dir if attempts else None,
         "attempts": [attempt_json(a) for a in attempts],
     }
@@ -132,9 +152,11 @@ def save_report(path: Path, data: dict[str, Any]) -> str | None:
     return None
 
 
-def summary(result: RunResult, report_path: Path) -> str:
+def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
+    if batch is not None and batch.changed:
+        lines.append(f"  {describe_batch(batch)}")
     failed = [a for a in attempts if a.failure is not None]
     if failed:
         first = failed[0]
@@ -143,7 +165,7 @@ def summary(result: RunResult, report_path: Path) -> str:
         code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
         lines.append(f"  root cause (attempt {first.number}): {f.headline()}{code}")
         for line in f.evidence[:3]:
-            lines.append(f"    {line[:300]}")
+            lines.append(f"    {mask_text(line)[:300]}")
         for line in first.diagnostics:
             lines.append(f"    {line}")
         agreed = first.decision

@@ -138,3 +138,25 @@ def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -
         time.sleep(0.2)
     assert _alive(sorted(pids)) == []
     nodes[0].wait(timeout=5)
+
+
+def test_d_an_output_dir_the_nodes_do_not_share_stops_node_1_with_exit_4(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """docs/exit-codes.md, 4: node 1 sees another output dir than node 0 (no shared filesystem), at start."""
+    port = 29730
+    logs = [tmp_path / f"node{r}.log" for r in (0, 1)]
+    nodes = [
+        start_node(["--allow-loopback-master", *swift_args(tiny, tmp_path / f"out{r}")],
+                   node_env(tmp_path, r, port, None), logs[r])
+        for r in (0, 1)
+    ]  # fmt: skip
+    try:
+        code = nodes[1].wait(timeout=120)  # node 1 waits 30 s for node 0's token file to appear
+        log1 = logs[1].read_text()
+        assert code == 4, log1[-2000:]
+        errors = [line for line in log1.splitlines() if line.startswith("safe-sft: error:")]
+        assert len(errors) == 1 and f"the output dir {tmp_path / 'out1'} is not the one node 0 writes to" in errors[0]
+        assert "Traceback" not in log1
+        assert not list((tmp_path / "ranks").glob("rank-1-*.json"))  # node 1 started no training process
+    finally:
+        nodes[0].kill()  # its torchrun waits for node 1 at the rendezvous; PR_SET_PDEATHSIG takes it down
+        nodes[0].wait(timeout=30)

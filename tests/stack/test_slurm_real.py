@@ -60,7 +60,7 @@ def test_d_sbatch_srun_safe_sft_on_two_nodes(cluster: SlurmCluster, tiny, tmp_pa
     job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=4))
     wait_gone(cluster, job, 300)
     plans = [(tmp_path / f"task-{t}.err").read_text() for t in (0, 1)]
-    port = 20000 + int(job) % 20000
+    port = 20000 + 2 * (int(job) % 10000)  # the first srun step of the job: SLURM_STEP_ID 0
     for rank, plan in enumerate(plans):
         assert re.search(r"NNODES\s+2\s+slurm", plan), plan[-3000:]
         assert re.search(rf"NODE_RANK\s+{rank}\s+slurm", plan)

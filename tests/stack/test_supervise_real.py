@@ -1,6 +1,8 @@
 """Run and survive, on the real stack: swift sft + torchrun (2 processes, gloo) + DeepSpeed, on the CPU.
 
-Faults come from tests/stack/plugins/faults.py, loaded into every rank with --external_plugins.
+Faults come from tests/stack/plugins/faults.py, loaded into every rank with --external_plugins. The
+training processes run WITHOUT PYTHONUNBUFFERED: their stdout is block-buffered, as it is for every user
+whose output goes through safe-sft's pipes, so late or lost lines are what the classifier sees.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def fault_env(tmp: Path, fault: str | None = None) -> dict[str, str]:
         "SAFE_SFT_FAULT_ONCE": str(tmp / "fault-fired"),
         "SAFE_SFT_FAULT_RECORD": str(tmp / "ranks"),
         "TORCH_EXTENSIONS_DIR": str(Path.home() / ".cache" / "safe-sft-test-torch-extensions"),
-        "PYTHONUNBUFFERED": "1",
     }
+    env.pop("PYTHONUNBUFFERED", None)  # block-buffered stdout, as users get it through safe-sft's pipes
     if fault:
         env["SAFE_SFT_FAULT"] = fault
     return env
@@ -305,13 +307,18 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
-def test_f_sigterm_stops_everything_without_restart(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)], ids=["TERM", "INT", "HUP"]
+)
+def test_f_a_signal_stops_everything_without_restart(tiny, tmp_path: Path, signum: int, code: int) -> None:  # type: ignore[no-untyped-def]
+    """docs/exit-codes.md: 128 + the signal, on the run path, for each signal safe-sft forwards."""
     proc, pids = _start_long_run(tiny, tmp_path)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=10 + 15) == 143  # grace period 10 s
+    proc.send_signal(signum)
+    assert proc.wait(timeout=10 + 15) == code  # grace period 10 s
     assert _alive(pids) == []
     data = report(tmp_path / "out")
     assert data["outcome"] == "interrupted" and len(data["attempts"]) == 1
+    assert data["exit_code"] == code
     assert data["attempts"][0]["failure"]["kind"] == "interrupted"
 
 
@@ -340,3 +347,30 @@ def test_drop_in_with_a_swift_yaml_config_and_its_env_block(tiny, tmp_path: Path
     assert "NPROC_PER_NODE        2                 config" in result.stderr
     assert sorted(p.name.split("-")[1] for p in (tmp_path / "ranks").glob("rank-*.json")) == ["0", "1"]
     assert last_step(run_dirs(out)[-1]) == "3/3"
+
+
+@pytest.mark.parametrize("kind", ["oom_forward", "oom_backward"])
+def test_k_an_oom_inside_forward_or_backward_mid_step_is_cuda_oom_and_resumes(tiny, tmp_path: Path, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """A real mid-step OOM: raised from a module hook inside the model, in the second micro-batch of step 5,
+    after the first micro-batch's gradients were accumulated; nothing of step 5 may survive into the resume."""
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, f"{kind}:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    fired = json.loads((tmp_path / "ranks" / "oom-fired.json").read_text())
+    assert fired == {"kind": kind, "completed_steps": 4, "micro_batch": 2, "accumulation": 2}  # mid-step
+    first, second = report(out)["attempts"]
+    failure = first["failure"]
+    assert (failure["kind"], failure["rank"], failure["exit_code"]) == ("cuda_oom", 1, 1)
+    assert "CUDA out of memory" in failure["evidence"][0]
+    console = Path(first["log"]).read_text()
+    # the rank's traceback runs through the model's forward, or through autograd's backward
+    where = "modeling_qwen2.py" if kind == "oom_forward" else "_engine_run_backward"
+    assert "OutOfMemoryError" in console and where in console
+    assert first["last_step"] == 4
+    assert second["resumed_from"]["step"] == 3 and second["resumed_from"]["weights_only"] is False
+    assert (second["settings"]["per_device_train_batch_size"], second["settings"]["gradient_accumulation_steps"]) == (
+        1,
+        4,
+    )
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path))

@@ -1,4 +1,5 @@
-"""`safe-sft report` on a synthetic report: the table, and a plot whose lines are the report's data."""
+"""`safe-sft report` on a synthetic report: the table, and a plot whose lines are the report's data,
+checked against values worked out by hand from that report."""
 
 import json
 from pathlib import Path

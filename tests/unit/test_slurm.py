@@ -27,10 +27,34 @@ def test_malformed_nodelist_names_the_value(bad: str) -> None:
     assert repr(bad) in err.value.message
 
 
-def test_port_is_stable_and_in_range() -> None:
-    assert port_for_job("123456") == port_for_job("123456")
-    assert port_for_job("1") != port_for_job("2")
-    assert all(20000 <= port_for_job(str(j)) < 40000 for j in (0, 1, 19999, 20000, 99999999))
+@pytest.mark.parametrize(
+    ("job", "step", "port"),
+    [
+        ("0", 0, 20000),
+        ("1", 0, 20002),
+        ("4242", 0, 28484),  # 20000 + 2 x 4242
+        ("4242", 1, 38490),  # 20000 + 2 x (4242 + 5003)
+        ("9999", 0, 39998),  # the last pair: 39998 and 39999
+        ("10000", 0, 20000),  # wraps
+        ("123456789", 0, 20000 + 2 * 6789),
+    ],
+)
+def test_port_rule(job: str, step: int, port: int) -> None:
+    assert port_for_job(job, step) == port
+
+
+def test_neighbouring_jobs_and_steps_never_share_master_or_coordination_ports() -> None:
+    """Each job step takes MASTER_PORT and MASTER_PORT + 1; jobs whose ids are close share node 0's host."""
+    base = 1_234_567
+    taken = {(job, step): port_for_job(str(job), step) for job in range(base, base + 200) for step in (0, 1)}
+    ports = [p for port in taken.values() for p in (port, port + 1)]
+    assert len(ports) == len(set(ports))
+    assert all(20000 <= p <= 39999 for p in ports)
+
+
+def test_slurm_step_id_that_is_not_a_number_counts_as_step_0() -> None:
+    slurm = SlurmEnv.from_env({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "batch"})
+    assert slurm is not None and slurm.master_port == 20014
 
 
 def test_slurm_env_table() -> None:

@@ -30,7 +30,7 @@ def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu
     ("request_", "env", "config_env", "expected"),
     [
         pytest.param(TopologyRequest(), {}, {}, (4, 1, 0, "127.0.0.1", 45678, "0,1,2,3"), id="defaults"),
-        pytest.param(TopologyRequest(), SLURM, {}, (4, 2, 1, "gpu-01", 20777, "0,1,2,3"), id="slurm"),
+        pytest.param(TopologyRequest(), SLURM, {}, (4, 2, 1, "gpu-01", 21554, "0,1,2,3"), id="slurm"),
         pytest.param(
             TopologyRequest(),
             {**SLURM, "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "NODE_RANK": "0"},
@@ -85,7 +85,7 @@ def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu
             TopologyRequest(),
             {**SLURM, "SLURM_STEP_GPUS": "2,3"},
             {},
-            (2, 2, 1, "gpu-01", 20777, "2,3"),
+            (2, 2, 1, "gpu-01", 21554, "2,3"),
             id="slurm-step-gpus",
         ),
     ],

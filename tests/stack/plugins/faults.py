@@ -4,6 +4,10 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
   SAFE_SFT_FAULT        KIND:STEP:RANK with KIND one of
                         oom_step  raise torch.OutOfMemoryError at the end of that step,
                         oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
+                        oom_forward / oom_backward  raise it inside the model's forward / backward pass (a
+                                  module hook on a middle decoder layer) in the LAST micro-batch of the
+                                  optimizer step after STEP: mid-step, the earlier micro-batches'
+                                  gradients already accumulated, as a real OOM leaves them,
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective),
                         corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
@@ -111,6 +115,49 @@ def _record_samples(trainer) -> None:  # type: ignore[no-untyped-def]
     trainer.get_batch_samples = recording
 
 
+def _middle_layer(model):  # type: ignore[no-untyped-def]
+    """A decoder layer in the middle of the model: an OOM there is deep inside forward and backward."""
+    layers = [module for name, module in model.named_modules() if name.split(".")[-2:-1] == ["layers"]]
+    return layers[len(layers) // 2]
+
+
+def _hook_oom(trainer, model, accum: int, kind: str, step: int) -> None:  # type: ignore[no-untyped-def]
+    """Raise the OOM from a module hook during the last micro-batch of optimizer step `step` + 1."""
+    seen = {"step": -1, "micro": 0}
+
+    def last_micro_batch_of_the_step() -> bool:
+        if trainer.state.global_step != step or seen["micro"] != accum or not _claim():
+            return False
+        folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
+        if folder:  # where it fired: the test checks it was mid-step
+            where = {"kind": kind, "completed_steps": step, "micro_batch": seen["micro"], "accumulation": accum}
+            (Path(folder) / "oom-fired.json").write_text(json.dumps(where))
+        return True
+
+    def count(_module, _args, _kwargs) -> None:  # type: ignore[no-untyped-def]
+        """On the whole model (gradient checkpointing re-runs a layer's forward, never the model's)."""
+        if not torch.is_grad_enabled():
+            return  # evaluation
+        if seen["step"] != trainer.state.global_step:
+            seen["step"], seen["micro"] = trainer.state.global_step, 0
+        seen["micro"] += 1
+
+    def forward(_module, _args) -> None:  # type: ignore[no-untyped-def]
+        if torch.is_grad_enabled() and last_micro_batch_of_the_step():
+            raise torch.OutOfMemoryError(OOM_TEXT)
+
+    def backward(_module, _grad_input, _grad_output) -> None:  # type: ignore[no-untyped-def]
+        if last_micro_batch_of_the_step():
+            raise torch.OutOfMemoryError(OOM_TEXT)
+
+    model.register_forward_pre_hook(count, with_kwargs=True)
+    layer = _middle_layer(model)
+    if kind == "oom_forward":
+        layer.register_forward_pre_hook(forward)
+    else:
+        layer.register_full_backward_hook(backward)
+
+
 class FaultCallback(TrainerCallback):
     def __init__(self, args, trainer) -> None:  # type: ignore[no-untyped-def]
         super().__init__(args, trainer)
@@ -130,6 +177,12 @@ class FaultCallback(TrainerCallback):
                 return original(model, trial, *a, **kw)
 
             trainer._save_checkpoint = failing_save
+
+    def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        """The model exists only now; hooks on it fire inside forward and backward."""
+        if self.fault and self.fault[0] in ("oom_forward", "oom_backward") and self.fault[2] == _rank():
+            model = kwargs["model"]
+            _hook_oom(self.trainer, model, args.gradient_accumulation_steps, self.fault[0], self.fault[1])
 
     def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
         if not self.fault:

@@ -1,0 +1,39 @@
+"""Before launch on node 0: the ports torchrun and safe-sft will listen on must be free on this host.
+
+A port in use is the user's to fix (another job, a stale torchrun), not a network fault to retry: one
+line naming the port, where its number came from, and the fix (exit 2). Only node 0 listens, so only
+node 0 checks.
+"""
+
+from __future__ import annotations
+
+from launcher.errors import SafeSftError
+from launcher.model import Topology
+from launcher.probe.network import port_in_use
+
+
+def coord_port_of(topology: Topology, flag: int | None) -> int:
+    """The coordination store's port: --coord-port, else MASTER_PORT + 1."""
+    return flag if flag is not None else topology.master_port.value + 1
+
+
+def check_ports_free(topology: Topology, coord_port: int | None) -> None:
+    """Raise SafeSftError when MASTER_PORT (or, with several nodes, the coordination port) is taken."""
+    if topology.node_rank.value != 0:
+        return
+    master = topology.master_port
+    if port_in_use(master.value):
+        note = f": {master.note}" if master.note else ""
+        raise SafeSftError(
+            f"MASTER_PORT={master.value} (from {master.source.value}{note}) is already in use on this host",
+            "another job or a leftover torchrun holds it (`ss -ltnp` shows which); set MASTER_PORT or "
+            "--master-port to a free port on every node",
+        )
+    if topology.nnodes.value > 1:
+        coord = coord_port_of(topology, coord_port)
+        if port_in_use(coord):
+            where = "--coord-port" if coord_port is not None else f"MASTER_PORT {master.value} + 1"
+            raise SafeSftError(
+                f"the coordination port {coord} ({where}) is already in use on this host",
+                "pass --coord-port with a free port (the same on every node), or choose another MASTER_PORT",
+            )

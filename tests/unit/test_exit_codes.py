@@ -1,0 +1,107 @@
+"""Every documented exit code that ends a run before training starts, through the real run path
+(`python -m launcher SWIFT_ARGS`), with real sockets on loopback. The codes that need training (0, 1,
+129, 130, 143) and a second node are in tests/stack/test_exit_codes_real.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.probe.network import free_port
+
+
+def run(args: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MASTER_", "NNODES", "NODE_RANK"))}
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args], env={**clean, **(env or {})},
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def swift(out: Path) -> list[str]:
+    return ["--model", "m", "--use_cpu", "true", "--output_dir", str(out)]
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("safe-sft: error:")]
+
+
+@pytest.fixture
+def occupied() -> Iterator[int]:
+    """A port some other process listens on (here: this test), as a neighbouring job's store would."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_2_master_port_in_use_on_node_0(occupied: int, tmp_path: Path) -> None:
+    for args, env, source in (
+        ([f"--master-port={occupied}"], {}, "flag"),
+        ([], {"MASTER_PORT": str(occupied)}, "env"),
+    ):
+        result = run([*args, *swift(tmp_path / "out")], env)
+        assert result.returncode == 2, result.stderr
+        [line] = error_lines(result.stderr)
+        assert f"MASTER_PORT={occupied} (from {source}) is already in use" in line
+        assert "Traceback" not in result.stderr
+        assert not (tmp_path / "out" / "safe-sft").exists()  # nothing started, nothing written
+
+
+def test_2_coordination_port_in_use_on_node_0(occupied: int, tmp_path: Path) -> None:
+    env = {"NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(occupied - 1)}
+    result = run(["--allow-loopback-master", *swift(tmp_path / "out")], env)
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert f"the coordination port {occupied} (MASTER_PORT {occupied - 1} + 1) is already in use" in line
+
+
+def test_2_a_slurm_job_on_a_taken_port_names_the_rule(tmp_path: Path) -> None:
+    """The derived port of job 4242 step 0 is 20000 + 2 x 4242 = 28484; hold it, and see the rule."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("0.0.0.0", 28484))
+        except OSError:
+            pytest.fail("port 28484 is taken on this machine already: the test needs it free")
+        sock.listen()
+        env = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
+               "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "localhost"}  # fmt: skip
+        result = run(swift(tmp_path / "out"), env)
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "MASTER_PORT=28484 (from slurm: 20000 + 2 x ((SLURM_JOB_ID 4242 + 5003 x SLURM_STEP_ID 0)" in line
+
+
+def test_2_bad_input_on_the_run_path(tmp_path: Path) -> None:
+    result = run(swift(tmp_path / "out"), {"NPROC_PER_NODE": "two"})
+    assert result.returncode == 2
+    [line] = error_lines(result.stderr)
+    assert "NPROC_PER_NODE" in line and "'two'" in line
+
+
+def test_3_nothing_fits_on_the_run_path(tmp_path: Path) -> None:
+    big = ["--model-params", "72e9", "--assume-gpus", "1x24GiB", "--assume-ram", "64GiB"]
+    result = run([*big, "--model", "m", "--tuner_type", "full", "--output_dir", str(tmp_path / "out")])
+    assert result.returncode == 3, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "nothing fits" in line and "GiB" in line
+    assert not (tmp_path / "out" / "safe-sft").exists()
+
+
+def test_4_node_0_unreachable_at_start(tmp_path: Path) -> None:
+    """Node 1 of two, and nobody at node 0's address: exit 4 once --node-timeout has passed."""
+    port = free_port()
+    env = {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    start = time.monotonic()
+    result = run(["--allow-loopback-master", "--node-timeout", "3", *swift(tmp_path / "out")], env)
+    assert result.returncode == 4, result.stderr
+    [line] = error_lines(result.stderr)
+    assert f"cannot reach the coordination store at 127.0.0.1:{port + 1}" in line
+    assert time.monotonic() - start < 60
