@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from launcher.model import GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
+from launcher.run import resolved
 from launcher.run.classify import AttemptEvidence, classify, merge_failures, parse_torchrun_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
@@ -47,7 +48,6 @@ class AttemptRunner:
         config: RunConfig,
         spawn: Spawn,
         *,
-        output_dir: Path,
         gpus: Sequence[GpuInfo],
         node_rank: int,
         nproc_per_node: int,
@@ -58,7 +58,7 @@ class AttemptRunner:
         coordinator: Coordinator | None = None,
     ) -> None:
         self.config, self.spawn = config, spawn
-        self.output_dir, self.gpus = output_dir, gpus
+        self.gpus = gpus
         self.node_rank, self.nproc_per_node = node_rank, nproc_per_node
         self.received = received  # the signal safe-sft got, if any: the attempt stops and is not retried
         self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
@@ -68,20 +68,18 @@ class AttemptRunner:
     ) -> None:
         """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
         oom_before = ev.oom_kill_count()
-        existing_run_dirs = ev.run_dir_names(self.output_dir)
         start = self.clock()
         process = self.spawn(argv, env, attempt_dir / "console.log")
         monitor = self._start_monitor(process.pid)
-        watch = ProgressWatch(
-            self.output_dir, existing_run_dirs, start, self.config.hang_timeout, self.config.startup_timeout
-        )
+        watch = ProgressWatch(attempt_dir, start, self.config.hang_timeout, self.config.startup_timeout)
         hang = self._wait(process, watch, attempt_dir, record)
         code, tail = process.finish()
         record.memory = monitor.stop() if monitor else None
         record.duration_s = round(self.clock() - start, 3)
         record.ended = ev.now_iso()
         record.exit_code = code
-        run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs)
+        record.resolved = resolved.read(attempt_dir)
+        run_dir = ev.attempt_run_dir(attempt_dir)
         record.run_dir = str(run_dir) if run_dir else None
         record.last_step = ev.last_logged_step(run_dir)
         tail_lines = tail.splitlines()

@@ -68,6 +68,7 @@ class _Relay(threading.Thread):
                 view = view[written:]
             with self.lock:
                 self.log.write(chunk)
+                self.log.flush()  # the watchdog reads console.log for progress bars: no lag behind the terminal
                 self.tail.append(chunk)
                 self.tail_size += len(chunk)
                 while self.tail_size > TAIL_BYTES and len(self.tail) > 1:

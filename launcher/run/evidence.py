@@ -9,7 +9,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from launcher.run.checkpoints import run_dirs
+from launcher.run import resolved
 from launcher.run.classify import RankFailure
 
 _VMSTAT = Path("/proc/vmstat")
@@ -62,18 +62,12 @@ def kernel_oom_evidence(before: int | None, after: int | None) -> tuple[str, ...
     return (f"kernel OOM killer ran {count} time(s) during the attempt (/proc/vmstat oom_kill {before} -> {after})",)
 
 
-def run_dir_names(output_dir: Path) -> frozenset[str]:
-    """The swift run dirs (v<N>-<timestamp>) there now: taken before an attempt starts."""
-    return frozenset(p.name for p in run_dirs(output_dir))
-
-
-def newest_run_dir(output_dir: Path, existing: frozenset[str]) -> Path | None:
-    """The swift run dir this attempt writes its log to: the newest one not in `existing`, or output_dir
-    itself (--add_version false). Names, not clocks: on a shared filesystem the server stamps the times."""
-    fresh = run_dir_names(output_dir) - existing
-    if fresh:
-        return output_dir / max(fresh, key=lambda name: int(name[1:].split("-")[0]))
-    return output_dir if (output_dir / "logging.jsonl").is_file() else None
+def attempt_run_dir(attempt_dir: Path) -> Path | None:
+    """The swift run dir an attempt writes (its logging.jsonl and checkpoints), as swift itself reported it
+    (launcher/run/resolved.py); None until swift has parsed its arguments. Never derived from names or
+    clocks: the one place the supervisor learns where an attempt writes."""
+    args = resolved.read(attempt_dir)
+    return args.run_dir if args is not None else None
 
 
 def last_logged_step(run_dir: Path | None) -> int | None:

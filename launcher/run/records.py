@@ -11,6 +11,7 @@ from launcher.model import Failure
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
 from launcher.run.gpumon import MemoryTimeline
+from launcher.run.resolved import ResolvedArgs
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,19 @@ class AttemptRecord:
     failure: Failure | None = None
     last_step: int | None = None
     run_dir: str | None = None  # the swift run dir (v<N>-...) it wrote: its checkpoints are there
+    resolved: ResolvedArgs | None = None  # swift's own resolved arguments, as it reported them
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
+
+    def optimizer_state_reset(self) -> bool | None:
+        """Whether swift loaded only the weights of the checkpoint it resumed from: what swift reported
+        (a config file's resume_only_model counts), else what safe-sft asked for; None without a resume."""
+        if self.resumed_from is None:
+            return None
+        if self.resolved is not None:
+            return self.resolved.resume_only_model
+        return self.resumed_from.weights_only
 
 
 @dataclass

@@ -29,7 +29,7 @@ Writer = tuple[Path, Settings]  # an attempt's swift run dir (its checkpoints ar
 
 
 def resume_point(
-    output_dir: Path,
+    roots: Sequence[Path],
     settings: Settings,
     writers: Sequence[Writer],
     *,
@@ -38,14 +38,24 @@ def resume_point(
 ) -> tuple[Resume | None, list[str]]:
     """(the resume point, the incomplete checkpoints that were skipped).
 
-    `before` (the output dir as it was when this run began) leaves an earlier run's checkpoints out, all
-    but `started_from`, the one this run's first attempt resumed from.
+    `roots` are where to look: the run dirs this run's attempts wrote (as swift reported them), or for a
+    requeued job's first attempt the output dir. `before` (the output dir as it was when this run began)
+    leaves an earlier run's checkpoints out, all but `started_from`, the one this run's first attempt
+    resumed from; its run dir is searched too.
     """
-    checkpoint, skipped = latest_complete(output_dir, before=before, also=started_from)
-    if checkpoint is None:
-        return None, [str(p) for p in skipped]
+    found: list[Checkpoint] = []
+    skipped: list[str] = []
+    searched = [*roots, *([started_from.parent] if started_from is not None else [])]
+    for root in dict.fromkeys(searched):
+        checkpoint, incomplete = latest_complete(root, before=before, also=started_from)
+        skipped.extend(str(p) for p in incomplete if str(p) not in skipped)
+        if checkpoint is not None:
+            found.append(checkpoint)
+    if not found:
+        return None, skipped
+    checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
     why = weights_only_reason(checkpoint, settings, writers)
-    return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), [str(p) for p in skipped]
+    return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), skipped
 
 
 def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Sequence[Writer]) -> str:

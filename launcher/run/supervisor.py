@@ -23,6 +23,7 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
+from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, snapshot
 from launcher.run.child import TrainingProcess
@@ -68,7 +69,6 @@ class Supervisor:
         self.runner = AttemptRunner(
             config,
             spawn,
-            output_dir=self.output_dir,
             gpus=topology.gpus,
             node_rank=topology.node_rank.value,
             nproc_per_node=topology.nproc_per_node.value,
@@ -112,10 +112,10 @@ class Supervisor:
         for number in range(1, self.config.max_attempts + 1):
             skipped: list[str] = []
             if self.coordinator is not None and number > 1:
-                resume = shared_resume(decided_resume, self.output_dir)
+                resume = shared_resume(decided_resume, self._swift_output_dir(attempts))
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
-            record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
+            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, attempts)
             attempts.append(record)
             self.on_attempt(attempts)
             if self.coordinator is not None:
@@ -160,7 +160,7 @@ class Supervisor:
             kind=failure.kind.value if failure else None,
             exit_code=failure.exit_code if failure else record.exit_code,
             evidence=tuple(line[:MAX_TEXT] for line in (failure.evidence if failure else ())[:MAX_EVIDENCE]),
-            checkpoints=tuple(complete_checkpoints(self.output_dir)),
+            checkpoints=tuple(complete_checkpoints(self._swift_output_dir(attempts))),
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -171,7 +171,9 @@ class Supervisor:
             return decide(
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
-                resume_for=lambda new: relative_to(self._resume_point(number + 1, new, attempts)[0], self.output_dir),
+                resume_for=lambda new: relative_to(
+                    self._resume_point(number + 1, new, attempts)[0], self._swift_output_dir(attempts)
+                ),
                 gpus_have_room_for_zero3=self._zero3_fits(),
             )  # fmt: skip
 
@@ -205,15 +207,21 @@ class Supervisor:
         if number == 1:
             if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
                 return None, []
-            return resume_point(self.output_dir, settings, [])  # a requeued job: an earlier job's checkpoint
+            # a requeued job: an earlier job's checkpoint, under the output dir predicted from the argv
+            return resume_point([self.output_dir], settings, [])
         first = attempts[0].resumed_from
         return resume_point(
-            self.output_dir,
+            [Path(a.run_dir) for a in attempts if a.run_dir],
             settings,
             [(Path(a.run_dir), a.settings) for a in attempts if a.run_dir],
             before=self.before,
             started_from=Path(first.checkpoint) if first else None,
         )
+
+    def _swift_output_dir(self, attempts: list[AttemptRecord]) -> Path:
+        """swift's output dir as the latest attempt reported it; before any did, the one predicted from the argv."""
+        reported = next((a.resolved.output_dir for a in reversed(attempts) if a.resolved is not None), None)
+        return reported if reported is not None else self.output_dir
 
     def _run_attempt(
         self,
@@ -224,6 +232,7 @@ class Supervisor:
         resume: Resume | None,
         change: tuple[str, str] | None,
         skipped: list[str],
+        attempts: list[AttemptRecord],
     ) -> AttemptRecord:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
@@ -236,7 +245,7 @@ class Supervisor:
             user_deepspeed=self.prepared.user_deepspeed,
             templates=self.templates,
             config_dir=self.config_dir,
-            output_dir=str(self.output_dir),
+            output_dir=str(self._swift_output_dir(attempts)),
             fresh_version_dir=number > 1,
         )
         written = None
@@ -246,7 +255,13 @@ class Supervisor:
         env_set = {**plan.env_dict(), **args.env}
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
-        env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
+        env = {
+            **from_config,
+            **self.base_env,
+            **env_set,
+            "PET_LOG_DIR": str(attempt_dir / "torchelastic"),
+            resolved.ENV_NAME: str(resolved.path_in(attempt_dir)),  # where the worker reports swift's arguments
+        }
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         record = AttemptRecord(
             number=number,
