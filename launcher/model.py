@@ -112,6 +112,7 @@ class ModelFacts:
     vocab_size: int | None = None
     dtype: str | None = None
     is_multimodal: bool = False
+    model_type: str | None = None  # config.json's model_type (qwen2_5_vl, qwen3_vl, ...)
     warnings: tuple[str, ...] = ()
 
 
@@ -187,6 +188,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     write_no_pin_config: bool = False  # deepspeed_arg is a zero3_offload copy with pin_memory off, to write
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
+    ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}
@@ -199,6 +201,7 @@ class FailureKind(str, Enum):
     CUDA_OOM = "cuda_oom"
     CUDA_OOM_LOAD = "cuda_oom_load"
     CUDA_OOM_SAVE = "cuda_oom_save"
+    CUDA_OOM_EVAL = "cuda_oom_eval"
     HOST_OOM = "host_oom"
     MEMLOCK = "memlock"
     SHM = "shm"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.model import (
@@ -26,6 +26,7 @@ from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, lora_t
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import choose_strategy
 from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
 
@@ -48,6 +49,7 @@ class PlanOptions:
     nccl_overrides: Mapping[str, str] | None = None
     route_interface: str | None = None
     user_deepspeed_rung: str | None = None  # the ZeRO rung of the user's own --deepspeed config
+    watchdog: Watchdog = field(default_factory=Watchdog)
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -153,7 +155,11 @@ def build_plan(
                     f"pin_memory false ({deepspeed_arg})"
                 )
 
-    swift_final = swift.with_values({"deepspeed": deepspeed_arg}) if deepspeed_arg else swift
+    ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
+    if ddp_note:
+        notes.append(ddp_note)
+    added = {"ddp_timeout": str(ddp_timeout) if ddp_timeout else None, "deepspeed": deepspeed_arg}
+    swift_final = swift.with_values({key: value for key, value in added.items() if value is not None})
     nccl, nccl_notes = nccl_settings(
         env=env,
         uses_gpus=uses_gpus,
@@ -170,6 +176,7 @@ def build_plan(
         strategy=choice.strategy,
         strategy_reason=choice.reason,
         deepspeed_arg=deepspeed_arg,
+        ddp_timeout_arg=str(ddp_timeout) if ddp_timeout else None,
         estimates=estimates,
         env=launch_env,
         swift_argv=swift_final.argv(),

@@ -61,6 +61,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")
     vocab = _int(text, "vocab_size")
     multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower", "audio_config"))
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
 
     files = sorted(directory.glob("*.safetensors"))
     if files:
@@ -85,6 +86,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             vocab_size=vocab,
             dtype=max(dtypes, key=lambda d: dtypes[d]),
             is_multimodal=multimodal,
+            model_type=str(model_type) if model_type else None,
             warnings=tuple(warnings),
         )
     if hidden and layers and intermediate and vocab:
@@ -103,6 +105,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             vocab_size=vocab,
             dtype=str(text.get("torch_dtype") or config.get("torch_dtype") or "") or None,
             is_multimodal=multimodal,
+            model_type=str(model_type) if model_type else None,
             warnings=tuple(warnings),
         )
     return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))

@@ -28,6 +28,8 @@ _SAVE_MARKERS = re.compile(
     r"_save_checkpoint|save_model\b|_save_optimizer_and_scheduler|save_pretrained|save_16bit_model|"
     r"save_checkpoint\b|consolidated_16bit_state_dict|Saving model checkpoint"
 )
+# transformers' and swift's evaluation frames, as a traceback names them (`File "...", line N, in evaluate`)
+_EVAL_MARKERS = re.compile(r"\bin (evaluate|_evaluate|evaluation_loop|prediction_step|prediction_loop)\b")
 _LOAD_MARKERS = re.compile(
     r"from_pretrained|get_model_tokenizer|deepspeed_init|deepspeed\.initialize|_load_from_checkpoint|"
     r"load_checkpoint|prepare_model|_wrap_model|\.to\(device|init_process_group"
@@ -117,6 +119,9 @@ def classify_text(lines: Sequence[str], steps_seen: bool) -> tuple[FailureKind, 
         save = _first_match(_SAVE_MARKERS, lines)
         if save is not None:
             return FailureKind.CUDA_OOM_SAVE, (oom_line, save)
+        evaluation = _first_match(_EVAL_MARKERS, lines)
+        if evaluation is not None:
+            return FailureKind.CUDA_OOM_EVAL, (oom_line, evaluation)
         load = _first_match(_LOAD_MARKERS, lines)
         if load is not None and not steps_seen:
             return FailureKind.CUDA_OOM_LOAD, (oom_line, load)
@@ -201,6 +206,7 @@ _SUMMARIES = {
     FailureKind.CUDA_OOM: "CUDA out of memory in a training step",
     FailureKind.CUDA_OOM_LOAD: "CUDA out of memory while loading or initialising",
     FailureKind.CUDA_OOM_SAVE: "CUDA out of memory while saving a checkpoint",
+    FailureKind.CUDA_OOM_EVAL: "CUDA out of memory during evaluation",
     FailureKind.HOST_OOM: "host RAM exhausted (kernel OOM kill)",
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",

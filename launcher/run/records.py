@@ -19,15 +19,10 @@ class RunConfig:
     max_attempts: int = 5
     grace_seconds: float = 30.0
     allow_shorter_max_length: bool = False
-    hang_timeout: float = 1800.0
-    startup_timeout: float = 3600.0
+    hang_timeout: float = 1800.0  # 0: the watchdog is off
+    startup_timeout: float = 3600.0  # 0: no limit before the first step
     sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
     resume_latest: bool = False  # the first attempt too resumes from the newest complete checkpoint
-
-    @property
-    def ddp_timeout(self) -> int:
-        """Long enough that the watchdog, not a collective's timeout, notices a stalled rank first."""
-        return int(2 * max(self.hang_timeout, self.startup_timeout))
 
 
 @dataclass

@@ -94,8 +94,6 @@ class Supervisor:
         plan = self.prepared.plan
         self.before = snapshot(self.output_dir)  # an earlier run's checkpoints are not this run's resume points
         base = plan_swift_args(self.prepared.swift, plan)
-        if not base.has("ddp_timeout"):
-            base = base.with_values({"ddp_timeout": str(self.config.ddp_timeout)})
         initial = initial_settings(
             self.prepared.swift,
             plan,
