@@ -101,8 +101,8 @@ def test_c_resume_only_model_in_a_config_file_is_what_the_report_says(tiny, tmp_
     _, second = report_of(result.stderr)["attempts"]
     resumed = second["resumed_from"]
     assert Path(resumed["checkpoint"]).name == "checkpoint-3"
-    assert args_json(Path(second["run_dir"]))["resume_only_model"] is True  # what swift did
     assert resumed["optimizer_state_reset"] is True and resumed["weights_only"] is True
     assert "resume_only_model true" in resumed["why_weights_only"]
+    assert args_json(Path(second["run_dir"]))["resume_only_model"] is True  # what swift did
     assert second["swift"]["resume_only_model"] is True
     assert "(weights only, optimizer state reset)" in result.stderr.split("safe-sft: succeeded")[1]
