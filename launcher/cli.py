@@ -86,6 +86,23 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--assume-gpus", envvar="SAFE_SFT_ASSUME_GPUS", help="Plan for other GPUs, e.g. 8x80GiB."),
         click.option("--assume-ram", envvar="SAFE_SFT_ASSUME_RAM", help="Plan for other host RAM, e.g. 512GiB."),
         click.option("--assume-nodes", type=int, envvar="SAFE_SFT_ASSUME_NODES", help="Plan for N nodes."),
+        click.option(
+            "--hang-timeout",
+            type=click.FloatRange(min=0),
+            default=1800.0,
+            show_default=True,
+            envvar="SAFE_SFT_HANG_TIMEOUT",
+            help="Seconds without progress of any kind (step, checkpoint, progress bar) that mean a hang; "
+            "0 turns the watchdog off, and with it the --ddp_timeout it adds.",
+        ),
+        click.option(
+            "--startup-timeout",
+            type=click.FloatRange(min=0),
+            default=3600.0,
+            show_default=True,
+            envvar="SAFE_SFT_STARTUP_TIMEOUT",
+            help="The same before the first training step (loading, data prep); 0: no limit.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -94,6 +111,7 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _options_from(kwargs: dict[str, Any]) -> Any:
     from launcher.plan.topology import TopologyRequest
+    from launcher.plan.watchdog import Watchdog
     from launcher.prepare import LaunchOptions
 
     return LaunchOptions(
@@ -112,6 +130,7 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
         assume_gpus=kwargs["assume_gpus"],
         assume_ram=kwargs["assume_ram"],
         assume_nodes=kwargs["assume_nodes"],
+        watchdog=Watchdog(kwargs["hang_timeout"], kwargs["startup_timeout"]),
     )
 
 
@@ -196,22 +215,6 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     help="Let the OOM ladder halve max_length (long samples are then truncated).",
 )
 @click.option(
-    "--hang-timeout",
-    type=click.FloatRange(min=1),
-    default=1800.0,
-    show_default=True,
-    envvar="SAFE_SFT_HANG_TIMEOUT",
-    help="Seconds without a new step or checkpoint that mean a hang.",
-)
-@click.option(
-    "--startup-timeout",
-    type=click.FloatRange(min=1),
-    default=3600.0,
-    show_default=True,
-    envvar="SAFE_SFT_STARTUP_TIMEOUT",
-    help="Seconds allowed before the first step (loading, data prep).",
-)
-@click.option(
     "--resume-latest",
     is_flag=True,
     envvar="SAFE_SFT_RESUME_LATEST",
@@ -251,8 +254,6 @@ def run_command(
     max_attempts: int,
     grace_period: float,
     allow_shorter_max_length: bool,
-    hang_timeout: float,
-    startup_timeout: float,
     memory_sample_interval: float,
     resume_latest: bool,
     coord_port: int | None,
@@ -294,8 +295,8 @@ def run_command(
                 max_attempts,
                 grace_period,
                 allow_shorter_max_length,
-                hang_timeout,
-                startup_timeout,
+                kwargs["hang_timeout"],
+                kwargs["startup_timeout"],
                 memory_sample_interval,
                 resume_latest,
             ),

@@ -112,6 +112,7 @@ class ModelFacts:
     vocab_size: int | None = None
     dtype: str | None = None
     is_multimodal: bool = False
+    model_type: str | None = None  # config.json's model_type (qwen2_5_vl, qwen3_vl, ...)
     warnings: tuple[str, ...] = ()
     num_attention_heads: int | None = None
     num_experts: int | None = None  # MoE: routed experts per layer
@@ -235,6 +236,7 @@ class Plan:
     write_no_pin_config: bool = False  # deepspeed_arg is a zero3_offload copy with pin_memory off, to write
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
     batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
+    ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}
@@ -247,6 +249,7 @@ class FailureKind(str, Enum):
     CUDA_OOM = "cuda_oom"
     CUDA_OOM_LOAD = "cuda_oom_load"
     CUDA_OOM_SAVE = "cuda_oom_save"
+    CUDA_OOM_EVAL = "cuda_oom_eval"
     HOST_OOM = "host_oom"
     MEMLOCK = "memlock"
     SHM = "shm"

@@ -18,6 +18,7 @@ from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir
 from launcher.plan.ds_config import UserConfig
 from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.model_size import probe_model
 from launcher.probe.network import route_interface
@@ -38,6 +39,7 @@ class LaunchOptions:
     assume_gpus: str | None = None
     assume_ram: str | None = None
     assume_nodes: int | None = None
+    watchdog: Watchdog = field(default_factory=Watchdog)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ def prepare(
             user_deepspeed_rung=user_deepspeed.rung if user_deepspeed else None,
             user_deepspeed_config=user_deepspeed.config if user_deepspeed else None,
             deepspeed_configs=load_templates(),
+            watchdog=options.watchdog,
         ),
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)

@@ -70,6 +70,7 @@ def plan_to_json(
         "strategy_reason": plan.strategy_reason,
         "fits": plan.fits,
         "deepspeed_arg": plan.deepspeed_arg,
+        "ddp_timeout_arg": plan.ddp_timeout_arg,
         "topology": {
             name: {"value": None, "source": "unchanged", "note": "left as it is"}
             if value is None

@@ -1,19 +1,33 @@
 """What torchrun starts in every rank: swift's `sft` entry point under torchelastic's `@record`.
 
 `@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE (error.json), so torchrun's summary
-and safe-sft's classifier get the real traceback of every failed rank. This file runs in the training
-processes only; the launcher never imports it.
+and safe-sft's classifier get the real traceback of every failed rank.
+
+Once swift has parsed its arguments, local rank 0 writes the values safe-sft needs, as swift resolved
+them (the output dir and the versioned run dir it writes, batch sizes, world size, save strategy,
+resume flags), to the JSON file named by SAFE_SFT_RESOLVED_ARGS (launcher/run/resolved.py reads it).
+So safe-sft never re-derives swift's naming rules. The hook wraps swift's own argument parsing when
+swift's pipeline module is first imported: importing swift here, before swift.cli.sft runs, would come
+before its device and unsloth set-up that must precede torch and transformers.
+
+This file runs in the training processes only; the launcher never imports it.
 """
 
 import ctypes
+import importlib.abc
+import importlib.machinery
+import json
 import os
 import runpy
 import signal
 import sys
+from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 PR_SET_PDEATHSIG = 1
+RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
+PIPELINE_MODULE = "swift.pipelines.base"  # defines SwiftPipeline._parse_args, which SwiftSft inherits
 
 
 def die_with_parent() -> None:
@@ -27,8 +41,100 @@ def die_with_parent() -> None:
         sys.exit(1)
 
 
+def _plain(value: Any) -> Any:
+    """A JSON value: enums by their value, dicts and lists as they are, anything else as text."""
+    value = getattr(value, "value", value)
+    if value is None or isinstance(value, bool | int | float | str | dict | list):
+        return value
+    return str(value)
+
+
+def resolved_args(args: Any) -> dict[str, Any]:
+    """What safe-sft needs of swift's parsed arguments (the trainer's own copy where it has one)."""
+    training = getattr(args, "training_args", None)
+
+    def field(name: str) -> Any:
+        if training is not None and hasattr(training, name):
+            return _plain(getattr(training, name))
+        return _plain(getattr(args, name, None))
+
+    run_dir = field("output_dir")
+    add_version = bool(getattr(args, "add_version", False))
+    return {
+        "output_dir": os.path.dirname(run_dir) if add_version and run_dir else run_dir,
+        "run_dir": run_dir,
+        "add_version": add_version,
+        "world_size": _plain(getattr(args, "global_world_size", None)),
+        **{
+            name: field(name)
+            for name in (
+                "per_device_train_batch_size",
+                "per_device_eval_batch_size",
+                "gradient_accumulation_steps",
+                "save_strategy",
+                "save_steps",
+                "save_only_model",
+                "eval_strategy",
+                "eval_steps",
+                "resume_from_checkpoint",
+                "max_length",
+                "ddp_timeout",
+            )
+        },
+        "resume_only_model": bool(getattr(args, "resume_only_model", False)),
+        "deepspeed": _plain(getattr(args, "deepspeed", None)),
+    }
+
+
+def write_resolved(args: Any) -> None:
+    path = os.environ.get(RESOLVED_ENV)
+    if not path or os.environ.get("LOCAL_RANK", "0") != "0":
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(resolved_args(args), handle, indent=1)
+    os.replace(tmp, path)  # a reader never sees half a file
+
+
+def _wrap_parse_args(module: Any) -> None:
+    pipeline = module.SwiftPipeline
+    parse = pipeline._parse_args
+
+    def parse_and_report(self: Any, *a: Any, **kw: Any) -> Any:
+        args = parse(self, *a, **kw)
+        write_resolved(args)
+        return args
+
+    pipeline._parse_args = parse_and_report
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Run a function on a module right after it is first imported, by whoever imports it."""
+
+    def __init__(self, name: str, then: Any) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module, then = spec.loader.exec_module, self.then
+
+        def exec_then(module: Any) -> None:
+            exec_module(module)
+            then(module)
+
+        spec.loader.exec_module = exec_then  # type: ignore[method-assign]
+        return spec
+
+
 @record
 def main() -> None:
+    if os.environ.get(RESOLVED_ENV):
+        sys.meta_path.insert(0, _AfterImport(PIPELINE_MODULE, _wrap_parse_args))
     runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True)
 
 

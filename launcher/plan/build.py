@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from launcher.model import (
@@ -28,6 +28,7 @@ from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import choose_strategy
 from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
 
@@ -52,6 +53,7 @@ class PlanOptions:
     user_deepspeed_rung: str | None = None  # the ZeRO rung of the user's own --deepspeed config
     user_deepspeed_config: Mapping[str, Any] | None = None  # its JSON: the estimate of its rung reads it
     deepspeed_configs: Mapping[str, Mapping[str, Any]] | None = None  # the shipped configs, by rung name
+    watchdog: Watchdog = field(default_factory=Watchdog)
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -265,9 +267,13 @@ def build_plan(
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
-    swift_final = swift.with_values({"deepspeed": deepspeed_arg}) if deepspeed_arg else swift
+    ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
+    if ddp_note:
+        notes.append(ddp_note)
+    added = {"ddp_timeout": str(ddp_timeout) if ddp_timeout else None, "deepspeed": deepspeed_arg}
     if (accum := accum_to_pass(batch)) is not None:
-        swift_final = swift_final.with_values({"gradient_accumulation_steps": accum})
+        added["gradient_accumulation_steps"] = accum
+    swift_final = swift.with_values({key: value for key, value in added.items() if value is not None})
     nccl, nccl_notes = nccl_settings(
         env=env,
         uses_gpus=uses_gpus,
@@ -284,6 +290,7 @@ def build_plan(
         strategy=choice.strategy,
         strategy_reason=choice.reason,
         deepspeed_arg=deepspeed_arg,
+        ddp_timeout_arg=str(ddp_timeout) if ddp_timeout else None,
         estimates=estimates,
         env=launch_env,
         swift_argv=swift_final.argv(),

@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind
-from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.degrade import VISION_ENVS, GiveUp, Settings, next_step
 from launcher.plan.ds_config import RUNG_NAMES
 from launcher.plan.settings import Resume
 from launcher.plan.severity import strength
@@ -26,7 +26,8 @@ MAX_EVIDENCE = 8
 ACTIONS = ("finish", "retry", "stop")
 SAME_VERSION = "run one safe-sft version on all nodes"  # the fix for any malformed message
 _BOUNDS = {"micro_batch": (1, 1 << 16), "grad_accum": (1, 1 << 20), "world_size": (1, 1 << 20),
-           "dataloader_num_workers": (0, 1024), "max_pixels": (1, 1 << 40), "max_length": (1, 1 << 24)}  # fmt: skip
+           "dataloader_num_workers": (0, 1024), "eval_batch": (1, 1 << 16), "vision_budget": (1, 1 << 40),
+           "max_length": (1, 1 << 24)}  # fmt: skip
 
 
 class ProtocolError(SafeSftError):
@@ -201,11 +202,13 @@ def _settings(data: Any) -> Settings:
     if set(data) != names:
         raise ProtocolError(f"the settings lack {sorted(names - set(data))}", SAME_VERSION)
     for name, (low, high) in _BOUNDS.items():
-        _int(data[name], name, low, high, optional=name in ("max_pixels", "max_length"))
-    for name in ("gradient_checkpointing", "save_only_model", "pin_memory", "nccl_p2p_disable", "is_multimodal",
-                 "allow_shorter_max_length"):  # fmt: skip
+        _int(data[name], name, low, high, optional=name in ("vision_budget", "max_length"))
+    for name in ("gradient_checkpointing", "save_only_model", "dataloader_pin_memory", "offload_pin_memory",
+                 "nccl_p2p_disable", "allow_shorter_max_length"):  # fmt: skip
         if not isinstance(data[name], bool):
             raise ProtocolError(f"{name}={data[name]!r} is not a boolean", SAME_VERSION)
+    if data["vision_env"] not in (None, *VISION_ENVS):
+        raise ProtocolError(f"vision_env {data['vision_env']!r} is not an image budget variable", SAME_VERSION)
     deepspeed = data["deepspeed"]
     if deepspeed is not None and deepspeed not in RUNG_NAMES:
         raise ProtocolError(f"deepspeed {deepspeed!r} is not a known ZeRO strategy", SAME_VERSION)

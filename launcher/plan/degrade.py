@@ -4,12 +4,16 @@ Pure and deterministic. Every rung keeps the global batch (micro-batch x grad-ac
 resumed run sees the same samples per optimizer step. The rungs, per kind:
 
 - cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
-  (zero2 -> zero3 -> zero3_offload); half MAX_PIXELS for vision-language models; a shorter max_length
-  only if the user allowed it; give up.
+  (zero2 -> zero3 -> zero3_offload); half the image budget where the model's processor reads one from
+  the environment (MAX_PIXELS for Qwen2/2.5-VL, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later; no rung for
+  other models); a shorter max_length only if the user allowed it; give up.
+- cuda_oom_eval (in evaluation): half per_device_eval_batch_size (the training micro-batch stays); then a
+  higher ZeRO stage, the image budget, max_length as above.
 - cuda_oom_load: a higher ZeRO stage or offload first, then the cuda_oom rungs.
 - cuda_oom_save: save_only_model, then the cuda_oom rungs.
 - host_oom: fewer dataloader workers; off offload where the GPUs have room; pinning off; smaller micro-batch.
-- memlock: pinning off. shm: dataloader workers 0.
+- memlock: pinning off (the dataloader's and DeepSpeed offload's, whichever is still on). shm: dataloader
+  workers 0.
 - comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
 - killed, unknown: the same settings once more.
 - user_error, cuda_error, crash, interrupted: stop.
@@ -19,14 +23,52 @@ resumed run sees the same samples per optimizer step. The rungs, per kind:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from launcher.model import FailureKind
 
 ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
-DEFAULT_MAX_PIXELS = 12845056  # Qwen2-VL's processor default (16384 * 28 * 28)
-MIN_MAX_PIXELS = 200704  # 256 * 28 * 28: below this images lose too much
+
+
+@dataclass(frozen=True)
+class VisionBudget:
+    """An environment variable a model family's image processor reads as its per-image budget."""
+
+    env: str
+    default: int  # the processor's value when the variable is unset
+    minimum: int  # below this images lose too much
+
+
+# qwen_vl_utils, as swift patches it (swift/model/models/qwen.py): Qwen2/2.5-VL read MAX_PIXELS (pixels;
+# default 16384 * 28 * 28); Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (tokens; default 16384), which
+# swift derives from MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset.
+MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28)
+IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256)
+_READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
+_READS_IMAGE_MAX_TOKEN_NUM = frozenset(
+    {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
+     "qwen3_vl_reranker", "qwen3_5_emb"}
+)  # fmt: skip
+
+
+def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionBudget | None:
+    """The variable this model's processor reads for its image budget, or None (no such rung for it).
+
+    A variable the user already set decides where the family reads both: IMAGE_MAX_TOKEN_NUM wins in
+    swift's conversion, and a Qwen3-VL run with only MAX_PIXELS set reads that (converted).
+    """
+    if model_type in _READS_MAX_PIXELS:
+        return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
+    if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
+        if MAX_PIXELS.env in env and IMAGE_MAX_TOKEN_NUM.env not in env:
+            return MAX_PIXELS
+        return IMAGE_MAX_TOKEN_NUM
+    return None
+
+
+_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
+VISION_ENVS = tuple(_BUDGETS)
 MIN_MAX_LENGTH = 256
 GIVE_UP_KINDS = frozenset(
     {FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED, FailureKind.DISK_FULL}
@@ -44,11 +86,13 @@ class Settings:
     deepspeed: str | None = None
     save_only_model: bool = False
     dataloader_num_workers: int = 1
-    pin_memory: bool = True
-    max_pixels: int | None = None
+    dataloader_pin_memory: bool = True  # --dataloader_pin_memory
+    offload_pin_memory: bool = True  # DeepSpeed offload's pin_memory (zero3_offload configs)
+    eval_batch: int = 1  # per_device_eval_batch_size
+    vision_env: str | None = None  # what the model's processor reads as its image budget; None: no rung
+    vision_budget: int | None = None  # its value; None: the processor's default
     max_length: int | None = None
     nccl_p2p_disable: bool = False
-    is_multimodal: bool = False
     allow_shorter_max_length: bool = False
 
     @property
@@ -122,14 +166,29 @@ def _higher_zero(s: Settings) -> Step | None:
 
 
 def _smaller_images(s: Settings) -> Step | None:
-    """halve MAX_PIXELS (vision-language models)"""
-    if not s.is_multimodal:
+    """halve the image budget the model's processor reads (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM)"""
+    budget = _BUDGETS.get(s.vision_env or "")
+    if budget is None:
         return None
-    current = s.max_pixels or DEFAULT_MAX_PIXELS
-    if current // 2 < MIN_MAX_PIXELS:
+    current = s.vision_budget or budget.default
+    if current // 2 < budget.minimum:
         return None
     return Step(
-        replace(s, max_pixels=current // 2), f"MAX_PIXELS {current} -> {current // 2}", "fewer vision tokens per image"
+        replace(s, vision_budget=current // 2),
+        f"{budget.env} {current} -> {current // 2}",
+        "fewer vision tokens per image",
+    )
+
+
+def _smaller_eval_batch(s: Settings) -> Step | None:
+    """halve per_device_eval_batch_size (the training micro-batch stays)"""
+    if s.eval_batch <= 1:
+        return None
+    half = s.eval_batch // 2
+    return Step(
+        replace(s, eval_batch=half),
+        f"per_device_eval_batch_size {s.eval_batch} -> {half}",
+        "the evaluation ran out of memory: fewer samples per evaluation step; training is unchanged",
     )
 
 
@@ -179,12 +238,17 @@ def _workers_zero(s: Settings) -> Step | None:
 
 
 def _pin_off(s: Settings) -> Step | None:
-    """pin_memory off (dataloader and DeepSpeed offload)"""
-    if not s.pin_memory:
+    """pinning off: the dataloader's, and DeepSpeed offload's, whichever is still on"""
+    changes = []
+    if s.dataloader_pin_memory:
+        changes.append("dataloader_pin_memory true -> false")
+    if s.offload_pin_memory:
+        changes.append("DeepSpeed offload pin_memory true -> false")
+    if not changes:
         return None
     return Step(
-        replace(s, pin_memory=False),
-        "pin_memory true -> false (dataloader and DeepSpeed offload)",
+        replace(s, dataloader_pin_memory=False, offload_pin_memory=False),
+        ", ".join(changes),
         "pinned pages are locked host RAM",
     )
 
@@ -262,6 +326,7 @@ def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...
         FailureKind.CUDA_OOM: OOM_RUNGS,
         FailureKind.CUDA_OOM_LOAD: (_higher_zero, *OOM_RUNGS),
         FailureKind.CUDA_OOM_SAVE: (_save_only_model, *OOM_RUNGS),
+        FailureKind.CUDA_OOM_EVAL: (_smaller_eval_batch, _higher_zero, _smaller_images, _shorter_max_length),
         FailureKind.HOST_OOM: _host_oom_rungs(gpus_have_room_for_zero3),
         FailureKind.MEMLOCK: (_pin_off,),
         FailureKind.SHM: (_workers_zero,),

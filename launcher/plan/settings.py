@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from launcher.model import ModelFacts, Plan
 from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
-from launcher.plan.degrade import ZERO_LADDER, Settings
+from launcher.plan.degrade import ZERO_LADDER, Settings, vision_budget_for
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
 
@@ -28,11 +28,12 @@ class Resume:
 
 
 def plan_swift_args(swift: SwiftArgs, plan: Plan) -> SwiftArgs:
-    """The user's args with the plan's changes: its DeepSpeed config, the accumulation that keeps the global batch."""
-    updates = {"deepspeed": plan.deepspeed_arg} if plan.deepspeed_arg else {}
+    """The user's arguments with what the plan adds: the chosen DeepSpeed config, the watchdog's ddp_timeout,
+    the accumulation that keeps the global batch."""
+    added = {"ddp_timeout": plan.ddp_timeout_arg, "deepspeed": plan.deepspeed_arg}
     if plan.batch is not None and (accum := accum_to_pass(plan.batch)) is not None:
-        updates["gradient_accumulation_steps"] = accum
-    return swift.with_values(updates) if updates else swift
+        added["gradient_accumulation_steps"] = accum
+    return swift.with_values({key: value for key, value in added.items() if value is not None})
 
 
 def initial_settings(
@@ -47,7 +48,9 @@ def initial_settings(
     world = plan.topology.world_size
     batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
     accum = batch.grad_accum
-    max_pixels = env.get("MAX_PIXELS") or swift.config_env.get("MAX_PIXELS")
+    user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
+    vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
+    budget = user_env.get(vision.env, "") if vision else ""
     return Settings(
         micro_batch=micro,
         grad_accum=accum,
@@ -56,11 +59,13 @@ def initial_settings(
         deepspeed=user_deepspeed.rung if user_deepspeed else plan.strategy,
         save_only_model=swift.get_bool("save_only_model", False),
         dataloader_num_workers=swift.get_int("dataloader_num_workers", 1) or 0,
-        pin_memory=swift.get_bool("dataloader_pin_memory", True) and not plan.write_no_pin_config,
-        max_pixels=int(max_pixels) if max_pixels and max_pixels.isdigit() else None,
+        dataloader_pin_memory=swift.get_bool("dataloader_pin_memory", True),
+        offload_pin_memory=not plan.write_no_pin_config,
+        eval_batch=swift.get_int("per_device_eval_batch_size", 1) or 1,
+        vision_env=vision.env if vision else None,
+        vision_budget=int(budget) if budget.isdigit() else None,
         max_length=swift.get_int("max_length"),
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
-        is_multimodal=bool(model and model.is_multimodal),
         allow_shorter_max_length=allow_shorter_max_length,
     )
 
@@ -88,7 +93,7 @@ def deepspeed_for(
         return DeepSpeedChoice(None)
     if user is not None:
         return _user_config_for(settings, initial, user, templates, output_dir)
-    if name == "zero3_offload" and not settings.pin_memory:
+    if name == "zero3_offload" and not settings.offload_pin_memory:
         template = templates[name]
         return DeepSpeedChoice(no_pin_config_path(output_dir), for_rung(template, template, pin_memory=False))
     if name == initial.deepspeed:  # pinning matters only to the offload config above
@@ -102,7 +107,7 @@ def _user_config_for(
     settings: Settings, initial: Settings, user: UserConfig, templates: Mapping[str, JsonObject], output_dir: str
 ) -> DeepSpeedChoice:
     def knobs(s: Settings) -> tuple[object, ...]:
-        return s.deepspeed, s.pin_memory, s.micro_batch, s.grad_accum
+        return s.deepspeed, s.offload_pin_memory, s.micro_batch, s.grad_accum
 
     if knobs(settings) == knobs(initial):
         return DeepSpeedChoice(None)  # the user's file, untouched
@@ -110,16 +115,16 @@ def _user_config_for(
     template = user.config if name == user.rung else templates.get(name)
     if template is None:
         return DeepSpeedChoice(name)  # a rung with no shipped template: swift's own config of that name
-    derived = for_rung(user.config, template, pin_memory=settings.pin_memory)
+    derived = for_rung(user.config, template, pin_memory=settings.offload_pin_memory)
     if derived == user.config:
         return DeepSpeedChoice(None)
-    return DeepSpeedChoice(derived_path(output_dir, user.stem, name, settings.pin_memory, derived), derived)
+    return DeepSpeedChoice(derived_path(output_dir, user.stem, name, settings.offload_pin_memory, derived), derived)
 
 
 @dataclass(frozen=True)
 class AttemptArgs:
     swift: SwiftArgs
-    env: dict[str, str]  # the environment knobs the ladder sets (MAX_PIXELS, NCCL_P2P_DISABLE)
+    env: dict[str, str]  # the environment knobs the ladder sets (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM, NCCL_P2P_DISABLE)
     deepspeed_file: tuple[str, JsonObject] | None  # a derived config to write before the attempt starts
 
 
@@ -151,8 +156,10 @@ def attempt_args(
         updates["save_only_model"] = _flag(settings.save_only_model)
     if settings.dataloader_num_workers != initial.dataloader_num_workers:
         updates["dataloader_num_workers"] = str(settings.dataloader_num_workers)
-    if settings.pin_memory != initial.pin_memory:
-        updates["dataloader_pin_memory"] = _flag(settings.pin_memory)
+    if settings.dataloader_pin_memory != initial.dataloader_pin_memory:
+        updates["dataloader_pin_memory"] = _flag(settings.dataloader_pin_memory)
+    if settings.eval_batch != initial.eval_batch:
+        updates["per_device_eval_batch_size"] = str(settings.eval_batch)
     if settings.max_length != initial.max_length and settings.max_length is not None:
         updates["max_length"] = str(settings.max_length)
         updates["truncation_strategy"] = "right"  # the default `delete` would drop the long samples
@@ -162,8 +169,8 @@ def attempt_args(
     if fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):
         updates["add_version"] = "true"  # only when it would save over a checkpoint (supervisor._would_overwrite)
     env: dict[str, str] = {}
-    if settings.max_pixels != initial.max_pixels and settings.max_pixels is not None:
-        env["MAX_PIXELS"] = str(settings.max_pixels)
+    if settings.vision_env and settings.vision_budget != initial.vision_budget and settings.vision_budget is not None:
+        env[settings.vision_env] = str(settings.vision_budget)
     if settings.nccl_p2p_disable and not initial.nccl_p2p_disable:
         env["NCCL_P2P_DISABLE"] = "1"
     written = (deepspeed.value, deepspeed.write) if deepspeed.value and deepspeed.write is not None else None

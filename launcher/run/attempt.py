@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from launcher.model import GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
+from launcher.run import resolved
 from launcher.run.checkpoints import load_failure_line, snapshot
 from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
@@ -70,19 +71,18 @@ class AttemptRunner:
     ) -> None:
         """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
         oom_before = ev.oom_kill_count()
-        existing_run_dirs = ev.run_dir_names(self.output_dir)
         log_before = ev.log_size(self.output_dir)
         checkpoints_before = snapshot(self.output_dir)
         start = self.clock()
         process = self.spawn(argv, env, attempt_dir / "console.log")
         monitor = self._start_monitor(process.pid)
         watch = ProgressWatch(
-            self.output_dir,
-            existing_run_dirs,
+            attempt_dir,
             start,
             self.config.hang_timeout,
             self.config.startup_timeout,
-            log_before,
+            output_dir=self.output_dir,
+            log_bytes_before=log_before,
         )
         hang = self._wait(process, watch, attempt_dir, record)
         code, tail = process.finish()
@@ -90,7 +90,8 @@ class AttemptRunner:
         record.duration_s = round(self.clock() - start, 3)
         record.ended = ev.now_iso()
         record.exit_code = code
-        run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs, log_before)
+        record.resolved = resolved.read(attempt_dir)
+        run_dir = ev.attempt_run_dir(attempt_dir)
         record.run_dir = str(run_dir) if run_dir else None
         record.last_step = ev.last_logged_step(run_dir, log_before if run_dir == self.output_dir else 0)
         record.checkpoints_written = [

@@ -59,6 +59,7 @@ class _Relay(threading.Thread):
             return
         try:
             self.log.write(chunk)
+            self.log.flush()  # the watchdog reads console.log for progress bars: no lag behind the terminal
         except (OSError, ValueError):
             with contextlib.suppress(OSError, ValueError):
                 self.log.close()

@@ -70,8 +70,10 @@ _LOAD_FRAME = re.compile(
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
     r"train_step|forward_backward|\btrain\(|_run_epoch|"
-    r"\bforward\b|evaluation_loop|prediction_step|_maybe_log_save_evaluate|\bevaluate\b"
+    r"\bforward\b|_maybe_log_save_evaluate"
 )
+# transformers' and swift's evaluation frames: an OOM there is the eval batch's (per_device_eval_batch_size)
+_EVAL_FRAME = re.compile(r"\bin (?:evaluate|_evaluate|evaluation_loop|prediction_step|prediction_loop)\b")
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 
 _HOST_ALLOC = re.compile(
@@ -262,6 +264,8 @@ def _frame_phase(line: str) -> FailureKind | None:
     text = _clean(line)
     if _SAVE_FRAME.search(text):
         return FailureKind.CUDA_OOM_SAVE
+    if _EVAL_FRAME.search(text):
+        return FailureKind.CUDA_OOM_EVAL
     if _LOAD_FRAME.search(text):
         return FailureKind.CUDA_OOM_LOAD
     if _STEP_FRAME.search(text):
@@ -468,6 +472,7 @@ _SUMMARIES = {
     FailureKind.CUDA_OOM: "CUDA out of memory in a training step",
     FailureKind.CUDA_OOM_LOAD: "CUDA out of memory while loading or initialising",
     FailureKind.CUDA_OOM_SAVE: "CUDA out of memory while saving a checkpoint",
+    FailureKind.CUDA_OOM_EVAL: "CUDA out of memory during evaluation",
     FailureKind.HOST_OOM: "host RAM exhausted (kernel OOM kill)",
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",

@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from launcher.run import resolved
 from launcher.run.checkpoints import run_dirs
 from launcher.run.classify import RankFailure
 
@@ -76,14 +77,12 @@ def log_size(run_dir: Path) -> int:
         return 0
 
 
-def newest_run_dir(output_dir: Path, existing: frozenset[str], log_bytes_before: int = 0) -> Path | None:
-    """The swift run dir this attempt writes its log to: the newest one not in `existing`, or output_dir
-    itself (--add_version false) once its logging.jsonl grew past `log_bytes_before`. Names and sizes, not
-    clocks: on a shared filesystem the server stamps the times."""
-    fresh = run_dir_names(output_dir) - existing
-    if fresh:
-        return output_dir / max(fresh, key=lambda name: int(name[1:].split("-")[0]))
-    return output_dir if log_size(output_dir) > log_bytes_before else None
+def attempt_run_dir(attempt_dir: Path) -> Path | None:
+    """The swift run dir an attempt writes (its logging.jsonl and checkpoints), as swift itself reported it
+    (launcher/run/resolved.py); None until swift has parsed its arguments. Never derived from names or
+    clocks: the one place the supervisor learns where an attempt writes."""
+    args = resolved.read(attempt_dir)
+    return args.run_dir if args is not None else None
 
 
 def last_logged_step(run_dir: Path | None, skip_bytes: int = 0) -> int | None:

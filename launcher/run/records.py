@@ -11,6 +11,7 @@ from launcher.model import Estimate, Failure
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
 from launcher.run.gpumon import MemoryTimeline
+from launcher.run.resolved import ResolvedArgs
 
 
 @dataclass(frozen=True)
@@ -18,15 +19,10 @@ class RunConfig:
     max_attempts: int = 5
     grace_seconds: float = 30.0
     allow_shorter_max_length: bool = False
-    hang_timeout: float = 1800.0
-    startup_timeout: float = 3600.0
+    hang_timeout: float = 1800.0  # 0: the watchdog is off
+    startup_timeout: float = 3600.0  # 0: no limit before the first step
     sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
     resume_latest: bool = False  # the first attempt too resumes from the newest complete checkpoint
-
-    @property
-    def ddp_timeout(self) -> int:
-        """Long enough that the watchdog, not a collective's timeout, notices a stalled rank first."""
-        return int(2 * max(self.hang_timeout, self.startup_timeout))
 
 
 @dataclass
@@ -52,11 +48,21 @@ class AttemptRecord:
     load_failure: str | None = None  # the log line showing it died loading the checkpoint it resumed from
     set_aside: dict[str, str] | None = None  # that checkpoint, set aside for the rest of the run: path, why
     versioned_because: str | None = None  # why --add_version true was given to this attempt (never overwrite)
+    resolved: ResolvedArgs | None = None  # swift's own resolved arguments, as it reported them
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
     estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
     estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
+
+    def optimizer_state_reset(self) -> bool | None:
+        """Whether swift loaded only the weights of the checkpoint it resumed from: what swift reported
+        (a config file's resume_only_model counts), else what safe-sft asked for; None without a resume."""
+        if self.resumed_from is None:
+            return None
+        if self.resolved is not None:
+            return self.resolved.resume_only_model
+        return self.resumed_from.weights_only
 
 
 @dataclass

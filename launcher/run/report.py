@@ -49,21 +49,18 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             "gradient_checkpointing": s.gradient_checkpointing,
             "save_only_model": s.save_only_model,
             "dataloader_num_workers": s.dataloader_num_workers,
-            "pin_memory": s.pin_memory,
-            "max_pixels": s.max_pixels,
+            "dataloader_pin_memory": s.dataloader_pin_memory,
+            "offload_pin_memory": s.offload_pin_memory,
+            "per_device_eval_batch_size": s.eval_batch,
+            "vision_env": s.vision_env,
+            "vision_budget": s.vision_budget,
             "max_length": s.max_length,
         },
         "change": None if record.change is None else {"what": record.change, "why": record.change_reason},
-        "resumed_from": None
-        if record.resumed_from is None
-        else {
-            **asdict(record.resumed_from),
-            "optimizer_state_reset": record.resumed_from.weights_only,
-        },
+        "resumed_from": _resumed_json(record),
         "skipped_incomplete_checkpoints": list(record.skipped_incomplete),
         "skipped_why": record.skipped_incomplete,
         "set_aside_checkpoint": record.set_aside,
-        "run_dir": record.run_dir,
         "versioned_because": record.versioned_because,
         "deepspeed_config_written": record.deepspeed_config_written,
         "env_set": {name: mask_env(name, value) for name, value in record.env_set.items()},
@@ -71,11 +68,31 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "exit_code": record.exit_code,
         "failure": None if failure is None else masked_failure(failure),
         "last_step": record.last_step,
+        "run_dir": record.run_dir,
+        "swift": None if record.resolved is None else record.resolved.to_json(),
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
         "estimate": estimate_json(record),
         "diagnostics": record.diagnostics,
         "decision": record.decision,
+    }
+
+
+def _resumed_json(record: AttemptRecord) -> dict[str, Any] | None:
+    """The resume point safe-sft chose, and what swift did with it (from swift's resolved arguments)."""
+    resume = record.resumed_from
+    if resume is None:
+        return None
+    reset = bool(record.optimizer_state_reset())
+    why = resume.why_weights_only
+    if reset and not resume.weights_only:
+        why = "your arguments set resume_only_model true (a config file's value counts): swift loaded the weights only"
+    return {
+        **asdict(resume),
+        "weights_only": reset,
+        "why_weights_only": why,
+        "optimizer_state_reset": reset,
+        "reported_by_swift": record.resolved is not None,
     }
 
 
@@ -179,7 +196,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
             resumed = ""
             if a.resumed_from:
                 resumed = f"; resumed from step {a.resumed_from.step}"
-                if a.resumed_from.weights_only:
+                if a.optimizer_state_reset():
                     resumed += " (weights only, optimizer state reset)"
             outcome = a.failure.kind.value if a.failure else "finished"
             lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")

@@ -10,7 +10,7 @@ node 0 picks the checkpoint and every node checks that it sees it complete on th
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -29,7 +29,7 @@ Writers = Mapping[Path, Settings]  # a checkpoint this run wrote -> the settings
 
 
 def resume_point(
-    output_dir: Path,
+    roots: Sequence[Path],
     settings: Settings,
     writers: Writers,
     *,
@@ -39,14 +39,24 @@ def resume_point(
 ) -> tuple[Resume | None, dict[str, str]]:
     """(the resume point, the newer checkpoints skipped as unreadable, with why).
 
-    `before` (the output dir as it was when this run began) leaves an earlier run's checkpoints out, all
-    but `started_from`, the one this run's first attempt resumed from; `set_aside` (checkpoints that
-    failed to load in an attempt) are left out for the rest of the run.
+    `roots` are where to look: the run dirs this run's attempts wrote (as swift reported them), or for a
+    requeued job's first attempt the output dir. `before` (the output dir as it was when this run began)
+    leaves an earlier run's checkpoints out, all but `started_from`, the one this run's first attempt
+    resumed from; its run dir is searched too. `set_aside` (checkpoints that failed to load in an attempt)
+    are left out for the rest of the run.
     """
-    checkpoint, skipped = latest_complete(output_dir, before=before, also=started_from, set_aside=set_aside)
-    reasons = {str(path): why for path, why in skipped.items()}
-    if checkpoint is None:
+    found: list[Checkpoint] = []
+    reasons: dict[str, str] = {}
+    searched = [*roots, *([started_from.parent] if started_from is not None else [])]
+    for root in dict.fromkeys(searched):
+        checkpoint, skipped = latest_complete(root, before=before, also=started_from, set_aside=set_aside)
+        for path, why in skipped.items():
+            reasons.setdefault(str(path), why)
+        if checkpoint is not None:
+            found.append(checkpoint)
+    if not found:
         return None, reasons
+    checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
     why = weights_only_reason(checkpoint, settings, writers)
     return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), reasons
 

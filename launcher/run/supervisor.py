@@ -26,6 +26,7 @@ from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.probe.disk import disk_free
 from launcher.run import evidence as ev
+from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, snapshot
 from launcher.run.child import TrainingProcess
@@ -103,8 +104,6 @@ class Supervisor:
         plan = self.prepared.plan
         self.before = snapshot(self.output_dir)  # an earlier run's checkpoints are not this run's resume points
         base = plan_swift_args(self.prepared.swift, plan)
-        if not base.has("ddp_timeout"):
-            base = base.with_values({"ddp_timeout": str(self.config.ddp_timeout)})
         initial = initial_settings(
             self.prepared.swift,
             plan,
@@ -121,11 +120,11 @@ class Supervisor:
         for number in range(1, self.config.max_attempts + 1):
             skipped: dict[str, str] = {}
             if self.coordinator is not None and number > 1:
-                resume = shared_resume(decided_resume, self.output_dir)
+                resume = shared_resume(decided_resume, self._swift_output_dir(attempts))
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
             correction = measured_correction(_measured(attempts))
-            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, correction)
+            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, attempts, correction)
             attempts.append(record)
             self.on_attempt(attempts)
             if self.coordinator is not None:
@@ -177,7 +176,7 @@ class Supervisor:
             kind=failure.kind.value if failure else None,
             exit_code=failure.exit_code if failure else record.exit_code,
             evidence=tuple(line[:MAX_TEXT] for line in (failure.evidence if failure else ())[:MAX_EVIDENCE]),
-            checkpoints=tuple(complete_checkpoints(self.output_dir)),
+            checkpoints=tuple(complete_checkpoints(self._swift_output_dir(attempts))),
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -188,7 +187,9 @@ class Supervisor:
             return decide(
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
-                resume_for=lambda new: relative_to(self._resume_point(number + 1, new, attempts)[0], self.output_dir),
+                resume_for=lambda new: relative_to(
+                    self._resume_point(number + 1, new, attempts)[0], self._swift_output_dir(attempts)
+                ),
                 gpus_have_room_for_zero3=self._zero3_fits(attempts),
             )  # fmt: skip
 
@@ -224,10 +225,11 @@ class Supervisor:
         if number == 1:
             if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
                 return None, {}
-            return resume_point(self.output_dir, settings, {})  # a requeued job: an earlier job's checkpoint
+            # a requeued job: an earlier job's checkpoint, under the output dir predicted from the argv
+            return resume_point([self.output_dir], settings, {})
         first = attempts[0].resumed_from
         return resume_point(
-            self.output_dir,
+            [Path(a.run_dir) for a in attempts if a.run_dir],
             settings,
             {Path(path): a.settings for a in attempts for path in a.checkpoints_written},
             before=self.before,
@@ -266,6 +268,11 @@ class Supervisor:
         more = f" (and {len(at_risk) - 1} more)" if len(at_risk) > 1 else ""
         return f"it would save over {at_risk[0][1]}{more}"
 
+    def _swift_output_dir(self, attempts: list[AttemptRecord]) -> Path:
+        """swift's output dir as the latest attempt reported it; before any did, the one predicted from the argv."""
+        reported = next((a.resolved.output_dir for a in reversed(attempts) if a.resolved is not None), None)
+        return reported if reported is not None else self.output_dir
+
     def _run_attempt(
         self,
         number: int,
@@ -275,6 +282,7 @@ class Supervisor:
         resume: Resume | None,
         change: tuple[str, str] | None,
         skipped: dict[str, str],
+        attempts: list[AttemptRecord],
         correction: float = 1.0,
     ) -> AttemptRecord:
         plan = self.prepared.plan
@@ -289,7 +297,7 @@ class Supervisor:
             user_deepspeed=self.prepared.user_deepspeed,
             templates=self.templates,
             config_dir=self.config_dir,
-            output_dir=str(self.output_dir),
+            output_dir=str(self._swift_output_dir(attempts)),
             fresh_version_dir=versioned_because is not None,
         )
         written = None
@@ -299,7 +307,13 @@ class Supervisor:
         env_set = {**plan.env_dict(), **args.env}
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
-        env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
+        env = {
+            **from_config,
+            **self.base_env,
+            **env_set,
+            "PET_LOG_DIR": str(attempt_dir / "torchelastic"),
+            resolved.ENV_NAME: str(resolved.path_in(attempt_dir)),  # where the worker reports swift's arguments
+        }
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         record = AttemptRecord(

@@ -101,7 +101,7 @@ RETRY = Decision("job-7", 1, "retry", "why", 1, "cuda_oom", replace(SETTINGS, mi
             id="unknown-zero",
         ),
         pytest.param(
-            tampered(RETRY, settings={**json.loads(encode(RETRY))["settings"], "pin_memory": "yes"}),
+            tampered(RETRY, settings={**json.loads(encode(RETRY))["settings"], "dataloader_pin_memory": "yes"}),
             "not a boolean",
             id="not-a-bool",
         ),

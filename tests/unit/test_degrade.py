@@ -39,7 +39,7 @@ def test_vision_language_and_allowed_max_length_rungs() -> None:
         grad_accum=16,
         world_size=16,
         deepspeed="zero3_offload",
-        is_multimodal=True,
+        vision_env="MAX_PIXELS",
         max_length=2048,
         allow_shorter_max_length=True,
     )
@@ -68,7 +68,7 @@ def test_odd_micro_batch_keeps_global_batch() -> None:
         (K.CUDA_OOM_LOAD, "deepspeed zero2 -> zero3"),
         (K.CUDA_OOM_SAVE, "save_only_model false -> true"),
         (K.HOST_OOM, "dataloader_num_workers 1 -> 0"),
-        (K.MEMLOCK, "pin_memory true -> false"),
+        (K.MEMLOCK, "dataloader_pin_memory true -> false, DeepSpeed offload pin_memory true -> false"),
         (K.SHM, "dataloader_num_workers 1 -> 0"),
         (K.COMM_ERROR, "no change"),
         (K.COMM_TIMEOUT, "no change"),
@@ -93,7 +93,7 @@ def test_host_oom_backs_off_offload_only_when_gpus_have_room() -> None:
     s = Settings(micro_batch=2, grad_accum=1, world_size=1, deepspeed="zero3_offload", dataloader_num_workers=0)
     assert walk(s, K.HOST_OOM, 1, gpus_have_room_for_zero3=True) == ["deepspeed zero3_offload -> zero3"]
     assert walk(s, K.HOST_OOM, 3, gpus_have_room_for_zero3=False)[:2] == [
-        "pin_memory true -> false",
+        "dataloader_pin_memory true -> false, DeepSpeed offload pin_memory true -> false",
         "per_device_train_batch_size 2 -> 1, gradient_accumulation_steps 1 -> 2",
     ]
 
@@ -101,3 +101,53 @@ def test_host_oom_backs_off_offload_only_when_gpus_have_room() -> None:
 def test_custom_deepspeed_json_is_not_replaced() -> None:
     s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="/my/ds.json")
     assert walk(s, K.CUDA_OOM, 3) == ["give up"]
+
+
+def test_memlock_with_offload_pinning_already_off_still_turns_the_dataloaders_off() -> None:
+    """A low memlock limit: the plan's first attempt already has a zero3_offload copy without pinning."""
+    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", offload_pin_memory=False)
+    assert walk(s, K.MEMLOCK, 3) == ["dataloader_pin_memory true -> false", "give up"]
+
+
+def test_eval_oom_halves_the_eval_batch_not_the_training_micro_batch() -> None:
+    s = Settings(micro_batch=4, grad_accum=2, world_size=2, deepspeed="zero2", eval_batch=8)
+    assert walk(s, K.CUDA_OOM_EVAL, 6) == [
+        "per_device_eval_batch_size 8 -> 4",
+        "per_device_eval_batch_size 4 -> 2",
+        "per_device_eval_batch_size 2 -> 1",
+        "deepspeed zero2 -> zero3",
+        "deepspeed zero3 -> zero3_offload",
+        "give up",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "env", "expected"),
+    [
+        pytest.param("qwen2_vl", {}, "MAX_PIXELS", id="qwen2-vl-reads-max-pixels"),
+        pytest.param("qwen2_5_vl", {}, "MAX_PIXELS", id="qwen2.5-vl-reads-max-pixels"),
+        pytest.param("qwen2_5_vl", {"IMAGE_MAX_TOKEN_NUM": "4096"}, "IMAGE_MAX_TOKEN_NUM", id="token-num-set-wins"),
+        pytest.param("qwen3_vl", {}, "IMAGE_MAX_TOKEN_NUM", id="qwen3-vl-reads-image-max-token-num"),
+        pytest.param("qwen3_vl", {"MAX_PIXELS": "1003520"}, "MAX_PIXELS", id="qwen3-vl-converts-a-users-max-pixels"),
+        pytest.param("qwen3_vl_emb", {"MAX_PIXELS": "1003520", "IMAGE_MAX_TOKEN_NUM": "1800"}, "IMAGE_MAX_TOKEN_NUM",
+                     id="token-num-wins-over-max-pixels"),
+        pytest.param("llava", {"MAX_PIXELS": "1003520"}, None, id="a-model-that-ignores-max-pixels-no-rung"),
+        pytest.param("internvl_chat", {}, None, id="internvl-no-rung"),
+        pytest.param(None, {}, None, id="unknown-model-no-rung"),
+    ],
+)  # fmt: skip
+def test_vision_budget_is_the_variable_the_processor_reads(
+    model_type: str | None, env: dict[str, str], expected: str | None
+) -> None:
+    from launcher.plan.degrade import vision_budget_for
+
+    found = vision_budget_for(model_type, env)
+    assert (found.env if found else None) == expected
+
+
+def test_qwen3_vl_halves_image_max_token_num_and_other_vl_models_skip_the_rung() -> None:
+    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="IMAGE_MAX_TOKEN_NUM")
+    assert walk(s, K.CUDA_OOM, 2) == ["IMAGE_MAX_TOKEN_NUM 16384 -> 8192", "IMAGE_MAX_TOKEN_NUM 8192 -> 4096"]
+    assert walk(Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload"), K.CUDA_OOM, 2) == [
+        "give up"
+    ]

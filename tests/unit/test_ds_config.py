@@ -77,7 +77,7 @@ def test_derived_path_names_the_rung_and_changes_with_the_content() -> None:
 
 
 def settings(deepspeed: str | None, micro: int = 4, accum: int = 2, pin: bool = True) -> Settings:
-    return Settings(micro_batch=micro, grad_accum=accum, world_size=2, deepspeed=deepspeed, pin_memory=pin)
+    return Settings(micro_batch=micro, grad_accum=accum, world_size=2, deepspeed=deepspeed, offload_pin_memory=pin)
 
 
 def choice(initial: Settings, now: Settings, user: dict[str, object] | None = None):  # type: ignore[no-untyped-def]

@@ -60,11 +60,20 @@ BASE = Settings(micro_batch=1, grad_accum=8, world_size=2, dataloader_num_worker
                      id="checkpointing-off"),
         pytest.param(["--save_only_model", "true"], {}, {}, replace(BASE, save_only_model=True), id="save-only-model"),
         pytest.param(["--dataloader_num_workers", "4"], {}, {}, replace(BASE, dataloader_num_workers=4), id="workers"),
-        pytest.param(["--dataloader_pin_memory", "false"], {}, {}, replace(BASE, pin_memory=False), id="pin-off-arg"),
-        pytest.param([], {}, {"no_pin": True}, replace(BASE, pin_memory=False), id="pin-off-low-memlock-plan"),
+        pytest.param(
+            ["--dataloader_pin_memory", "false"], {}, {}, replace(BASE, dataloader_pin_memory=False), id="pin-off-arg"
+        ),
+        pytest.param([], {}, {"no_pin": True}, replace(BASE, offload_pin_memory=False), id="pin-off-low-memlock-plan"),
         pytest.param(["--max_length", "4096"], {}, {}, replace(BASE, max_length=4096), id="max-length"),
-        pytest.param([], {"MAX_PIXELS": "1003520"}, {}, replace(BASE, max_pixels=1003520), id="max-pixels-env"),
-        pytest.param([], {"MAX_PIXELS": "lots"}, {}, BASE, id="max-pixels-not-a-number-ignored"),
+        pytest.param(
+            ["--model_type", "qwen2_vl"], {"MAX_PIXELS": "1003520"}, {},
+            replace(BASE, vision_env="MAX_PIXELS", vision_budget=1003520), id="max-pixels-env-for-qwen2-vl",
+        ),
+        pytest.param(
+            ["--model_type", "qwen2_vl"], {"MAX_PIXELS": "lots"}, {}, replace(BASE, vision_env="MAX_PIXELS"),
+            id="max-pixels-not-a-number-ignored",
+        ),
+        pytest.param([], {"MAX_PIXELS": "1003520"}, {}, BASE, id="max-pixels-ignored-where-the-model-reads-none"),
         pytest.param([], {"NCCL_P2P_DISABLE": "1"}, {}, replace(BASE, nccl_p2p_disable=True), id="p2p-off-env"),
         pytest.param([], {}, {"strategy": "zero3"}, replace(BASE, deepspeed="zero3"), id="planned-zero3"),
     ],
@@ -76,10 +85,10 @@ def test_initial_settings(argv: list[str], env: dict[str, str], kwargs: dict[str
 
 
 def test_initial_settings_reads_the_config_files_values_and_env_block() -> None:
-    config = {"per_device_train_batch_size": 4, "ENV": {"MAX_PIXELS": "401408"}}
+    config = {"per_device_train_batch_size": 4, "model_type": "qwen2_vl", "ENV": {"MAX_PIXELS": "401408"}}
     swift = parse_swift_argv(["train.yaml", "--gradient_accumulation_steps", "3"], config)
     got = initial_settings(swift, plan(), None, {})
-    assert (got.micro_batch, got.grad_accum, got.max_pixels) == (4, 3, 401408)
+    assert (got.micro_batch, got.grad_accum, got.vision_env, got.vision_budget) == (4, 3, "MAX_PIXELS", 401408)
 
 
 def test_initial_settings_takes_the_users_deepspeed_rung() -> None:
@@ -96,8 +105,8 @@ START = Settings(micro_batch=4, grad_accum=2, world_size=2, deepspeed="zero2", d
 
 
 def pin_off(s: Settings) -> Settings:
-    """The pinning rung (one place to adapt when pinning is split in two)."""
-    return replace(s, pin_memory=False)
+    """The pinning rung: the dataloader's pinning and DeepSpeed offload's, both off."""
+    return replace(s, dataloader_pin_memory=False, offload_pin_memory=False)
 
 
 def run(settings: Settings, *, resume: Resume | None = None, fresh: bool = False, argv: list[str] | None = None,
@@ -142,7 +151,10 @@ def run(settings: Settings, *, resume: Resume | None = None, fresh: bool = False
             [*USER_ARGV, "--max_length", "1024", "--truncation_strategy", "right"], {},
             id="max-length-with-truncation-right",
         ),
-        pytest.param(replace(START, max_pixels=6422528), USER_ARGV, {"MAX_PIXELS": "6422528"}, id="max-pixels-env"),
+        pytest.param(
+            replace(START, vision_env="MAX_PIXELS", vision_budget=6422528), USER_ARGV, {"MAX_PIXELS": "6422528"},
+            id="max-pixels-env",
+        ),
         pytest.param(replace(START, nccl_p2p_disable=True), USER_ARGV, {"NCCL_P2P_DISABLE": "1"}, id="p2p-env"),
     ],
 )  # fmt: skip

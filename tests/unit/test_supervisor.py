@@ -83,14 +83,27 @@ def prepared(out: Path, *extra: str) -> Prepared:
     return Prepared(swift=swift, host=facts, model=None, plan=plan)
 
 
+def report_resolved(env: dict[str, str], run_dir: Path) -> None:
+    """What launcher/worker.py does inside swift once it has parsed its arguments."""
+    data = {"output_dir": str(run_dir.parent), "run_dir": str(run_dir), "add_version": True}
+    Path(env["SAFE_SFT_RESOLVED_ARGS"]).write_text(json.dumps(data))
+
+
 def supervisor(
-    out: Path, script: list[FakeProcess], spawned: list[list[str]], prep: Prepared | None = None, **config
+    out: Path,
+    script: list[FakeProcess],
+    spawned: list[list[str]],
+    prep: Prepared | None = None,
+    swift_out: Path | None = None,  # where swift writes, when its naming differs from the argv's
+    **config,
 ) -> Supervisor:  # type: ignore[no-untyped-def]
     def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
         spawned.append(argv)
         process = script[len(spawned) - 1]
+        run_dir = (swift_out or out) / f"v{len(spawned) - 1}-x"
+        report_resolved(env, run_dir)
         if process.code == 1:  # the attempt got as far as a checkpoint before failing
-            write_checkpoint(out, f"v{len(spawned) - 1}-x", 3 * len(spawned))
+            write_checkpoint(run_dir.parent, run_dir.name, 3 * len(spawned))
         return process
 
     return Supervisor(
@@ -120,6 +133,17 @@ def test_an_earlier_runs_later_checkpoint_in_the_same_output_dir_is_not_resumed(
     result = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], spawned).run()
     assert result.outcome == "succeeded"
     assert spawned[1][spawned[1].index("--resume_from_checkpoint") + 1] == str(tmp_path / "v0-x" / "checkpoint-3")
+
+
+def test_resume_follows_the_run_dir_swift_reported_not_the_argv(tmp_path: Path) -> None:
+    """swift names output/Name from a Hugging Face cache path, not the last path component of --model."""
+    predicted, swift_out = tmp_path / "predicted", tmp_path / "output" / "Name"
+    spawned: list[list[str]] = []
+    script = [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")]
+    result = supervisor(predicted, script, spawned, swift_out=swift_out).run()
+    assert result.outcome == "succeeded"
+    assert spawned[1][spawned[1].index("--resume_from_checkpoint") + 1] == str(swift_out / "v0-x" / "checkpoint-3")
+    assert [a.run_dir for a in result.attempts] == [str(swift_out / "v0-x"), str(swift_out / "v1-x")]
 
 
 def test_users_own_deepspeed_config_is_copied_with_auto_batch_sizes_when_the_micro_batch_halves(
@@ -240,6 +264,7 @@ def scripted(out: Path, script: list[tuple[FakeProcess, list[Path]]], spawned: l
     def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
         spawned.append(argv)
         process, checkpoints = script[len(spawned) - 1]
+        report_resolved(env, checkpoints[0].parent if checkpoints else out)  # where swift says it writes
         for path in checkpoints:
             make(path)
             with (path.parent / "logging.jsonl").open("a") as handle:

@@ -1,0 +1,41 @@
+"""The progress watchdog's allowances, and the one argument they add to swift's: `--ddp_timeout`. Pure.
+
+swift's ddp_timeout defaults to 18,000,000 s (208 days): a collective waiting on a dead or stopped rank
+never fails by itself. With the watchdog on and no `--ddp_timeout` of the user's, safe-sft passes twice
+the larger allowance, so the watchdog notices a stall first and the process group still fails on its own
+if safe-sft were gone. The user's value always wins; with the watchdog off, swift's default stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.plan.swift_args import SwiftArgs
+
+SWIFT_DEFAULT_DDP_TIMEOUT = 18_000_000
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    hang_timeout: float = 1800.0  # seconds without progress after the first step; 0 turns the watchdog off
+    startup_timeout: float = 3600.0  # before the first step; 0: no limit
+
+    @property
+    def on(self) -> bool:
+        return self.hang_timeout > 0
+
+
+def added_ddp_timeout(swift: SwiftArgs, watchdog: Watchdog) -> tuple[int | None, str | None]:
+    """(the --ddp_timeout safe-sft adds, or None; the plan's note saying so, or None)."""
+    if swift.has("ddp_timeout"):
+        return None, None
+    if not watchdog.on:
+        return None, None
+    value = int(2 * max(watchdog.hang_timeout, watchdog.startup_timeout))
+    return value, (
+        f"--ddp_timeout {value} added (swift's default is {SWIFT_DEFAULT_DDP_TIMEOUT} s, 208 days: a collective "
+        "waiting on a stalled rank never fails): twice the larger of --hang-timeout and --startup-timeout, so "
+        "the watchdog notices a stall first. A rank that waits longer in one collective (for another rank's "
+        "long download or preprocessing) then fails: pass --ddp_timeout yourself to keep your value, or "
+        "--hang-timeout 0 to turn the watchdog and this off"
+    )

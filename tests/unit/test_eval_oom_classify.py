@@ -1,0 +1,53 @@
+"""An OOM during evaluation is its own kind (its rung halves per_device_eval_batch_size), told apart by
+the evaluation frames in the traceback; a save or a training step keeps its own kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.model import FailureKind
+from launcher.run.classify import classify_text
+
+HEAD = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/swift/pipelines/train/sft.py", line 263, in train
+    trainer.train(resume_checkpoint)
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2245, in train
+    return inner_training_loop(
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2627, in _inner_training_loop
+    self._maybe_log_save_evaluate(
+"""
+EVAL = """  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3096, in _maybe_log_save_evaluate
+    metrics = self._evaluate(trial, ignore_keys_for_eval)
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3045, in _evaluate
+    metrics = self.evaluate(ignore_keys=ignore_keys_for_eval)
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 4154, in evaluate
+    output = eval_loop(
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 4348, in evaluation_loop
+    losses, logits, labels = self.prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+  File "/venv/lib/python3.11/site-packages/swift/trainers/seq2seq_trainer.py", line 121, in prediction_step
+    return super().prediction_step(model, inputs, prediction_loss_only=prediction_loss_only, ignore_keys=ignore_keys)
+"""
+SAVE = """  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3105, in _maybe_log_save_evaluate
+    self._save_checkpoint(model, trial)
+  File "/venv/lib/python3.11/site-packages/swift/trainers/mixin.py", line 1012, in _save_checkpoint
+    result = super()._save_checkpoint(*args, **kwargs)
+"""
+STEP = """  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2555, in _inner_training_loop
+    tr_loss_step = self.training_step(model, inputs, num_items_in_batch)
+"""
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.32 GiB"
+
+
+@pytest.mark.parametrize(
+    ("frames", "kind"),
+    [
+        pytest.param(HEAD + EVAL, FailureKind.CUDA_OOM_EVAL, id="evaluation"),
+        pytest.param(HEAD + SAVE, FailureKind.CUDA_OOM_SAVE, id="save-through-maybe-log-save-evaluate"),
+        pytest.param(HEAD.rsplit("  File", 1)[0] + STEP, FailureKind.CUDA_OOM, id="training-step"),
+    ],
+)
+def test_the_phase_of_an_oom(frames: str, kind: FailureKind) -> None:
+    found = classify_text([*frames.splitlines(), OOM], steps_seen=True)
+    assert found is not None and found[0] is kind
+    if kind is FailureKind.CUDA_OOM_EVAL:  # the OOM line, then the evaluation frame that proves the phase
+        assert found[1][0] == OOM and found[1][1].endswith(("in _evaluate", "in prediction_step", "in evaluation_loop"))
