@@ -66,12 +66,25 @@ def parse_assumed_gpus(text: str) -> tuple[GpuInfo, ...]:
     )
 
 
+NCCL_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+
+
 def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`--nccl-env` pairs: NCCL's own variables and torch's TORCH_NCCL_* ones, nothing else.
+
+    Anything else (CUDA_VISIBLE_DEVICES, LD_PRELOAD) would bypass the topology's checks or change far more
+    than NCCL; such variables belong in the environment safe-sft is started with.
+    """
     out: dict[str, str] = {}
     for pair in pairs:
         name, eq, value = pair.partition("=")
         if not eq or not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
             raise SafeSftError(f"--nccl-env {pair!r} is not KEY=VALUE", "write it like --nccl-env NCCL_P2P_DISABLE=1")
+        if not name.startswith(NCCL_ENV_PREFIXES):
+            raise SafeSftError(
+                f"--nccl-env {pair!r}: {name} is not an NCCL variable (only NCCL_* and TORCH_NCCL_*)",
+                f"set it in the environment instead: `{name}=... safe-sft ...`",
+            )
         out[name] = value
     return out
 
