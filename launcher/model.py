@@ -127,6 +127,7 @@ class Topology:
     master_port: Sourced[int]
     visible_devices: Sourced[str] | None  # CUDA_VISIBLE_DEVICES for the children; None: leave as it is
     gpus: tuple[GpuInfo, ...]  # the GPUs the children will use (empty on CPU)
+    warnings: tuple[str, ...] = ()  # e.g. a stale NNODES beating Slurm's value
 
     @property
     def world_size(self) -> int:

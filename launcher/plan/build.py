@@ -121,7 +121,7 @@ def build_plan(
     options: PlanOptions | None = None,
 ) -> Plan:
     options = options or PlanOptions()
-    warnings: list[str] = list(host.warnings) + list(model.warnings if model else ())
+    warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
     notes: list[str] = []
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:

@@ -41,11 +41,13 @@ def resolve_topology(
     config_env: Mapping[str, str] | None = None,
     use_cpu: bool = False,
 ) -> Topology:
-    layers = _Layers(env, config_env or {}, SlurmEnv.from_env(env))
+    slurm = SlurmEnv.from_env(env)
+    layers = _Layers(env, config_env or {}, slurm)
     layers.check_one_task_per_node()
 
     nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes()) or Sourced(1, Source.DEFAULT)
     node_rank = layers.pick_int(request.node_rank, "NODE_RANK", layers.slurm_node_id()) or Sourced(0, Source.DEFAULT)
+    warnings = _check_slurm(slurm, nnodes, node_rank)
     master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", layers.slurm_master_addr()) or Sourced(
         "127.0.0.1", Source.DEFAULT
     )
@@ -87,6 +89,7 @@ def resolve_topology(
             master_port=master_port,
             visible_devices=None,
             gpus=(),
+            warnings=warnings,
         )
 
     selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
@@ -105,7 +108,36 @@ def resolve_topology(
         master_port=master_port,
         visible_devices=visible,
         gpus=selected,
+        warnings=warnings,
     )
+
+
+def _check_slurm(slurm: SlurmEnv | None, nnodes: Sourced[int], node_rank: Sourced[int]) -> tuple[str, ...]:
+    """Slurm variables that mean a hang are errors; a value of ours that beats Slurm's is a warning."""
+    if slurm is None:
+        return ()
+    problem = slurm.hang_problem()
+    if problem is not None and nnodes.source is Source.SLURM:
+        raise problem
+    if nnodes.source is Source.SLURM and nnodes.value > 1 and not slurm.in_step:
+        raise SafeSftError(
+            f"{slurm.nnodes_var}={nnodes.value} but SLURM_STEP_ID is not set: this is the job's batch script, "
+            "which runs on one node only, and torchrun would wait for the others",
+            "start safe-sft on every node with `srun --ntasks-per-node=1 safe-sft ...` in the batch script",
+        )
+    warnings = []
+    beaten = (
+        (nnodes, "NNODES", slurm.nnodes_var, slurm.nnodes),
+        (node_rank, "NODE_RANK", "SLURM_NODEID", slurm.node_id),
+    )
+    for ours, name, slurm_name, slurm_value in beaten:
+        if slurm_value is not None and ours.source in (Source.ENV, Source.CONFIG) and ours.value != slurm_value:
+            where = "your environment" if ours.source is Source.ENV else "the swift config's ENV block"
+            warnings.append(
+                f"{name}={ours.value} from {where} beats Slurm's {slurm_name}={slurm_value}: using "
+                f"{ours.value} (unset {name} to use Slurm's)"
+            )
+    return tuple(warnings)
 
 
 def _select_gpus(

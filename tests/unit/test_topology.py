@@ -163,3 +163,86 @@ def test_bad_input_is_one_clear_error(request_, env, message) -> None:  # type: 
 def test_loopback_multinode_allowed_when_asked() -> None:
     topo = resolve(TopologyRequest(nnodes=2, allow_loopback_master=True))
     assert (topo.nnodes.value, topo.master_addr.value) == (2, "127.0.0.1")
+
+
+BATCH_SCRIPT = {
+    "SLURM_JOB_ID": "777",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NODEID": "0",
+    "SLURM_JOB_NODELIST": "gpu-[01-02]",
+}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param(
+            {**SLURM, "SLURM_JOB_NUM_NODES": "4"},
+            "SLURM_JOB_NUM_NODES=4 but the node list 'gpu-[01-02]' names 2 host(s)",
+            id="num-nodes-vs-nodelist",
+        ),
+        pytest.param(
+            {**SLURM, "SLURM_JOB_NUM_NODES": "", "SLURM_NNODES": "3"},
+            "SLURM_NNODES=3 but the node list 'gpu-[01-02]' names 2 host(s)",
+            id="nnodes-vs-nodelist",
+        ),
+        pytest.param(BATCH_SCRIPT, "SLURM_JOB_NUM_NODES=2 but SLURM_STEP_ID is not set", id="batch-script-no-srun"),
+        pytest.param(
+            {**SLURM, "SLURM_STEP_NUM_NODES": "1"},
+            "SLURM_STEP_NUM_NODES=1 but SLURM_JOB_NUM_NODES=2",
+            id="step-on-fewer-nodes",
+        ),
+    ],
+)
+def test_slurm_variables_that_mean_a_hang_are_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), env)
+    assert message in err.value.message
+    assert "\n" not in err.value.message and err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("request_", "env", "nnodes"),
+    [
+        pytest.param(TopologyRequest(), {**BATCH_SCRIPT, "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "gpu-01"}, 1,
+                     id="batch-script-one-node"),
+        pytest.param(TopologyRequest(), {**BATCH_SCRIPT, "NNODES": "1"}, 1, id="batch-script-user-nnodes"),
+        pytest.param(TopologyRequest(nnodes=2, master_addr="gpu-01"), BATCH_SCRIPT, 2, id="batch-script-nnodes-flag"),
+        pytest.param(TopologyRequest(nnodes=2), {**SLURM, "SLURM_JOB_NUM_NODES": "4"}, 2, id="flag-over-bad-slurm"),
+        pytest.param(TopologyRequest(), {**SLURM, "SLURM_STEP_NUM_NODES": "2"}, 2, id="step-on-every-node"),
+    ],
+)  # fmt: skip
+def test_slurm_checks_leave_consistent_or_overridden_values_alone(request_, env, nnodes) -> None:  # type: ignore[no-untyped-def]
+    assert resolve(request_, env).nnodes.value == nnodes
+
+
+@pytest.mark.parametrize(
+    ("env", "config_env", "warning"),
+    [
+        pytest.param(
+            {**SLURM, "NNODES": "1", "NODE_RANK": "0"},
+            {},
+            "NNODES=1 from your environment beats Slurm's SLURM_JOB_NUM_NODES=2: using 1 (unset NNODES",
+            id="stale-env-nnodes",
+        ),
+        pytest.param(
+            SLURM,
+            {"NNODES": "1", "NODE_RANK": "0"},
+            "NNODES=1 from the swift config's ENV block beats Slurm's SLURM_JOB_NUM_NODES=2: using 1",
+            id="config-nnodes",
+        ),
+        pytest.param(
+            {**SLURM, "NODE_RANK": "0"},
+            {},
+            "NODE_RANK=0 from your environment beats Slurm's SLURM_NODEID=1: using 0",
+            id="stale-env-node-rank",
+        ),
+    ],
+)
+def test_a_value_of_ours_beating_slurms_is_a_warning_naming_both(env, config_env, warning) -> None:  # type: ignore[no-untyped-def]
+    topo = resolve(TopologyRequest(), env, config_env=config_env)
+    assert any(w.startswith(warning) for w in topo.warnings), topo.warnings
+
+
+def test_agreeing_values_give_no_warning() -> None:
+    assert resolve(TopologyRequest(), {**SLURM, "NNODES": "2", "NODE_RANK": "1"}).warnings == ()
