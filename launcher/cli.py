@@ -249,7 +249,7 @@ def run_command(
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
     from datetime import datetime
 
-    from launcher.prepare import prepare
+    from launcher.prepare import check_launchable, prepare, refuse_assumptions
     from launcher.render import render_plan
     from launcher.run.child import become_subreaper
     from launcher.run.memlock import raise_memlock
@@ -257,9 +257,12 @@ def run_command(
     from launcher.run.report import report_json, summary, write_report
     from launcher.run.supervisor import Supervisor
 
+    options = _options_from(kwargs)
+    refuse_assumptions(options)
     memlock = raise_memlock()
-    prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
+    prepared = prepare(swift_argv, options, os.environ)
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
+    check_launchable(prepared)
     if not prepared.plan.fits and not kwargs["force"]:
         raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
     topology = prepared.plan.topology

@@ -141,3 +141,27 @@ def prepare(
         ),
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)
+
+
+def refuse_assumptions(options: LaunchOptions) -> None:
+    """The run path trains on the hardware that is here: `--assume-*` belongs to `safe-sft plan` alone."""
+    for flag, value in (
+        ("--assume-gpus", options.assume_gpus),
+        ("--assume-ram", options.assume_ram),
+        ("--assume-nodes", options.assume_nodes),
+    ):
+        if value is not None:
+            raise SafeSftError(
+                f"{flag} {value} on the run path: training uses the hardware that is here, not assumed hardware",
+                f"use `safe-sft plan {flag} {value} ...` to plan for other hardware; drop it to train",
+            )
+
+
+def check_launchable(prepared: Prepared) -> None:
+    """What the plan may show but the run path must not start: CPU training nobody asked for."""
+    if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False):
+        why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
+        raise SafeSftError(
+            f"no GPU visible ({why}) and --use_cpu not given",
+            "add --use_cpu true to train on the CPU, or fix the GPU driver (`safe-sft doctor`)",
+        )

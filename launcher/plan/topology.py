@@ -78,6 +78,17 @@ def resolve_topology(
     nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
+        if request.gpus is not None and request.gpus != "auto":
+            raise SafeSftError(
+                f"--gpus {request.gpus} but "
+                + ("--use_cpu true trains on the CPU" if use_cpu else "no GPU is visible on this machine"),
+                "drop --gpus to train on the CPU" + ("" if use_cpu else ", or check the driver with `safe-sft doctor`"),
+            )
+        if not use_cpu:
+            warnings += (
+                "no GPU visible and --use_cpu not given: the run path refuses to start "
+                "(add --use_cpu true to train on the CPU)",
+            )
         nproc = nproc_hint or Sourced(1, Source.DEFAULT)
         if nproc.value < 1:
             raise SafeSftError(f"NPROC_PER_NODE={nproc.value}", "run at least one process per node")
@@ -148,9 +159,16 @@ def _select_gpus(
 ) -> tuple[tuple[GpuInfo, ...], Sourced[str]]:
     user_visible = layers.pick_str(None, "CUDA_VISIBLE_DEVICES", layers.slurm_step_gpus())
     candidates = gpus
+    hidden_by = None
     if user_visible is not None:
         where = f"CUDA_VISIBLE_DEVICES ({user_visible.source.value})"
+        if not user_visible.value.strip() or user_visible.value.strip() == "-1":
+            raise SafeSftError(
+                f"CUDA_VISIBLE_DEVICES={user_visible.value!r} ({user_visible.source.value}) hides every GPU",
+                "unset CUDA_VISIBLE_DEVICES, or pass --use_cpu true to train on the CPU",
+            )
         candidates = _match_devices(user_visible.value, gpus, where)
+        hidden_by = f"CUDA_VISIBLE_DEVICES={user_visible.value} ({user_visible.source.value})"
 
     choice = request.gpus
     source = Source.FLAG if choice is not None else Source.AUTO
@@ -170,15 +188,22 @@ def _select_gpus(
             note += f" (left out busy GPU {busy})"
     elif choice.isdigit():
         count = int(choice)
-        if count < 1 or count > len(candidates):
+        given = f"--gpus {choice}" if source is Source.FLAG else f"NPROC_PER_NODE={choice} ({source.value})"
+        if count < 1:
             raise SafeSftError(
-                f"{count} GPU(s) asked for ({source.value}) but {len(candidates)} visible",
-                f"ask for 1 to {len(candidates)} GPUs",
+                f"{given} is read as a count of GPUs, and 0 GPUs cannot train",
+                "a plain number is how many GPUs; to name GPU 0 alone write --gpus 0, (a list); "
+                "to train on the CPU pass --use_cpu true",
+            )
+        if count > len(candidates):
+            raise SafeSftError(
+                f"{given} is read as a count: {count} GPU(s) asked for but {len(candidates)} visible",
+                f"ask for 1 to {len(candidates)} GPUs, or name GPUs by index with a comma: --gpus {choice},",
             )
         selected = candidates[:count]
-        note = f"the first {count} visible GPU(s)"
+        note = f"the first {count} visible GPU(s) ({'--gpus N' if source is Source.FLAG else 'N'} is a count)"
     else:
-        selected = _match_devices(choice, candidates, "--gpus")
+        selected = _match_devices(choice, candidates, "--gpus", every=gpus, hidden_by=hidden_by)
         note = "named GPUs"
 
     if user_visible is not None and selected == candidates:
@@ -186,17 +211,43 @@ def _select_gpus(
     return selected, Sourced(",".join(str(g.index) for g in selected), source, note)
 
 
-def _match_devices(spec: str, gpus: tuple[GpuInfo, ...], what: str) -> tuple[GpuInfo, ...]:
+def _match_devices(
+    spec: str,
+    gpus: tuple[GpuInfo, ...],
+    what: str,
+    *,
+    every: tuple[GpuInfo, ...] = (),
+    hidden_by: str | None = None,
+) -> tuple[GpuInfo, ...]:
+    """The GPUs a comma list names (NVML indices or UUIDs; one trailing comma allowed: `3,` is GPU 3).
+
+    `every` is all the machine's GPUs when `gpus` is only those CUDA_VISIBLE_DEVICES (`hidden_by`) leaves:
+    a GPU that exists but is hidden is named as hidden, not as missing.
+    """
     by_index = {str(g.index): g for g in gpus}
     by_uuid = {g.uuid: g for g in gpus}
+    tokens = [t.strip() for t in spec.split(",")]
+    if len(tokens) > 1 and tokens[-1] == "":
+        tokens.pop()
     chosen: list[GpuInfo] = []
-    for token in (t.strip() for t in spec.split(",")):
+    for token in tokens:
         gpu = by_index.get(token) or by_uuid.get(token)
         if gpu is None:
             known = ",".join(by_index) or "none"
+            if hidden_by and any(token in (str(g.index), g.uuid) for g in every):
+                raise SafeSftError(
+                    f"{what} names GPU {token!r}, which {hidden_by} hides (visible: {known})",
+                    "name GPUs among the visible ones (NVML indices, as `nvidia-smi` shows them), "
+                    "or change CUDA_VISIBLE_DEVICES",
+                )
             raise SafeSftError(
-                f"{what} names GPU {token!r}, which does not exist here (GPUs: {known})",
+                f"{what} names GPU {token!r} in {spec!r}, which does not exist here (GPUs: {known})",
                 "use indices or UUIDs from `nvidia-smi -L`",
+            )
+        if gpu in chosen:
+            raise SafeSftError(
+                f"{what} names GPU {token!r} twice in {spec!r}: two processes would share one GPU",
+                "name each GPU once",
             )
         chosen.append(gpu)
     return tuple(chosen)

@@ -121,3 +121,33 @@ def test_explain_missing_file_is_one_line() -> None:
     result = run_cli("explain", "/no/such.log")
     assert result.returncode == 2
     assert result.stderr.startswith("safe-sft: error: cannot read log /no/such.log")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        pytest.param(["--assume-gpus", "8x80GiB"], id="gpus"),
+        pytest.param(["--assume-ram", "512GiB"], id="ram"),
+        pytest.param(["--assume-nodes", "2"], id="nodes"),
+    ],
+)
+def test_assume_flags_are_refused_on_the_run_path(tmp_path: Path, flag: list[str]) -> None:
+    out = tmp_path / "out"
+    result = run_cli(*flag, "--model", "m", "--use_cpu", "true", "--output_dir", str(out))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith(f"safe-sft: error: {flag[0]} {flag[1]} on the run path")
+    assert "safe-sft plan" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_no_gpu_without_use_cpu_is_refused_on_the_run_path_only(fake_host) -> None:  # type: ignore[no-untyped-def]
+    from launcher.errors import SafeSftError
+    from launcher.prepare import LaunchOptions, check_launchable, prepare
+
+    no_gpu = fake_host()
+    prepared = prepare(["--model", "m"], LaunchOptions(), {}, host=no_gpu)
+    assert any("--use_cpu true" in w for w in prepared.plan.warnings)  # plan shows it
+    with pytest.raises(SafeSftError, match=r"no GPU visible .* and --use_cpu not given") as err:
+        check_launchable(prepared)
+    assert "--use_cpu true" in err.value.hint
+    check_launchable(prepare(["--model", "m", "--use_cpu", "true"], LaunchOptions(), {}, host=no_gpu))

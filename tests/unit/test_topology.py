@@ -246,3 +246,59 @@ def test_a_value_of_ours_beating_slurms_is_a_warning_naming_both(env, config_env
 
 def test_agreeing_values_give_no_warning() -> None:
     assert resolve(TopologyRequest(), {**SLURM, "NNODES": "2", "NODE_RANK": "1"}).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("request_", "env", "use_cpu", "gpu_list", "message"),
+    [
+        pytest.param(TopologyRequest(gpus="99"), {}, False, (), "--gpus 99 but no GPU is visible", id="gpus-99-no-gpu"),
+        pytest.param(TopologyRequest(gpus="0,1"), {}, True, FOUR_GPUS, "--gpus 0,1 but --use_cpu true", id="gpus-cpu"),
+        pytest.param(TopologyRequest(gpus="99"), {}, False, FOUR_GPUS, "--gpus 99 is read as a count: 99 GPU(s)",
+                     id="gpus-99-count"),
+        pytest.param(TopologyRequest(gpus="99,"), {}, False, FOUR_GPUS, "names GPU '99' in '99,', which does not exist",
+                     id="gpus-99-index"),
+        pytest.param(TopologyRequest(gpus="0"), {}, False, FOUR_GPUS, "--gpus 0 is read as a count of GPUs",
+                     id="gpus-0-is-a-count"),
+        pytest.param(TopologyRequest(), {"NPROC_PER_NODE": "0"}, False, FOUR_GPUS,
+                     "NPROC_PER_NODE=0 (env) is read as a count", id="nproc-0"),
+        pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": "0,0,1"}, False, FOUR_GPUS,
+                     "CUDA_VISIBLE_DEVICES (env) names GPU '0' twice in '0,0,1'", id="visible-duplicate"),
+        pytest.param(TopologyRequest(gpus="1,GPU-0001"), {}, False, FOUR_GPUS, "names GPU 'GPU-0001' twice",
+                     id="gpus-index-and-uuid-alike"),
+        pytest.param(TopologyRequest(gpus="2,3"), {"CUDA_VISIBLE_DEVICES": "0,1"}, False, FOUR_GPUS,
+                     "--gpus names GPU '2', which CUDA_VISIBLE_DEVICES=0,1 (env) hides (visible: 0,1)", id="hidden"),
+        pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": ""}, False, FOUR_GPUS, "hides every GPU",
+                     id="visible-empty"),
+        pytest.param(TopologyRequest(gpus="0,,1"), {}, False, FOUR_GPUS, "names GPU '' in '0,,1'", id="empty-entry"),
+    ],
+)  # fmt: skip
+def test_gpu_selection_errors_say_what_was_read(request_, env, use_cpu, gpu_list, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SafeSftError) as err:
+        resolve(request_, env, gpu_list=gpu_list, use_cpu=use_cpu)
+    assert message in err.value.message
+    assert "\n" not in err.value.message and err.value.hint
+
+
+def test_gpus_zero_hint_says_how_to_name_gpu_0() -> None:
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(gpus="0"))
+    assert "--gpus 0," in err.value.hint and "--use_cpu true" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("gpus_flag", "visible", "note"),
+    [
+        pytest.param("2", "0,1", "the first 2 visible GPU(s) (--gpus N is a count)", id="count"),
+        pytest.param("2,", "2", "named GPUs", id="one-index-with-a-comma"),
+        pytest.param("3,1", "3,1", "named GPUs", id="list"),
+    ],
+)
+def test_gpus_number_is_a_count_and_a_list_names_indices(gpus_flag: str, visible: str, note: str) -> None:
+    topo = resolve(TopologyRequest(gpus=gpus_flag))
+    assert topo.visible_devices is not None
+    assert (topo.visible_devices.value, topo.visible_devices.note) == (visible, note)
+
+
+def test_no_gpu_and_no_use_cpu_is_a_plan_warning() -> None:
+    assert any("--use_cpu true" in w for w in resolve(gpu_list=()).warnings)
+    assert resolve(gpu_list=(), use_cpu=True).warnings == ()
