@@ -374,8 +374,70 @@ def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str
     return args[:index], args[index:]
 
 
+SUGGEST_CUTOFF = 0.85  # no swift or transformers field comes closer than 0.79 to a safe-sft option (a test checks)
+
+
+def option_names(command: click.Command) -> list[str]:
+    return [
+        name
+        for param in command.params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    ]
+
+
+def _spelling(name: str) -> str:
+    return name.lstrip("-").replace("-", "_")
+
+
+def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
+    """Catch safe-sft's own options among swift's arguments before anything starts.
+
+    A safe-sft option after the first swift argument would reach swift (which fails after the model
+    loads), and so would a misspelt one: both are one-line errors here, the second with "did you mean".
+    Swift's own arguments pass: none shares a name with a safe-sft option, and none is as close to one as
+    SUGGEST_CUTOFF (tests/stack/test_plan_real.py checks both against the installed ms-swift).
+    """
+    import difflib
+
+    mine = set(option_names(command))
+    owner = {name: cmd for cmd, _ in COMMANDS.values() for name in option_names(cmd)}
+    by_spelling = {_spelling(name): name for name in owner}
+    for position, arg in enumerate(swift_argv):
+        if not arg.startswith("--") or arg == "--":
+            continue
+        name = arg.split("=", 1)[0]
+        where = f"safe-sft {command.name}"
+        if name in owner and name not in mine:
+            raise SafeSftError(
+                f"{name} is an option of `safe-sft {owner[name].name}`, not of `{where}`", f"drop {name} here"
+            )
+        if name in mine:
+            after = " ".join(swift_argv[:position]) if position <= 4 else " ".join(swift_argv[:3]) + " ..."
+            raise SafeSftError(
+                f"safe-sft's option {name} comes after swift's arguments ({after}), so swift would get it",
+                f"put safe-sft's options first: `{where} {name} ... {swift_argv[0]} ...`",
+            )
+        close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=SUGGEST_CUTOFF)
+        if close:
+            match = by_spelling[close[0]]
+            other = "" if match in mine else f" (an option of `safe-sft {owner[match].name}`)"
+            raise SafeSftError(
+                f"unknown option {name}: did you mean {match}{other}?",
+                "safe-sft's options come first, spelt as in `safe-sft --help`; swift's arguments follow",
+            )
+
+
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
     own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
+    explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
+    if takes_swift_args and not explicit_end:
+        try:
+            check_swift_argv(command, swift_argv)
+        except SafeSftError as err:
+            _print_error(err)
+            sys.exit(EXIT_USAGE)
     command.main(args=own, prog_name=f"safe-sft {command.name}", obj=swift_argv, standalone_mode=True)
 
 

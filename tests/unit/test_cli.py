@@ -151,3 +151,58 @@ def test_no_gpu_without_use_cpu_is_refused_on_the_run_path_only(fake_host) -> No
         check_launchable(prepared)
     assert "--use_cpu true" in err.value.hint
     check_launchable(prepare(["--model", "m", "--use_cpu", "true"], LaunchOptions(), {}, host=no_gpu))
+
+
+AFTER = "comes after swift's arguments (--model m), so swift would get it"
+MEANT = "did you mean --max-attempts"
+
+
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        pytest.param(["--max-attemps", "3", "--model", "m"], f"unknown option --max-attemps: {MEANT}?", id="misspelt"),
+        pytest.param(["--max_attempts", "3", "--model", "m"], f"unknown option --max_attempts: {MEANT}?",
+                     id="underscore-spelling"),
+        pytest.param(["--model", "m", "--node-timout=5"], "unknown option --node-timout: did you mean --node-timeout?",
+                     id="misspelt-later-with-equals"),
+        pytest.param(["--model", "m", "--max-attempts", "3"], f"safe-sft's option --max-attempts {AFTER}",
+                     id="after-swift-args"),
+        pytest.param(["plan", "--model", "m", "--gpus", "2"], f"safe-sft's option --gpus {AFTER}",
+                     id="plan-after-swift-args"),
+        pytest.param(["plan", "--max-attempts", "3", "--model", "m"],
+                     "--max-attempts is an option of `safe-sft run`, not of `safe-sft plan`", id="run-option-to-plan"),
+        pytest.param(["plan", "--max-attemps", "3", "--model", "m"],
+                     f"unknown option --max-attemps: {MEANT} (an option of `safe-sft run`)?",
+                     id="plan-misspelt-run-option"),
+    ],
+)  # fmt: skip
+def test_own_options_among_swift_args_are_caught_before_anything_starts(
+    tmp_path: Path, args: list[str], first_line: str
+) -> None:
+    out = tmp_path / "out"
+    result = run_cli(*args, "--use_cpu", "true", "--output_dir", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"safe-sft: error: {first_line}"
+    assert lines[1].startswith("safe-sft: fix: ") and len(lines) == 2  # nothing planned, nothing started
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "swift",
+    [
+        pytest.param(["--max_steps", "3", "--max-steps=3", "--ddp_timeout", "5", "--model_type", "qwen2"], id="swift"),
+        pytest.param(["--lora_rank", "8", "--check_model", "false", "--model_kwargs", "{}"], id="near-names"),
+    ],
+)
+def test_swifts_own_options_pass_the_check(swift: list[str]) -> None:
+    from launcher.cli import check_swift_argv
+
+    for name in ("run", "plan"):
+        check_swift_argv(COMMANDS[name][0], ["--model", "m", *swift])
+
+
+def test_after_a_double_dash_everything_is_swifts() -> None:
+    result = run_cli("plan", "--json", "--assume-gpus", "1x80GiB", "--", "--model", "m", "--max-attempts", "3")
+    assert "--max-attempts" not in result.stderr
+    assert json.loads(result.stdout)["command"][-2:] == ["--max-attempts", "3"]
