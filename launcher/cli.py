@@ -22,7 +22,7 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
 
     safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
     safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
-    safe-sft doctor                         preflight checks
+    safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
     safe-sft explain LOGFILE                classify a saved log
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
 
@@ -132,20 +132,36 @@ def plan_command(swift_argv: list[str], as_json: bool, **kwargs: Any) -> None:
         sys.exit(EXIT_NOTHING_FITS)
 
 
-@click.command("doctor", context_settings={"help_option_names": ["--help"]})
+@click.command(
+    "doctor", context_settings={"help_option_names": ["--help"]}, options_metavar="[OPTIONS] [SWIFT_ARGS...]"
+)
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the checks as JSON.")
-@click.option("--check-dir", default=".", envvar="SAFE_SFT_CHECK_DIR", help="Where checkpoints will go (disk check).")
+@click.option(
+    "--check-dir",
+    envvar="SAFE_SFT_CHECK_DIR",
+    help="Where checkpoints will go (disk check). Default: swift's --output_dir from SWIFT_ARGS, else here.",
+)
+@click.pass_obj
 @_user_errors
-def doctor_command(as_json: bool, check_dir: str) -> None:
-    """Preflight checks: GPUs, memory, memlock, /dev/shm, network, disk, versions."""
+def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) -> None:
+    """Preflight checks: GPUs, CPU cores, memory, memlock, /dev/shm, network, disk, versions."""
     from pathlib import Path
 
     from launcher.doctor import Status, run_checks
+    from launcher.plan.build import output_dir_of
+    from launcher.plan.swift_args import parse_swift_argv
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
+    from launcher.swift_config import load_swift_config
+    from launcher.units import parse_count
 
+    if check_dir is None and swift_argv:
+        check_dir = output_dir_of(parse_swift_argv(swift_argv, load_swift_config(swift_argv)))
+    nproc_text = os.environ.get("NPROC_PER_NODE")
+    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text else None
     memlock = raise_memlock()
-    checks = run_checks(probe_host(Path(check_dir)), memlock)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    checks = run_checks(probe_host(Path(check_dir or ".")), memlock, nproc=nproc, cores=cores)
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:
@@ -402,7 +418,10 @@ def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
     import difflib
 
     mine = set(option_names(command))
-    owner = {name: cmd for cmd, _ in COMMANDS.values() for name in option_names(cmd)}
+    owner: dict[str, click.Command] = {}
+    for cmd, _ in COMMANDS.values():
+        for name in option_names(cmd):
+            owner.setdefault(name, cmd)
     by_spelling = {_spelling(name): name for name in owner}
     for position, arg in enumerate(swift_argv):
         if not arg.startswith("--") or arg == "--":
@@ -444,7 +463,7 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
 COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "run": (run_command, True),
     "plan": (plan_command, True),
-    "doctor": (doctor_command, False),
+    "doctor": (doctor_command, True),
     "explain": (explain_command, False),
     "report": (report_command, False),
 }

@@ -92,6 +92,8 @@ class HostFacts:
     disk_free_bytes: int | None
     versions: dict[str, str | None]
     free_port: int
+    disk_path: str | None = None  # where disk_free_bytes was measured (the output dir or its nearest parent)
+    disk_problem: str | None = None  # why nothing can be written there (read-only, not a directory)
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -158,7 +158,13 @@ def refuse_assumptions(options: LaunchOptions) -> None:
 
 
 def check_launchable(prepared: Prepared) -> None:
-    """What the plan may show but the run path must not start: CPU training nobody asked for."""
+    """What the plan may show but the run path must not start: CPU training nobody asked for, an output
+    dir nothing can be written to."""
+    if prepared.host.disk_problem:
+        raise SafeSftError(
+            f"--output_dir {prepared.output_dir}: {prepared.host.disk_problem}",
+            "point --output_dir at a writable directory",
+        )
     if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False):
         why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
         raise SafeSftError(

@@ -206,3 +206,12 @@ def test_after_a_double_dash_everything_is_swifts() -> None:
     result = run_cli("plan", "--json", "--assume-gpus", "1x80GiB", "--", "--model", "m", "--max-attempts", "3")
     assert "--max-attempts" not in result.stderr
     assert json.loads(result.stdout)["command"][-2:] == ["--max-attempts", "3"]
+
+
+def test_plan_columns_never_run_together() -> None:
+    long_addr = "a-very-long-master-hostname.cluster.example.org"
+    result = run_cli("plan", "--master-addr", long_addr, "--assume-gpus", "1x80GiB", "--model", "m")
+    row = next(line for line in result.stdout.splitlines() if line.strip().startswith("MASTER_ADDR"))
+    assert row.split() == ["MASTER_ADDR", long_addr, "flag"]
+    rows = [line for line in result.stdout.splitlines()[1:7]]
+    assert len({line.index(line.split()[2]) for line in rows}) == 1  # the source column lines up
