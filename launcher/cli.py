@@ -55,7 +55,7 @@ def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             if os.environ.get("SAFE_SFT_DEBUG") == "1":
                 raise
             _print_error(err)
-            sys.exit(EXIT_USAGE)
+            sys.exit(err.exit_code)
 
     return wrapper
 
@@ -236,7 +236,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     default=300.0,
     show_default=True,
     envvar="SAFE_SFT_NODE_TIMEOUT",
-    help="Seconds node 0 waits for every node's report of an attempt.",
+    help="Seconds any node waits for another: node 0's store at start, every node to start, reports, decisions.",
 )
 @click.option(
     "--memory-sample-interval",
@@ -264,9 +264,11 @@ def run_command(
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
     from datetime import datetime
+    from pathlib import Path
 
     from launcher.prepare import check_launchable, prepare, refuse_assumptions
     from launcher.render import render_plan
+    from launcher.run.checkpoints import checkpoint_problem
     from launcher.run.child import become_subreaper
     from launcher.run.memlock import raise_memlock
     from launcher.run.records import RunConfig
@@ -279,6 +281,13 @@ def run_command(
     prepared = prepare(swift_argv, options, os.environ)
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     check_launchable(prepared)
+    resume_arg = prepared.swift.get("resume_from_checkpoint")
+    problem = checkpoint_problem(Path(resume_arg)) if resume_arg else None
+    if problem:
+        raise SafeSftError(
+            f"--resume_from_checkpoint {resume_arg} {problem}",
+            "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
+        )
     if not prepared.plan.fits and not kwargs["force"]:
         raise SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway")
     topology = prepared.plan.topology
@@ -292,9 +301,15 @@ def run_command(
 
     coordinator = None
     if topology.nnodes.value > 1:
+        import signal
+
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
+        from launcher.run.supervisor import FORWARDED_SIGNALS
 
+        received: list[int] = []  # until the supervisor's handlers take over: a signal ends the wait it hits
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, lambda number, _frame: received.append(number))
         default_id = os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
         coordinator = Coordinator(
             host=topology.master_addr.value,
@@ -302,9 +317,12 @@ def run_command(
             node=topology.node_rank.value,
             nnodes=topology.nnodes.value,
             run_id=run_id or default_id,
+            connect_timeout=node_timeout,
             report_timeout=node_timeout,
+            signals=lambda: (len(received), received[-1] if received else None),
         )
         check_shared_output_dir(coordinator, prepared.output_dir.resolve())
+        coordinator.gather()
 
     become_subreaper()
     supervisor = Supervisor(
@@ -329,7 +347,7 @@ def run_command(
     except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share
         _print_error(err)
         click.echo(f"safe-sft: report: {report_path}", err=True)
-        sys.exit(EXIT_LOST_NODE)
+        sys.exit(EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code)
     write_report(report_path, report_json(result.attempts, result, argv))
     click.echo(summary(result, report_path), err=True)
     sys.exit(result.exit_code)

@@ -121,3 +121,21 @@ def zero_stage(deepspeed: str | None) -> int | None:
         return None
     stage = config.get("zero_optimization", {}).get("stage") if isinstance(config, dict) else None
     return stage if isinstance(stage, int) else None
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a checkpoint the user named (--resume_from_checkpoint) cannot be resumed from; None when it can.
+
+    Checked before launch, so that swift does not fail on it after the model has loaded.
+    """
+    if not path.exists():
+        return "does not exist"
+    if not path.is_dir():
+        return "is not a directory"
+    if not is_complete(path):
+        return "is not a complete checkpoint (trainer_state.json and the weights must both be there)"
+    try:
+        json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"has an unreadable trainer_state.json ({str(err).splitlines()[0][:120]})"
+    return None
