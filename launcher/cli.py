@@ -323,6 +323,10 @@ def run_command(
         )
         check_shared_output_dir(coordinator, prepared.output_dir.resolve())
         coordinator.gather()
+        if received:  # between two waits: stop before the first attempt all the same
+            from launcher.run.poll import WaitInterrupted
+
+            raise WaitInterrupted(received[-1], "the first attempt")
 
     become_subreaper()
     supervisor = Supervisor(

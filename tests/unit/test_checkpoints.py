@@ -87,3 +87,18 @@ def test_a_snapshot_still_allows_where_this_run_started_and_what_it_rewrote(tmp_
     (rewritten / "trainer_state.json").write_text('{"global_step": 2}')  # --add_version false: same name
     checkpoint, _ = latest_complete(tmp_path, before=before)
     assert checkpoint is not None and checkpoint.path == rewritten
+
+
+def test_checkpoint_problem_passes_a_complete_checkpoint_and_names_what_is_wrong(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from launcher.run.checkpoints import checkpoint_problem
+
+    good = tmp_path / "checkpoint-3"
+    good.mkdir()
+    (good / "trainer_state.json").write_text('{"global_step": 3}')
+    (good / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    assert checkpoint_problem(good) is None
+    assert checkpoint_problem(tmp_path / "nowhere") == "does not exist"
+    (good / "trainer_state.json").write_text('{"global_st')
+    assert (checkpoint_problem(good) or "").startswith("has an unreadable trainer_state.json")
+    (good / "trainer_state.json").unlink()
+    assert "not a complete checkpoint" in (checkpoint_problem(good) or "")
