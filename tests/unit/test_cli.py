@@ -215,3 +215,19 @@ def test_plan_columns_never_run_together() -> None:
     assert row.split() == ["MASTER_ADDR", long_addr, "flag"]
     rows = [line for line in result.stdout.splitlines()[1:7]]
     assert len({line.index(line.split()[2]) for line in rows}) == 1  # the source column lines up
+
+
+def test_plan_warns_when_a_stale_nnodes_beats_slurms() -> None:
+    import os
+
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "0",
+             "SLURM_JOB_NODELIST": "a,b", "NNODES": "1"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--assume-gpus", "1x80GiB", "--model", "m"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **slurm},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: NNODES=1 from your environment beats Slurm's SLURM_JOB_NUM_NODES=2: using 1 (unset NNODES to use "
+        "Slurm's)" in result.stdout
+    )
