@@ -27,7 +27,7 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
 
     safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
     safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
-    safe-sft doctor                         preflight checks
+    safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
     safe-sft explain LOG... | DIR | -       classify saved logs
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
 
@@ -60,7 +60,7 @@ def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             if os.environ.get("SAFE_SFT_DEBUG") == "1":
                 raise
             _print_error(err)
-            sys.exit(EXIT_USAGE)
+            sys.exit(err.exit_code)
 
     return wrapper
 
@@ -165,20 +165,36 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, **k
         sys.exit(EXIT_NOTHING_FITS)
 
 
-@click.command("doctor", context_settings={"help_option_names": ["--help"]})
+@click.command(
+    "doctor", context_settings={"help_option_names": ["--help"]}, options_metavar="[OPTIONS] [SWIFT_ARGS...]"
+)
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print the checks as JSON.")
-@click.option("--check-dir", default=".", envvar="SAFE_SFT_CHECK_DIR", help="Where checkpoints will go (disk check).")
+@click.option(
+    "--check-dir",
+    envvar="SAFE_SFT_CHECK_DIR",
+    help="Where checkpoints will go (disk check). Default: swift's --output_dir from SWIFT_ARGS, else here.",
+)
+@click.pass_obj
 @_user_errors
-def doctor_command(as_json: bool, check_dir: str) -> None:
-    """Preflight checks: GPUs, memory, memlock, /dev/shm, network, disk, versions."""
+def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) -> None:
+    """Preflight checks: GPUs, CPU cores, memory, memlock, /dev/shm, network, disk, versions."""
     from pathlib import Path
 
     from launcher.doctor import Status, run_checks
+    from launcher.plan.build import output_dir_of
+    from launcher.plan.swift_args import parse_swift_argv
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
+    from launcher.swift_config import load_swift_config
+    from launcher.units import parse_count
 
+    if check_dir is None and swift_argv:
+        check_dir = output_dir_of(parse_swift_argv(swift_argv, load_swift_config(swift_argv)))
+    nproc_text = os.environ.get("NPROC_PER_NODE")
+    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text else None
     memlock = raise_memlock()
-    checks = run_checks(probe_host(Path(check_dir)), memlock)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    checks = run_checks(probe_host(Path(check_dir or ".")), memlock, nproc=nproc, cores=cores)
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:
@@ -237,7 +253,7 @@ def doctor_command(as_json: bool, check_dir: str) -> None:
     default=300.0,
     show_default=True,
     envvar="SAFE_SFT_NODE_TIMEOUT",
-    help="Seconds a node waits for node 0's store at start; node 0 for every node's report of an attempt.",
+    help="Seconds any node waits for another: node 0's store at start, every node to start, reports, decisions.",
 )
 @click.option(
     "--memory-sample-interval",
@@ -262,16 +278,27 @@ def run_command(
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
-    from launcher.prepare import prepare
+    from launcher.prepare import check_launchable, prepare, refuse_assumptions
     from launcher.render import render_plan
+    from launcher.run.checkpoints import checkpoint_problem
     from launcher.run.lock import acquire
     from launcher.run.memlock import raise_memlock
     from launcher.run.ports import check_ports_free
     from launcher.run.records import RunConfig
 
+    options = _options_from(kwargs)
+    refuse_assumptions(options)
     memlock = raise_memlock()
-    prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
+    prepared = prepare(swift_argv, options, os.environ)
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
+    check_launchable(prepared)
+    resume_arg = prepared.swift.get("resume_from_checkpoint")
+    problem = checkpoint_problem(Path(resume_arg)) if resume_arg else None
+    if problem:
+        raise SafeSftError(
+            f"--resume_from_checkpoint {resume_arg} {problem}",
+            "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
+        )
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
         sys.exit(EXIT_NOTHING_FITS)
@@ -367,9 +394,15 @@ def _supervise(
 
     coordinator = None
     if topology.nnodes.value > 1:
+        import signal
+
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
+        from launcher.run.supervisor import FORWARDED_SIGNALS
 
+        received: list[int] = []  # until the supervisor's handlers take over: a signal ends the wait it hits
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, lambda number, _frame: received.append(number))
         try:
             coordinator = Coordinator(
                 host=topology.master_addr.value,
@@ -379,13 +412,19 @@ def _supervise(
                 run_id=run_id or "",
                 connect_timeout=node_timeout,
                 report_timeout=node_timeout,
+                signals=lambda: (len(received), received[-1] if received else None),
             )
             check_shared_output_dir(coordinator, output_dir)
+            coordinator.gather()
         except OSError as err:
             raise _unwritable(output_dir, err) from None
-        except SafeSftError as err:  # node 0 unreachable, or an output dir the nodes do not share
+        except SafeSftError as err:  # node 0 unreachable, a node that never started, a dir not shared, a signal
             _print_error(err)
-            return EXIT_LOST_NODE
+            return EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
+        if received:  # between two waits: stop before the first attempt all the same
+            from launcher.run.poll import WaitInterrupted
+
+            raise WaitInterrupted(received[-1], "the first attempt")
 
     become_subreaper()
     supervisor = Supervisor(
@@ -399,7 +438,7 @@ def _supervise(
         _print_error(err)
         save(supervisor.attempts)
         click.echo(f"safe-sft: report: {report_path}", err=True)
-        return EXIT_LOST_NODE
+        return EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
     except OSError as err:  # safe-sft's own write failed (a full disk, say): end with a summary, not a traceback
         where = Path(err.filename) if err.filename else output_dir
         reason = (
@@ -466,15 +505,80 @@ def split_own_options(command: click.Command, args: list[str]) -> tuple[list[str
     return args[:index], args[index:]
 
 
+SUGGEST_CUTOFF = 0.85  # no swift or transformers field comes closer than 0.79 to a safe-sft option (a test checks)
+
+
+def option_names(command: click.Command) -> list[str]:
+    return [
+        name
+        for param in command.params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    ]
+
+
+def _spelling(name: str) -> str:
+    return name.lstrip("-").replace("-", "_")
+
+
+def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
+    """Catch safe-sft's own options among swift's arguments before anything starts.
+
+    A safe-sft option after the first swift argument would reach swift (which fails after the model
+    loads), and so would a misspelt one: both are one-line errors here, the second with "did you mean".
+    Swift's own arguments pass: none shares a name with a safe-sft option, and none is as close to one as
+    SUGGEST_CUTOFF (tests/stack/test_plan_real.py checks both against the installed ms-swift).
+    """
+    import difflib
+
+    mine = set(option_names(command))
+    owner: dict[str, click.Command] = {}
+    for cmd, _ in COMMANDS.values():
+        for name in option_names(cmd):
+            owner.setdefault(name, cmd)
+    by_spelling = {_spelling(name): name for name in owner}
+    for position, arg in enumerate(swift_argv):
+        if not arg.startswith("--") or arg == "--":
+            continue
+        name = arg.split("=", 1)[0]
+        where = f"safe-sft {command.name}"
+        if name in owner and name not in mine:
+            raise SafeSftError(
+                f"{name} is an option of `safe-sft {owner[name].name}`, not of `{where}`", f"drop {name} here"
+            )
+        if name in mine:
+            after = " ".join(swift_argv[:position]) if position <= 4 else " ".join(swift_argv[:3]) + " ..."
+            raise SafeSftError(
+                f"safe-sft's option {name} comes after swift's arguments ({after}), so swift would get it",
+                f"put safe-sft's options first: `{where} {name} ... {swift_argv[0]} ...`",
+            )
+        close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=SUGGEST_CUTOFF)
+        if close:
+            match = by_spelling[close[0]]
+            other = "" if match in mine else f" (an option of `safe-sft {owner[match].name}`)"
+            raise SafeSftError(
+                f"unknown option {name}: did you mean {match}{other}?",
+                "safe-sft's options come first, spelt as in `safe-sft --help`; swift's arguments follow",
+            )
+
+
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
     own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
+    explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
+    if takes_swift_args and not explicit_end:
+        try:
+            check_swift_argv(command, swift_argv)
+        except SafeSftError as err:
+            _print_error(err)
+            sys.exit(EXIT_USAGE)
     command.main(args=own, prog_name=f"safe-sft {command.name}", obj=swift_argv, standalone_mode=True)
 
 
 COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "run": (run_command, True),
     "plan": (plan_command, True),
-    "doctor": (doctor_command, False),
+    "doctor": (doctor_command, True),
     "explain": (explain_command, False),
     "report": (report_command, False),
 }

@@ -12,7 +12,14 @@ import secrets
 from pathlib import Path
 
 from launcher.errors import SafeSftError
-from launcher.plan.ds_config import RUNG_NAMES, JsonObject, UserConfig, canonical_text, lacks_batch_size
+from launcher.plan.ds_config import (
+    RUNG_NAMES,
+    JsonObject,
+    UserConfig,
+    canonical_text,
+    lacks_batch_size,
+    stage_problem,
+)
 
 CONFIG_NAMES = ("zero2", "zero3", "zero3_offload")  # shipped in deepspeed_configs/
 
@@ -54,6 +61,9 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
         stem = "inline"
     if not isinstance(config, dict):
         raise SafeSftError(f"--deepspeed {value}: the JSON is not an object", fix)
+    problem = stage_problem(config)
+    if problem:
+        raise SafeSftError(f"--deepspeed {value}: {problem}", 'write "stage": 0, 1, 2 or 3 in "zero_optimization"')
     if lacks_batch_size(config):
         raise SafeSftError(
             f"--deepspeed {value}: sets neither train_micro_batch_size_per_gpu nor train_batch_size "

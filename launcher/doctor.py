@@ -30,9 +30,13 @@ DISK_WARN_BYTES = 50 * GiB
 REQUIRED = ("torch", "ms-swift", "deepspeed", "transformers")
 
 
-def run_checks(host: HostFacts, memlock: MemlockStatus) -> list[Check]:
+def run_checks(
+    host: HostFacts, memlock: MemlockStatus, *, nproc: int | None = None, cores: int | None = None
+) -> list[Check]:
+    """Every check; `nproc` is NPROC_PER_NODE as given (None: unset), `cores` the usable CPU cores."""
     return [
         _gpus(host),
+        _cpu_cores(nproc, cores),
         _gpu_free(host),
         _memlock(memlock),
         _shm(host),
@@ -122,18 +126,42 @@ def _network(host: HostFacts) -> Check:
 
 def _disk(host: HostFacts) -> Check:
     free = host.disk_free_bytes
+    where = host.disk_path or "the output dir"
+    shown = f"{fmt_bytes(free)} free" if free is not None else "free space unknown"
+    if host.disk_problem:
+        return Check(
+            "disk",
+            Status.FAIL,
+            f"{host.disk_problem} ({shown}): nothing can be written there",
+            "point --output_dir at a writable directory",
+        )
     if free is None:
-        return Check("disk", Status.WARN, "free disk at the output dir unknown")
+        return Check("disk", Status.WARN, f"free disk at {where} unknown")
     if free < DISK_FAIL_BYTES:
         return Check(
             "disk",
             Status.FAIL,
-            f"{fmt_bytes(free)} free at the output dir: checkpoints will not fit",
+            f"{shown} at {where}: checkpoints will not fit",
             "free space or point --output_dir at a larger disk",
         )
     if free < DISK_WARN_BYTES:
-        return Check("disk", Status.WARN, f"{fmt_bytes(free)} free at the output dir", "large models need more")
-    return Check("disk", Status.PASS, f"{fmt_bytes(free)} free at the output dir")
+        return Check("disk", Status.WARN, f"{shown} at {where}", "large models need more")
+    return Check("disk", Status.PASS, f"{shown} at {where}")
+
+
+def _cpu_cores(nproc: int | None, cores: int | None) -> Check:
+    if cores is None:
+        return Check("cpu_cores", Status.WARN, "number of usable CPU cores unknown")
+    if nproc is not None and nproc > cores:
+        return Check(
+            "cpu_cores",
+            Status.WARN,
+            f"NPROC_PER_NODE={nproc} with {cores} usable CPU core(s): each training process needs a core "
+            "of its own, and runs crawl far above that",
+            f"lower NPROC_PER_NODE to at most {cores}, or give the job more cores (Slurm: --cpus-per-task)",
+        )
+    shown = f", NPROC_PER_NODE={nproc}" if nproc is not None else ""
+    return Check("cpu_cores", Status.PASS, f"{cores} usable CPU core(s){shown}")
 
 
 def _versions(host: HostFacts) -> Check:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 
 class SafeSftError(Exception):
-    """A problem the user can fix: `message` names the bad value, `hint` says what to do."""
+    """A problem the user can fix: `message` names the bad value, `hint` says what to do.
+
+    `exit_code` is what safe-sft exits with (docs/exit-codes.md): 2, bad input, unless a subclass says
+    otherwise (a lost node: 4; a signal during a wait: 128 + its number).
+    """
+
+    exit_code = 2
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)

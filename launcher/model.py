@@ -92,6 +92,8 @@ class HostFacts:
     disk_free_bytes: int | None
     versions: dict[str, str | None]
     free_port: int
+    disk_path: str | None = None  # where disk_free_bytes was measured (the output dir or its nearest parent)
+    disk_problem: str | None = None  # why nothing can be written there (read-only, not a directory)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -139,6 +141,7 @@ class Topology:
     gpus: tuple[GpuInfo, ...]  # the GPUs the children will use (empty on CPU)
     # processes per node plain `swift sft` would start here (NPROC_PER_NODE, else 1); None: as ours
     swift_nproc_per_node: int | None = None
+    warnings: tuple[str, ...] = ()  # e.g. a stale NNODES beating Slurm's value
 
     @property
     def world_size(self) -> int:

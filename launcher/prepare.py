@@ -68,12 +68,25 @@ def parse_assumed_gpus(text: str) -> tuple[GpuInfo, ...]:
     )
 
 
+NCCL_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+
+
 def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`--nccl-env` pairs: NCCL's own variables and torch's TORCH_NCCL_* ones, nothing else.
+
+    Anything else (CUDA_VISIBLE_DEVICES, LD_PRELOAD) would bypass the topology's checks or change far more
+    than NCCL; such variables belong in the environment safe-sft is started with.
+    """
     out: dict[str, str] = {}
     for pair in pairs:
         name, eq, value = pair.partition("=")
         if not eq or not re.match(r"^[A-Z_][A-Z0-9_]*$", name):
             raise SafeSftError(f"--nccl-env {pair!r} is not KEY=VALUE", "write it like --nccl-env NCCL_P2P_DISABLE=1")
+        if not name.startswith(NCCL_ENV_PREFIXES):
+            raise SafeSftError(
+                f"--nccl-env {pair!r}: {name} is not an NCCL variable (only NCCL_* and TORCH_NCCL_*)",
+                f"set it in the environment instead: `{name}=... safe-sft ...`",
+            )
         out[name] = value
     return out
 
@@ -133,3 +146,33 @@ def prepare(
         ),
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)
+
+
+def refuse_assumptions(options: LaunchOptions) -> None:
+    """The run path trains on the hardware that is here: `--assume-*` belongs to `safe-sft plan` alone."""
+    for flag, value in (
+        ("--assume-gpus", options.assume_gpus),
+        ("--assume-ram", options.assume_ram),
+        ("--assume-nodes", options.assume_nodes),
+    ):
+        if value is not None:
+            raise SafeSftError(
+                f"{flag} {value} on the run path: training uses the hardware that is here, not assumed hardware",
+                f"use `safe-sft plan {flag} {value} ...` to plan for other hardware; drop it to train",
+            )
+
+
+def check_launchable(prepared: Prepared) -> None:
+    """What the plan may show but the run path must not start: CPU training nobody asked for, an output
+    dir nothing can be written to."""
+    if prepared.host.disk_problem:
+        raise SafeSftError(
+            f"--output_dir {prepared.output_dir}: {prepared.host.disk_problem}",
+            "point --output_dir at a writable directory",
+        )
+    if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False):
+        why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
+        raise SafeSftError(
+            f"no GPU visible ({why}) and --use_cpu not given",
+            "add --use_cpu true to train on the CPU, or fix the GPU driver (`safe-sft doctor`)",
+        )

@@ -126,13 +126,17 @@ def render_plan(
 ) -> str:
     topo = plan.topology
     lines = ["Topology"]
-    for name, value in topology_rows(topo):
-        name = name.upper()
+    rows = [
+        (name.upper(), "(as it is)" if value is None else str(value.value), value)
+        for name, value in topology_rows(topo)
+    ]
+    width = max(18, *(len(shown) + 2 for _, shown, _ in rows))  # a long value never runs into its source
+    for name, shown, value in rows:
         if value is None:
-            lines.append(f"  {name:<22}{'(as it is)':<18}not used for CPU training")
+            lines.append(f"  {name:<22}{shown:<{width}}not used for CPU training")
             continue
         note = f": {value.note}" if value.note else ""
-        lines.append(f"  {name:<22}{value.value!s:<18}{value.source.value}{note}")
+        lines.append(f"  {name:<22}{shown:<{width}}{value.source.value}{note}")
     for gpu in topo.gpus:
         lines.append(f"  GPU {gpu.index}: {gpu.name}, {fmt_bytes(gpu.free_bytes)} free of {fmt_bytes(gpu.total_bytes)}")
 

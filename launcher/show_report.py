@@ -31,15 +31,113 @@ def find_report(path: Path) -> Path:
 
 
 def load_report(path: Path) -> dict[str, Any]:
+    """The report as a dict, its types checked for what `report` shows and plots (else a one-line error)."""
     report_path = find_report(path)
     try:
-        data: dict[str, Any] = json.loads(report_path.read_text())
+        data = json.loads(report_path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise SafeSftError(f"cannot read {report_path}: {err.strerror}", "check its permissions") from None
     except ValueError as err:
         raise SafeSftError(
             f"{report_path} is not valid JSON ({err})", "is the run still writing it? try again"
         ) from None
+    problem = report_problem(data)
+    if problem:
+        raise SafeSftError(
+            f"{report_path} is not a safe-sft report (schema 1): {problem}",
+            "give the run dir of a safe-sft run; see docs/report-json.md",
+        )
     data["_path"] = str(report_path)
-    return data
+    return dict(data)
+
+
+_NUMBER = (int, float)
+_ATTEMPT_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("number", (int,)),
+    ("exit_code", (int, type(None))),
+    ("duration_s", (*_NUMBER, type(None))),
+    ("last_step", (str, int, type(None))),
+    ("failure", (dict, type(None))),
+    ("resumed_from", (dict, type(None))),
+    ("change", (dict, type(None))),
+    ("memory", (dict, type(None))),
+)
+
+
+def report_problem(data: Any) -> str | None:
+    """What in a parsed report.json has the wrong shape for `report` and `--plot`; None when nothing."""
+    if not isinstance(data, dict):
+        return "the top level is not an object"
+    if not isinstance(data.get("outcome"), str):
+        return f"'outcome' is {_shown(data.get('outcome'))}, not a string"
+    attempts = data.get("attempts")
+    if not isinstance(attempts, list):
+        return f"'attempts' is {_shown(attempts)}, not a list"
+    for index, attempt in enumerate(attempts):
+        problem = _attempt_problem(attempt)
+        if problem:
+            return f"attempts[{index}]: {problem}"
+    return None
+
+
+def _attempt_problem(attempt: Any) -> str | None:
+    if not isinstance(attempt, dict):
+        return "not an object"
+    for key, types in _ATTEMPT_FIELDS:
+        if key in ("number", "exit_code") and key not in attempt:
+            return f"'{key}' is missing"
+        if not isinstance(attempt.get(key), types):
+            return f"'{key}' is {_shown(attempt.get(key))}"
+    failure = attempt.get("failure")
+    if failure is not None:
+        evidence = failure.get("evidence")
+        if not isinstance(failure.get("kind"), str):
+            return f"failure 'kind' is {_shown(failure.get('kind'))}"
+        if not isinstance(evidence, list) or not evidence or not all(isinstance(e, str) for e in evidence):
+            return f"failure 'evidence' is {_shown(evidence)}, not a list of lines"
+    resumed = attempt.get("resumed_from")
+    if resumed is not None and not isinstance(resumed.get("step"), (int, str)):
+        return f"resumed_from 'step' is {_shown(resumed.get('step'))}"
+    change = attempt.get("change")
+    if change is not None and not all(isinstance(change.get(k), str) for k in ("what", "why")):
+        return "change 'what'/'why' are not strings"
+    memory = attempt.get("memory")
+    return _memory_problem(memory) if memory is not None else None
+
+
+def _memory_problem(memory: dict[str, Any]) -> str | None:
+    gpus = memory.get("gpus") or []
+    if not isinstance(gpus, list) or not all(
+        isinstance(g, dict) and isinstance(g.get("index"), int) and isinstance(g.get("peak_bytes"), _NUMBER)
+        for g in gpus
+    ):
+        return "memory 'gpus' is not a list of {index, peak_bytes}"
+    if not isinstance(memory.get("host_peak_bytes"), (*_NUMBER, type(None))):
+        return f"memory 'host_peak_bytes' is {_shown(memory.get('host_peak_bytes'))}"
+    if not isinstance(memory.get("imbalance"), (str, type(None))):
+        return "memory 'imbalance' is not a string"
+    timeline = memory.get("timeline")
+    if timeline is None:
+        return None
+    if not isinstance(timeline, dict):
+        return "memory 'timeline' is not an object"
+    t, gpu_used, host_used = timeline.get("t"), timeline.get("gpu_used_bytes"), timeline.get("host_used_bytes")
+    if not _numbers(t) or not _numbers(host_used):
+        return "memory 'timeline' 't' or 'host_used_bytes' is not a list of numbers"
+    if not isinstance(gpu_used, dict) or not all(
+        isinstance(k, str) and k.isdigit() and _numbers(v) for k, v in gpu_used.items()
+    ):
+        return "memory 'timeline' 'gpu_used_bytes' is not {index: [bytes]}"
+    return None
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, _NUMBER) for v in value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _peaks(attempt: dict[str, Any]) -> str:
@@ -169,5 +267,10 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
     ax.set_title(f"safe-sft: {data['outcome']} after {len(data['attempts'])} attempt(s)")
     ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    try:
+        fig.savefig(out, dpi=100)
+    except (OSError, ValueError) as err:  # a missing or read-only dir; an extension matplotlib cannot write
+        plt.close(fig)
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+        raise SafeSftError(f"--plot {out}: cannot write it ({why})", "give a writable path ending in .png") from None
     return fig

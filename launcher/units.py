@@ -29,6 +29,7 @@ _SIZE_UNITS = {
     "tb": 1000**4,
     "tib": 1024**4,
 }
+MAX_BYTES = 1024**6  # an exbibyte
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
@@ -38,7 +39,10 @@ def parse_size(text: str, what: str = "size") -> int:
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _SIZE_UNITS:
         raise SafeSftError(f"{what} {text!r} is not a size", "write it like 24GiB, 80G or 512GiB")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    value = float(match.group(1)) * _SIZE_UNITS[unit]
+    if not value < MAX_BYTES:  # 1e999 is infinity
+        raise SafeSftError(f"{what} {text!r} is out of range", "write it like 24GiB, 80G or 512GiB")
+    return int(value)
 
 
 def parse_count(text: str, what: str) -> int:
@@ -52,13 +56,19 @@ def parse_count(text: str, what: str) -> int:
     return value
 
 
+MAX_PARAMS = 10**15
+
+
 def parse_param_count(text: str) -> int:
     """`7.6e9`, `7B`, `500M` -> a parameter count."""
     match = re.match(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", text, re.IGNORECASE)
     if not match:
         raise SafeSftError(f"parameter count {text!r} is not a number", "write it like 7.6e9 or 7B")
     scale = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}[match.group(2).lower()]
-    return int(float(match.group(1)) * scale)
+    value = float(match.group(1)) * scale
+    if not 1 <= value <= MAX_PARAMS:  # 1e999 is infinity, and no model has a quadrillion parameters
+        raise SafeSftError(f"parameter count {text!r} is out of range (1 to 1e15)", "write it like 7.6e9 or 7B")
+    return int(value)
 
 
 def fmt_bytes(n: int | None) -> str:

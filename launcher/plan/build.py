@@ -227,8 +227,10 @@ def build_plan(
     options: PlanOptions | None = None,
 ) -> Plan:
     options = options or PlanOptions()
-    warnings: list[str] = list(host.warnings) + list(model.warnings if model else ())
+    warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
     notes: list[str] = []
+    if host.disk_problem:
+        warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
         notes.append(f"--max_length not set: activations estimated for {DEFAULT_SEQ_LEN} tokens per sample")

@@ -52,10 +52,35 @@ def offloads(config: Mapping[str, Any]) -> bool:
     return False
 
 
+def stage_problem(config: Mapping[str, Any]) -> str | None:
+    """Why the config's ZeRO section or stage cannot be placed on the ladder; None when it can.
+
+    DeepSpeed's own validation takes stages 0 to 3 as integers, whole floats or digit strings; anything
+    else (7, "two", true) must not be guessed at (it used to be read as zero0).
+    """
+    if "zero_optimization" in config and not isinstance(config["zero_optimization"], Mapping):
+        return f'"zero_optimization": {json.dumps(config["zero_optimization"])} is not an object'
+    stage = zero_section(config).get("stage", 0)
+    if _stage_number(stage) is None:
+        return f'"stage": {json.dumps(stage)} is not a ZeRO stage (0, 1, 2 or 3)'
+    return None
+
+
+def _stage_number(stage: Any) -> int | None:
+    if isinstance(stage, bool):
+        return None
+    if isinstance(stage, float) and stage.is_integer():
+        stage = int(stage)
+    if isinstance(stage, int) and 0 <= stage <= 3:
+        return stage
+    if isinstance(stage, str) and stage.strip() in ("0", "1", "2", "3"):
+        return int(stage)
+    return None
+
+
 def rung_of(config: Mapping[str, Any]) -> str:
     """The ladder name of a config: zero0, zero1, zero2, zero2_offload, zero3 or zero3_offload."""
-    stage = zero_section(config).get("stage", 0)
-    stage = stage if isinstance(stage, int) and 0 <= stage <= 3 else 0
+    stage = _stage_number(zero_section(config).get("stage", 0)) or 0  # stage_problem has refused the rest
     if offloads(config):  # below stage 2 too: its next rung must keep the offload (zero3_offload)
         return "zero3_offload" if stage == 3 else "zero2_offload"
     return f"zero{stage}"

@@ -119,6 +119,7 @@ class SlurmEnv:
 
     job_id: str
     nnodes: int | None
+    nnodes_var: str  # the variable `nnodes` came from: SLURM_JOB_NUM_NODES or SLURM_NNODES
     node_id: int | None
     nodelist: str | None
     ntasks: int | None
@@ -126,26 +127,51 @@ class SlurmEnv:
     gpus_on_node: int | None
     in_step: bool
     step_id: int = 0  # 0 outside a step, and for a step id that is not a number (batch, extern)
+    step_nnodes: int | None = None  # SLURM_STEP_NUM_NODES: the nodes this step runs on
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> SlurmEnv | None:
         job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
         if not job_id:
             return None
-        nnodes = _int_var(env, "SLURM_JOB_NUM_NODES")
+        nnodes_var = "SLURM_JOB_NUM_NODES"
+        nnodes = _int_var(env, nnodes_var)
         if nnodes is None:
-            nnodes = _int_var(env, "SLURM_NNODES")
+            nnodes_var = "SLURM_NNODES"
+            nnodes = _int_var(env, nnodes_var)
+        in_step = "SLURM_STEP_ID" in env
         return SlurmEnv(
             job_id=job_id,
             nnodes=nnodes,
+            nnodes_var=nnodes_var,
             node_id=_int_var(env, "SLURM_NODEID"),
             nodelist=env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
             ntasks=_int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
             gpus_on_node=_int_var(env, "SLURM_GPUS_ON_NODE"),
-            in_step="SLURM_STEP_ID" in env,
+            in_step=in_step,
             step_id=int(step) if (step := env.get("SLURM_STEP_ID", "0")).isdigit() else 0,
+            step_nnodes=_int_var(env, "SLURM_STEP_NUM_NODES") if in_step else None,
         )
+
+    def hang_problem(self) -> SafeSftError | None:
+        """Variables that disagree in a way that would leave torchrun waiting for nodes that never come."""
+        if self.nnodes is not None and self.nodelist:
+            hosts = expand_nodelist(self.nodelist)
+            if len(hosts) != self.nnodes:
+                return SafeSftError(
+                    f"{self.nnodes_var}={self.nnodes} but the node list {self.nodelist!r} names {len(hosts)} "
+                    "host(s): torchrun would wait for nodes that never come",
+                    "run inside the job's own allocation; do not copy or edit SLURM_* variables from another job",
+                )
+        if self.step_nnodes is not None and self.nnodes is not None and self.step_nnodes != self.nnodes:
+            return SafeSftError(
+                f"SLURM_STEP_NUM_NODES={self.step_nnodes} but {self.nnodes_var}={self.nnodes}: this step runs on "
+                "fewer nodes than the job has, and torchrun would wait for the others",
+                f"start the step on every node: `srun --nodes={self.nnodes} --ntasks-per-node=1 safe-sft ...`, "
+                "or set NNODES for the step",
+            )
+        return None
 
     @property
     def master_addr(self) -> str | None:

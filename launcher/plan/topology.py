@@ -41,11 +41,13 @@ def resolve_topology(
     config_env: Mapping[str, str] | None = None,
     use_cpu: bool = False,
 ) -> Topology:
-    layers = _Layers(env, config_env or {}, SlurmEnv.from_env(env))
+    slurm = SlurmEnv.from_env(env)
+    layers = _Layers(env, config_env or {}, slurm)
     layers.check_one_task_per_node()
 
     nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes()) or Sourced(1, Source.DEFAULT)
     node_rank = layers.pick_int(request.node_rank, "NODE_RANK", layers.slurm_node_id()) or Sourced(0, Source.DEFAULT)
+    warnings = _check_slurm(slurm, nnodes, node_rank)
     master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", layers.slurm_master_addr()) or Sourced(
         "127.0.0.1", Source.DEFAULT
     )
@@ -81,6 +83,17 @@ def resolve_topology(
     swift_nproc = swift_given.value if swift_given is not None else 1
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
+        if request.gpus is not None and request.gpus != "auto":
+            raise SafeSftError(
+                f"--gpus {request.gpus} but "
+                + ("--use_cpu true trains on the CPU" if use_cpu else "no GPU is visible on this machine"),
+                "drop --gpus to train on the CPU" + ("" if use_cpu else ", or check the driver with `safe-sft doctor`"),
+            )
+        if not use_cpu:
+            warnings += (
+                "no GPU visible and --use_cpu not given: the run path refuses to start "
+                "(add --use_cpu true to train on the CPU)",
+            )
         nproc = nproc_hint or Sourced(1, Source.DEFAULT)
         if nproc.value < 1:
             raise SafeSftError(f"NPROC_PER_NODE={nproc.value}", "run at least one process per node")
@@ -93,6 +106,7 @@ def resolve_topology(
             visible_devices=None,
             gpus=(),
             swift_nproc_per_node=swift_nproc,
+            warnings=warnings,
         )
 
     selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
@@ -112,7 +126,36 @@ def resolve_topology(
         visible_devices=visible,
         gpus=selected,
         swift_nproc_per_node=swift_nproc,
+        warnings=warnings,
     )
+
+
+def _check_slurm(slurm: SlurmEnv | None, nnodes: Sourced[int], node_rank: Sourced[int]) -> tuple[str, ...]:
+    """Slurm variables that mean a hang are errors; a value of ours that beats Slurm's is a warning."""
+    if slurm is None:
+        return ()
+    problem = slurm.hang_problem()
+    if problem is not None and nnodes.source is Source.SLURM:
+        raise problem
+    if nnodes.source is Source.SLURM and nnodes.value > 1 and not slurm.in_step:
+        raise SafeSftError(
+            f"{slurm.nnodes_var}={nnodes.value} but SLURM_STEP_ID is not set: this is the job's batch script, "
+            "which runs on one node only, and torchrun would wait for the others",
+            "start safe-sft on every node with `srun --ntasks-per-node=1 safe-sft ...` in the batch script",
+        )
+    warnings = []
+    beaten = (
+        (nnodes, "NNODES", slurm.nnodes_var, slurm.nnodes),
+        (node_rank, "NODE_RANK", "SLURM_NODEID", slurm.node_id),
+    )
+    for ours, name, slurm_name, slurm_value in beaten:
+        if slurm_value is not None and ours.source in (Source.ENV, Source.CONFIG) and ours.value != slurm_value:
+            where = "your environment" if ours.source is Source.ENV else "the swift config's ENV block"
+            warnings.append(
+                f"{name}={ours.value} from {where} beats Slurm's {slurm_name}={slurm_value}: using "
+                f"{ours.value} (unset {name} to use Slurm's)"
+            )
+    return tuple(warnings)
 
 
 def _select_gpus(
@@ -123,9 +166,16 @@ def _select_gpus(
 ) -> tuple[tuple[GpuInfo, ...], Sourced[str]]:
     user_visible = layers.pick_str(None, "CUDA_VISIBLE_DEVICES", layers.slurm_step_gpus())
     candidates = gpus
+    hidden_by = None
     if user_visible is not None:
         where = f"CUDA_VISIBLE_DEVICES ({user_visible.source.value})"
+        if not user_visible.value.strip() or user_visible.value.strip() == "-1":
+            raise SafeSftError(
+                f"CUDA_VISIBLE_DEVICES={user_visible.value!r} ({user_visible.source.value}) hides every GPU",
+                "unset CUDA_VISIBLE_DEVICES, or pass --use_cpu true to train on the CPU",
+            )
         candidates = _match_devices(user_visible.value, gpus, where)
+        hidden_by = f"CUDA_VISIBLE_DEVICES={user_visible.value} ({user_visible.source.value})"
 
     choice = request.gpus
     source = Source.FLAG if choice is not None else Source.AUTO
@@ -145,15 +195,22 @@ def _select_gpus(
             note += f" (left out busy GPU {busy})"
     elif choice.isdigit():
         count = int(choice)
-        if count < 1 or count > len(candidates):
+        given = f"--gpus {choice}" if source is Source.FLAG else f"NPROC_PER_NODE={choice} ({source.value})"
+        if count < 1:
             raise SafeSftError(
-                f"{count} GPU(s) asked for ({source.value}) but {len(candidates)} visible",
-                f"ask for 1 to {len(candidates)} GPUs",
+                f"{given} is read as a count of GPUs, and 0 GPUs cannot train",
+                "a plain number is how many GPUs; to name GPU 0 alone write --gpus 0, (a list); "
+                "to train on the CPU pass --use_cpu true",
+            )
+        if count > len(candidates):
+            raise SafeSftError(
+                f"{given} is read as a count: {count} GPU(s) asked for but {len(candidates)} visible",
+                f"ask for 1 to {len(candidates)} GPUs, or name GPUs by index with a comma: --gpus {choice},",
             )
         selected = candidates[:count]
-        note = f"the first {count} visible GPU(s)"
+        note = f"the first {count} visible GPU(s) ({'--gpus N' if source is Source.FLAG else 'N'} is a count)"
     else:
-        selected = _match_devices(choice, candidates, "--gpus")
+        selected = _match_devices(choice, candidates, "--gpus", every=gpus, hidden_by=hidden_by)
         note = "named GPUs"
 
     if user_visible is not None and selected == candidates:
@@ -161,17 +218,43 @@ def _select_gpus(
     return selected, Sourced(",".join(str(g.index) for g in selected), source, note)
 
 
-def _match_devices(spec: str, gpus: tuple[GpuInfo, ...], what: str) -> tuple[GpuInfo, ...]:
+def _match_devices(
+    spec: str,
+    gpus: tuple[GpuInfo, ...],
+    what: str,
+    *,
+    every: tuple[GpuInfo, ...] = (),
+    hidden_by: str | None = None,
+) -> tuple[GpuInfo, ...]:
+    """The GPUs a comma list names (NVML indices or UUIDs; one trailing comma allowed: `3,` is GPU 3).
+
+    `every` is all the machine's GPUs when `gpus` is only those CUDA_VISIBLE_DEVICES (`hidden_by`) leaves:
+    a GPU that exists but is hidden is named as hidden, not as missing.
+    """
     by_index = {str(g.index): g for g in gpus}
     by_uuid = {g.uuid: g for g in gpus}
+    tokens = [t.strip() for t in spec.split(",")]
+    if len(tokens) > 1 and tokens[-1] == "":
+        tokens.pop()
     chosen: list[GpuInfo] = []
-    for token in (t.strip() for t in spec.split(",")):
+    for token in tokens:
         gpu = by_index.get(token) or by_uuid.get(token)
         if gpu is None:
             known = ",".join(by_index) or "none"
+            if hidden_by and any(token in (str(g.index), g.uuid) for g in every):
+                raise SafeSftError(
+                    f"{what} names GPU {token!r}, which {hidden_by} hides (visible: {known})",
+                    "name GPUs among the visible ones (NVML indices, as `nvidia-smi` shows them), "
+                    "or change CUDA_VISIBLE_DEVICES",
+                )
             raise SafeSftError(
-                f"{what} names GPU {token!r}, which does not exist here (GPUs: {known})",
+                f"{what} names GPU {token!r} in {spec!r}, which does not exist here (GPUs: {known})",
                 "use indices or UUIDs from `nvidia-smi -L`",
+            )
+        if gpu in chosen:
+            raise SafeSftError(
+                f"{what} names GPU {token!r} twice in {spec!r}: two processes would share one GPU",
+                "name each GPU once",
             )
         chosen.append(gpu)
     return tuple(chosen)

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from launcher.model import HostFacts
-from launcher.probe.disk import disk_free
+from launcher.probe.disk import probe_disk
 from launcher.probe.gpus import probe_gpus
 from launcher.probe.limits import probe_limits
 from launcher.probe.memory import probe_memory
@@ -20,12 +20,15 @@ from launcher.probe.versions import probe_versions
 
 def probe_host(output_dir: Path, nvml: ModuleType | None = None) -> HostFacts:
     gpus = probe_gpus(nvml)
+    disk = probe_disk(output_dir)
     return HostFacts(
         gpus=gpus,
         memory=probe_memory(),
         limits=probe_limits(),
         network=probe_network(),
-        disk_free_bytes=disk_free(output_dir),
+        disk_free_bytes=disk.free_bytes,
         versions=probe_versions(gpus.driver_version),
         free_port=free_port(),
+        disk_path=disk.path,
+        disk_problem=disk.problem,
     )

@@ -1,16 +1,62 @@
-"""Free disk space where the checkpoints will be written (the nearest existing parent of output_dir)."""
+"""The disk where the checkpoints will be written: free space, and whether safe-sft and swift can write there.
+
+Both look at the nearest existing parent of output_dir (the dir itself once it exists): that is where
+swift's mkdir will land.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def disk_free(path: Path) -> int | None:
-    probe = path.resolve()
+@dataclass(frozen=True)
+class DiskFacts:
+    path: str  # what was measured: the output dir, or its nearest existing parent
+    free_bytes: int | None
+    problem: str | None = None  # why nothing can be written there; None when it can
+
+
+def nearest_existing(path: Path) -> Path:
+    probe = path.absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
+    return probe
+
+
+def disk_free(path: Path) -> int | None:
     try:
-        return shutil.disk_usage(probe).free
+        return shutil.disk_usage(nearest_existing(path)).free
     except OSError:
         return None
+
+
+def probe_disk(output_dir: Path) -> DiskFacts:
+    """Free space and writability at `output_dir` (read-only filesystems and files in the way named)."""
+    where = nearest_existing(output_dir)
+    free = disk_free(output_dir)
+    problem = None
+    blocker = _file_in_the_way(output_dir)
+    if blocker is not None:
+        problem = f"{blocker} is a file, not a directory"
+    elif _read_only_fs(where):
+        problem = f"{where} is on a read-only filesystem"
+    elif not os.access(where, os.W_OK | os.X_OK):
+        problem = f"{where} is not writable by this user"
+    return DiskFacts(path=str(where), free_bytes=free, problem=problem)
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    for part in (path.absolute(), *path.absolute().parents):
+        if part.exists():
+            return None if part.is_dir() else part
+    return None
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

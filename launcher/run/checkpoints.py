@@ -271,3 +271,18 @@ _LOAD_FAILURE = re.compile(
 def load_failure_line(lines: Sequence[str]) -> str | None:
     """The line showing a failed checkpoint load, if any."""
     return next((line.strip() for line in lines if _LOAD_FAILURE.search(line)), None)
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a checkpoint the user named (--resume_from_checkpoint) cannot be resumed from; None when it can.
+
+    Checked before launch, so that swift does not fail on it after the model has loaded.
+    """
+    if not path.exists():
+        return "does not exist"
+    if not path.is_dir():
+        return "is not a directory"
+    why = unreadable(path)
+    if why is not None:
+        return f"is not a complete, readable checkpoint: {why}"
+    return None

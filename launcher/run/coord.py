@@ -2,18 +2,25 @@
 
 Imported only when NNODES > 1 (it loads torch, about a second). Keys are namespaced by the run id; the
 values are JSON messages that launcher.plan.consensus validates. Bounds, documented in docs/multinode.md:
-- a node that cannot reach node 0's store at start gives up after `connect_timeout`;
+- a node that cannot resolve MASTER_ADDR or reach node 0's store at start gives up after `connect_timeout`
+  (--node-timeout);
+- before the first attempt every node checks in (`gather`): node 0 waits `report_timeout` for all of
+  them, so no torchrun starts to wait for a peer that never came;
 - while training, each node checks the store every POLL_SECONDS: if node 0's safe-sft is gone, the
   check fails at once (the connection closes) and the node stops its training and exits with an error;
 - node 0 waits `report_timeout` for every node's report of an attempt, then stops the job;
 - a node waits `report_timeout` + DECISION_SLACK for node 0's decision, then exits with an error.
+Every wait says on stderr what it waits for, for whom and until when (launcher.run.poll: after a second,
+then every 30 s), and ends within about a second when a signal arrives (`signals`).
 """
 
 from __future__ import annotations
 
+import socket
+import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from launcher.errors import SafeSftError
@@ -22,10 +29,21 @@ from launcher.run.poll import wait_until
 
 POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
+PROBE_SECONDS = 1.0  # one TCP connect try to node 0's store; a signal waits at most this long
+
+# The signals received so far, as (how many, the last one): a wait ends when the count grows.
+Signals = Callable[[], tuple[int, int | None]]
 
 
 class CoordinationLost(SafeSftError):
     """Node 0's safe-sft (the store) is unreachable or a node never answered."""
+
+    exit_code = 4
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"safe-sft: {line}\n")
+    sys.stderr.flush()
 
 
 class Coordinator:
@@ -40,13 +58,20 @@ class Coordinator:
         connect_timeout: float = 300.0,
         report_timeout: float = 300.0,
         sleep: Callable[[float], None] = time.sleep,
+        signals: Signals = lambda: (0, None),
+        say: Callable[[str], None] = _say,
     ) -> None:
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]  # only here: loads torch
-
         self.node, self.nnodes, self.run_id = node, nnodes, run_id
         self.report_timeout = report_timeout
         self.sleep = sleep
+        self.signals = signals
+        self.say = say
         self.where = f"{host}:{port}"
+        since = signals()[0]  # a Ctrl-C while torch loads ends the first wait too
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]  # only here: loads torch
+
+        if node != 0:
+            self._wait_for_store(host, port, connect_timeout, since)
         try:
             self.store: Any = TCPStore(
                 host, port, is_master=node == 0, timeout=timedelta(seconds=connect_timeout), wait_for_workers=False
@@ -58,6 +83,61 @@ class Coordinator:
             ) from None
         self.last_check = 0.0
         self.departed: set[int] = set()
+
+    # ---- waiting -------------------------------------------------------------------------------------
+
+    def wait(
+        self, condition: Callable[[], bool], timeout: float, what: str | Callable[[], str], since: int | None = None
+    ) -> bool:
+        """`wait_until` with this node's progress lines and its signals; `since`: the signal count to beat.
+
+        `what` names what is awaited and for whom (a callable when that changes as the wait goes on)."""
+        baseline = self.signals()[0] if since is None else since
+        until = (datetime.now() + timedelta(seconds=timeout)).strftime("%H:%M:%S")
+
+        def interrupted() -> int | None:
+            count, last = self.signals()
+            return last if count > baseline else None
+
+        def named() -> str:
+            return what if isinstance(what, str) else what()
+
+        def progress(left: float) -> None:
+            self.say(
+                f"node {self.node}: waiting for {named()}, until {until} ({left:.0f} s left of {timeout:.0f} s); "
+                "Ctrl-C stops"
+            )
+
+        return wait_until(condition, timeout, sleep=self.sleep, interrupted=interrupted, progress=progress, what=named)
+
+    def _wait_for_store(self, host: str, port: int, timeout: float, since: int) -> None:
+        """Until node 0's store accepts connections: in Python, so that a signal is seen within a second
+        (torch's own connect loop blocks, and logs a C++ warning per try)."""
+        last_error = ""
+
+        def reachable() -> bool:
+            nonlocal last_error
+            try:
+                addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as err:
+                last_error = f"cannot resolve MASTER_ADDR={host} ({err.strerror})"
+                return False
+            for family, kind, proto, _, address in addresses:
+                try:
+                    with socket.socket(family, kind, proto) as probe:
+                        probe.settimeout(PROBE_SECONDS)
+                        probe.connect(address)
+                        return True
+                except OSError as err:
+                    last_error = f"nothing answers at {self.where} ({err.strerror or err})"
+            return False
+
+        what = f"node 0's safe-sft (its coordination store at {self.where}, run {self.run_id})"
+        if not self.wait(reachable, timeout, what, since=since):
+            raise CoordinationLost(
+                f"node {self.node}: gave up after {timeout:.0f} s (--node-timeout) waiting for {what}: {last_error}",
+                "start node 0's safe-sft, check MASTER_ADDR (every node must resolve and reach it) and --coord-port",
+            )
 
     def _key(self, attempt: int, what: str) -> str:
         return f"safe-sft/{self.run_id}/attempt-{attempt}/{what}"
@@ -102,8 +182,44 @@ class Coordinator:
 
     # ---- between attempts --------------------------------------------------------------------------
 
-    def _wait_for(self, key: str, timeout: float) -> bool:
-        return wait_until(lambda: self._check(key), timeout, sleep=self.sleep)
+    def _wait_for(self, key: str, timeout: float, what: str) -> bool:
+        return self.wait(lambda: self._check(key), timeout, what)
+
+    # ---- before the first attempt ------------------------------------------------------------------
+
+    def gather(self) -> None:
+        """Every node's safe-sft checks in before any torchrun starts; node 0 waits --node-timeout for all.
+
+        Without it node 0's torchrun would wait, silent, for a peer that never started.
+        """
+        self._set(f"safe-sft/{self.run_id}/joined-{self.node}", "1")
+        go = f"safe-sft/{self.run_id}/all-joined"
+        if self.node == 0:
+            missing = list(range(1, self.nnodes))
+
+            def everyone() -> bool:
+                missing[:] = [n for n in missing if not self._check(f"safe-sft/{self.run_id}/joined-{n}")]
+                return not missing
+
+            def what() -> str:
+                waiting = ",".join(map(str, missing))
+                return f"node(s) {waiting} of {self.nnodes} to start safe-sft (run {self.run_id})"
+
+            if not self.wait(everyone, self.report_timeout, what):
+                raise CoordinationLost(
+                    f"gave up after {self.report_timeout:.0f} s (--node-timeout) waiting for {what()}",
+                    "start safe-sft on every node with the same MASTER_ADDR, MASTER_PORT and run id "
+                    "(srun --ntasks-per-node=1 does); raise --node-timeout when nodes start late",
+                )
+            self._set(go, "1")
+            return
+        if not self._wait_for(
+            go, self.report_timeout + DECISION_SLACK, f"every node to start (node 0 gathers them, run {self.run_id})"
+        ):
+            raise CoordinationLost(
+                f"node 0 did not see every node start within {self.report_timeout + DECISION_SLACK:.0f} s",
+                "see node 0's terminal",
+            )
 
     def exchange(
         self,
@@ -117,12 +233,12 @@ class Coordinator:
             reports = []
             for node in range(self.nnodes):
                 key = self._key(attempt, f"report-{node}")
-                if self._wait_for(key, self.report_timeout):
+                if self._wait_for(key, self.report_timeout, f"node {node}'s report of attempt {attempt}"):
                     reports.append(decode_report(self._get(key), self.run_id, attempt, self.nnodes))
             self.departed = {r.node for r in reports if r.kind == "interrupted"}
             self._set(self._key(attempt, "decision"), encode(decide(reports)))
         key = self._key(attempt, "decision")
-        if not self._wait_for(key, self.report_timeout + DECISION_SLACK):
+        if not self._wait_for(key, self.report_timeout + DECISION_SLACK, f"node 0's decision after attempt {attempt}"):
             raise CoordinationLost(
                 f"no decision from node 0 within {self.report_timeout + DECISION_SLACK:.0f} s", "see node 0's terminal"
             )
@@ -139,7 +255,7 @@ class Coordinator:
             return
         for node in range(1, self.nnodes):
             if node not in self.departed:  # an interrupted node reported and left without waiting
-                self._wait_for(self._key(attempt, f"ack-{node}"), timeout)
+                self._wait_for(self._key(attempt, f"ack-{node}"), timeout, f"node {node} to read the final decision")
 
     # ---- the shared output dir ---------------------------------------------------------------------
 
@@ -148,6 +264,6 @@ class Coordinator:
 
     def read_token(self) -> str:
         key = f"safe-sft/{self.run_id}/shared-token"
-        if not self._wait_for(key, self.report_timeout):
+        if not self._wait_for(key, self.report_timeout, "node 0's shared-filesystem token"):
             raise CoordinationLost("node 0 never published its shared-filesystem token", "see node 0's terminal")
         return self._get(key)

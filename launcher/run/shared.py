@@ -11,7 +11,6 @@ from pathlib import Path
 
 from launcher.errors import SafeSftError
 from launcher.run.coord import Coordinator
-from launcher.run.poll import wait_until
 
 FILE_WAIT_SECONDS = 30.0  # NFS attribute caches can hide a new file for a while
 
@@ -25,7 +24,7 @@ def check_shared_output_dir(coordinator: Coordinator, output_dir: Path) -> None:
         coordinator.publish_token(token)
         return
     token = coordinator.read_token()
-    if wait_until(lambda: path.is_file() and path.read_text().strip() == token, FILE_WAIT_SECONDS, max_wait=2.0):
+    if coordinator.wait(lambda: path.is_file() and path.read_text().strip() == token, FILE_WAIT_SECONDS, f"{path}"):
         return
     raise SafeSftError(
         f"the output dir {output_dir} is not the one node 0 writes to ({path} is missing or differs)",

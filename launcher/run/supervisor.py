@@ -31,6 +31,7 @@ from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
+from launcher.run.poll import WaitInterrupted
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
 from launcher.units import fmt_bytes
@@ -67,7 +68,10 @@ class Supervisor:
         err = stderr or sys.stderr.buffer
         spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
+        self.signal_count = 0  # every signal, so that a wait can tell a new one from the one it began after
         self.coordinator = coordinator
+        if coordinator is not None:
+            coordinator.signals = lambda: (self.signal_count, self.received)
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
         self.templates = load_templates()
@@ -93,6 +97,7 @@ class Supervisor:
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.received = signum
+        self.signal_count += 1
 
     def install_signal_handlers(self) -> None:
         for signum in FORWARDED_SIGNALS:
@@ -128,7 +133,11 @@ class Supervisor:
             attempts.append(record)
             self.on_attempt(attempts)
             if self.coordinator is not None:
-                agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
+                try:
+                    agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
+                except WaitInterrupted as err:  # Ctrl-C while waiting for the other nodes: stop now
+                    sys.stderr.write(f"safe-sft: {err.message}\n")
+                    return self._interrupted(attempts)
                 self.on_attempt(attempts)
                 if isinstance(agreed, RunResult):
                     return agreed

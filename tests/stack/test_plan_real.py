@@ -76,3 +76,18 @@ def test_safe_sft_options_never_collide_with_swift_or_transformers(stack_install
     }
     assert ours, "no safe-sft options found"
     assert not ours & names
+
+
+def test_no_swift_or_transformers_argument_is_taken_for_a_misspelt_safe_sft_option(stack_installed: None) -> None:
+    from swift.arguments import RLHFArguments, SftArguments
+
+    from launcher.cli import check_swift_argv
+
+    names = sorted(
+        {f"--{f.name}" for cls in (SftArguments, RLHFArguments) for f in fields(cls)}
+        | {f"--{f.name.replace('_', '-')}" for cls in (SftArguments, RLHFArguments) for f in fields(cls)}
+    )
+    assert len(names) > 400
+    for command in ("run", "plan"):
+        for name in names:
+            check_swift_argv(COMMANDS[command][0], ["--model", "m", name, "1"])  # raises on a false "did you mean"

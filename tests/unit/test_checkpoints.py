@@ -234,3 +234,18 @@ def test_set_aside_checkpoints_are_not_candidates(tmp_path: Path) -> None:
 def test_load_failure_line(lines: list[str], found: str | None) -> None:
     line = load_failure_line(lines)
     assert (line is None) if found is None else (line is not None and found in line)
+
+
+def test_checkpoint_problem_passes_a_complete_checkpoint_and_names_what_is_wrong(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from launcher.run.checkpoints import checkpoint_problem
+
+    good = tmp_path / "checkpoint-3"
+    good.mkdir()
+    (good / "trainer_state.json").write_text('{"global_step": 3}')
+    (good / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    assert checkpoint_problem(good) is None
+    assert checkpoint_problem(tmp_path / "nowhere") == "does not exist"
+    (good / "trainer_state.json").write_text('{"global_st')
+    assert (checkpoint_problem(good) or "").startswith("is not a complete, readable checkpoint: trainer_state.json")
+    (good / "trainer_state.json").unlink()
+    assert "is not a complete, readable checkpoint" in (checkpoint_problem(good) or "")

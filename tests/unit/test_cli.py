@@ -139,3 +139,114 @@ def test_plan_explain_memory_shows_parts_and_the_largest_lever() -> None:
     for part in ("weights", "zero3_live_params", "zero_buckets", "logits", "fragmentation_margin"):
         assert f"  {part} " in table
     assert re.search(r"zero2 \(fits\): micro-batch 4 -> 2 saves \d+\.\d GiB per GPU", table)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        pytest.param(["--assume-gpus", "8x80GiB"], id="gpus"),
+        pytest.param(["--assume-ram", "512GiB"], id="ram"),
+        pytest.param(["--assume-nodes", "2"], id="nodes"),
+    ],
+)
+def test_assume_flags_are_refused_on_the_run_path(tmp_path: Path, flag: list[str]) -> None:
+    out = tmp_path / "out"
+    result = run_cli(*flag, "--model", "m", "--use_cpu", "true", "--output_dir", str(out))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith(f"safe-sft: error: {flag[0]} {flag[1]} on the run path")
+    assert "safe-sft plan" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_no_gpu_without_use_cpu_is_refused_on_the_run_path_only(fake_host) -> None:  # type: ignore[no-untyped-def]
+    from launcher.errors import SafeSftError
+    from launcher.prepare import LaunchOptions, check_launchable, prepare
+
+    no_gpu = fake_host()
+    prepared = prepare(["--model", "m"], LaunchOptions(), {}, host=no_gpu)
+    assert any("--use_cpu true" in w for w in prepared.plan.warnings)  # plan shows it
+    with pytest.raises(SafeSftError, match=r"no GPU visible .* and --use_cpu not given") as err:
+        check_launchable(prepared)
+    assert "--use_cpu true" in err.value.hint
+    check_launchable(prepare(["--model", "m", "--use_cpu", "true"], LaunchOptions(), {}, host=no_gpu))
+
+
+AFTER = "comes after swift's arguments (--model m), so swift would get it"
+MEANT = "did you mean --max-attempts"
+
+
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        pytest.param(["--max-attemps", "3", "--model", "m"], f"unknown option --max-attemps: {MEANT}?", id="misspelt"),
+        pytest.param(["--max_attempts", "3", "--model", "m"], f"unknown option --max_attempts: {MEANT}?",
+                     id="underscore-spelling"),
+        pytest.param(["--model", "m", "--node-timout=5"], "unknown option --node-timout: did you mean --node-timeout?",
+                     id="misspelt-later-with-equals"),
+        pytest.param(["--model", "m", "--max-attempts", "3"], f"safe-sft's option --max-attempts {AFTER}",
+                     id="after-swift-args"),
+        pytest.param(["plan", "--model", "m", "--gpus", "2"], f"safe-sft's option --gpus {AFTER}",
+                     id="plan-after-swift-args"),
+        pytest.param(["plan", "--max-attempts", "3", "--model", "m"],
+                     "--max-attempts is an option of `safe-sft run`, not of `safe-sft plan`", id="run-option-to-plan"),
+        pytest.param(["plan", "--max-attemps", "3", "--model", "m"],
+                     f"unknown option --max-attemps: {MEANT} (an option of `safe-sft run`)?",
+                     id="plan-misspelt-run-option"),
+    ],
+)  # fmt: skip
+def test_own_options_among_swift_args_are_caught_before_anything_starts(
+    tmp_path: Path, args: list[str], first_line: str
+) -> None:
+    out = tmp_path / "out"
+    result = run_cli(*args, "--use_cpu", "true", "--output_dir", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"safe-sft: error: {first_line}"
+    assert lines[1].startswith("safe-sft: fix: ") and len(lines) == 2  # nothing planned, nothing started
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "swift",
+    [
+        pytest.param(["--max_steps", "3", "--max-steps=3", "--ddp_timeout", "5", "--model_type", "qwen2"], id="swift"),
+        pytest.param(["--lora_rank", "8", "--check_model", "false", "--model_kwargs", "{}"], id="near-names"),
+    ],
+)
+def test_swifts_own_options_pass_the_check(swift: list[str]) -> None:
+    from launcher.cli import check_swift_argv
+
+    for name in ("run", "plan"):
+        check_swift_argv(COMMANDS[name][0], ["--model", "m", *swift])
+
+
+def test_after_a_double_dash_everything_is_swifts() -> None:
+    result = run_cli("plan", "--json", "--assume-gpus", "1x80GiB", "--", "--model", "m", "--max-attempts", "3")
+    assert "--max-attempts" not in result.stderr
+    command = json.loads(result.stdout)["command"]
+    assert command[command.index("--max-attempts") + 1] == "3"  # passed to swift as it is
+
+
+def test_plan_columns_never_run_together() -> None:
+    long_addr = "a-very-long-master-hostname.cluster.example.org"
+    result = run_cli("plan", "--master-addr", long_addr, "--assume-gpus", "1x80GiB", "--model", "m")
+    row = next(line for line in result.stdout.splitlines() if line.strip().startswith("MASTER_ADDR"))
+    assert row.split() == ["MASTER_ADDR", long_addr, "flag"]
+    rows = [line for line in result.stdout.splitlines()[1:7]]
+    assert len({line.index(line.split()[2]) for line in rows}) == 1  # the source column lines up
+
+
+def test_plan_warns_when_a_stale_nnodes_beats_slurms() -> None:
+    import os
+
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "0",
+             "SLURM_JOB_NODELIST": "a,b", "NNODES": "1"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--assume-gpus", "1x80GiB", "--model", "m"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **slurm},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: NNODES=1 from your environment beats Slurm's SLURM_JOB_NUM_NODES=2: using 1 (unset NNODES to use "
+        "Slurm's)" in result.stdout
+    )

@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from launcher.doctor import Status, run_checks
 from launcher.model import GpuFacts, Limits, Rlimit
 from launcher.run.memlock import MemlockStatus
@@ -16,9 +18,10 @@ def status(checks, name):  # type: ignore[no-untyped-def]
 
 
 def test_healthy_machine_passes() -> None:
-    checks = run_checks(host(gpus(8, 80)), UNLIMITED)
+    checks = run_checks(host(gpus(8, 80)), UNLIMITED, nproc=8, cores=64)
     assert {c.name: c.status for c in checks} == {
-        "gpus": Status.PASS, "gpu_memory": Status.PASS, "memlock": Status.PASS, "shm": Status.PASS,
+        "gpus": Status.PASS, "cpu_cores": Status.PASS, "gpu_memory": Status.PASS, "memlock": Status.PASS,
+        "shm": Status.PASS,
         "host_ram": Status.PASS, "network": Status.PASS, "disk": Status.PASS, "versions": Status.PASS,
         "hang_stacks": Status.PASS,
     }  # fmt: skip
@@ -61,3 +64,35 @@ def test_missing_stack_fails() -> None:
 def test_small_disk_fails() -> None:
     check = status(run_checks(replace(host(), disk_free_bytes=2 * GiB), UNLIMITED), "disk")
     assert check.status is Status.FAIL
+
+
+def test_disk_check_names_the_path_it_measured() -> None:
+    facts = replace(host(), disk_free_bytes=200 * GiB, disk_path="/scratch/run")
+    check = status(run_checks(facts, UNLIMITED), "disk")
+    assert (check.status, check.detail) == (Status.PASS, "200.0 GiB free at /scratch/run")
+
+
+def test_read_only_output_dir_fails_as_such() -> None:
+    facts = replace(host(), disk_path="/ro", disk_problem="/ro is on a read-only filesystem")
+    check = status(run_checks(facts, UNLIMITED), "disk")
+    assert check.status is Status.FAIL
+    assert check.detail.startswith("/ro is on a read-only filesystem (500.0 GiB free)")
+    assert "writable" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("nproc", "cores", "expected"),
+    [
+        pytest.param(64, 8, Status.WARN, id="far-above"),
+        pytest.param(9, 8, Status.WARN, id="above"),
+        pytest.param(8, 8, Status.PASS, id="equal"),
+        pytest.param(None, 8, Status.PASS, id="unset"),
+        pytest.param(8, None, Status.WARN, id="cores-unknown"),
+    ],
+)
+def test_nproc_above_the_core_count_warns(nproc: int | None, cores: int | None, expected: Status) -> None:
+    check = status(run_checks(host(), UNLIMITED, nproc=nproc, cores=cores), "cpu_cores")
+    assert check.status is expected
+    if expected is Status.WARN and cores:
+        assert f"NPROC_PER_NODE={nproc} with {cores} usable CPU core(s)" in check.detail
+        assert "--cpus-per-task" in check.fix

@@ -35,7 +35,8 @@ USER_ZERO2 = {
         pytest.param({"stage": 3}, "zero3", id="stage3"),
         pytest.param({"stage": 3, "offload_param": {"device": "none"}}, "zero3", id="stage3-device-none"),
         pytest.param({"stage": 3, "offload_optimizer": {"device": "nvme"}}, "zero3_offload", id="stage3-nvme"),
-        pytest.param({"stage": "3"}, "zero0", id="stage-not-an-int"),
+        pytest.param({"stage": "3"}, "zero3", id="stage-digit-string"),
+        pytest.param({"stage": 2.0}, "zero2", id="stage-whole-float"),
     ],
 )
 def test_rung_of(zero: dict[str, object] | None, rung: str) -> None:
@@ -145,6 +146,11 @@ def test_read_user_deepspeed_reads_a_file_or_inline_json_and_leaves_swifts_names
         pytest.param("[1, 2]", "the JSON is not an object", id="array"),
         pytest.param('{"zero_optimization": {"stage": 2}}', "neither train_micro_batch_size_per_gpu", id="no-batch"),
         pytest.param(None, "is no file, no inline JSON", id="missing"),
+        pytest.param('{"zero_optimization": {"stage": 7}}', '"stage": 7 is not a ZeRO stage', id="stage-7"),
+        pytest.param('{"zero_optimization": {"stage": "two"}}', '"stage": "two" is not a ZeRO stage', id="stage-two"),
+        pytest.param('{"zero_optimization": {"stage": true}}', '"stage": true is not a ZeRO stage', id="stage-bool"),
+        pytest.param('{"zero_optimization": {"stage": -1}}', '"stage": -1 is not a ZeRO stage', id="stage-negative"),
+        pytest.param('{"zero_optimization": [2]}', '"zero_optimization": \\[2\\] is not an object', id="zero-list"),
     ],
 )
 def test_read_user_deepspeed_errors_name_the_value(tmp_path: Path, content: str | None, message: str) -> None:
@@ -154,7 +160,7 @@ def test_read_user_deepspeed_errors_name_the_value(tmp_path: Path, content: str 
     with pytest.raises(SafeSftError, match=message) as error:
         read_user_deepspeed(str(path))
     assert str(path) in error.value.message and "\n" not in error.value.message
-    assert "zero3_offload" in error.value.hint or '"auto"' in error.value.hint
+    assert "zero3_offload" in error.value.hint or '"auto"' in error.value.hint or '"stage"' in error.value.hint
 
 
 def test_write_config_reuses_an_identical_file_and_refuses_a_different_one(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 import pytest
 
+from launcher.errors import SafeSftError
 from launcher.plan.nccl import nccl_settings
+from launcher.prepare import parse_nccl_env
 
 
 def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=None):  # type: ignore[no-untyped-def]
@@ -68,3 +70,29 @@ def test_user_value_is_never_overwritten_silently() -> None:
         overrides={"NCCL_DEBUG": "TRACE"},
     )
     assert [s.reason for s in result if s.name == "NCCL_DEBUG"] == ["--nccl-env (replaces your NCCL_DEBUG=INFO)"]
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        pytest.param("CUDA_VISIBLE_DEVICES=5", "CUDA_VISIBLE_DEVICES is not an NCCL variable", id="cuda-visible"),
+        pytest.param("LD_PRELOAD=/tmp/x.so", "LD_PRELOAD is not an NCCL variable", id="ld-preload"),
+        pytest.param("MASTER_PORT=1", "MASTER_PORT is not an NCCL variable", id="topology"),
+        pytest.param("NCCL_DEBUG", "is not KEY=VALUE", id="no-value"),
+        pytest.param("nccl_debug=INFO", "is not KEY=VALUE", id="lower-case"),
+    ],
+)
+def test_nccl_env_accepts_only_nccl_variables(pair: str, message: str) -> None:
+    with pytest.raises(SafeSftError, match=message) as err:
+        parse_nccl_env((pair,))
+    assert repr(pair) in err.value.message
+    assert "environment" in err.value.hint or "NCCL_P2P_DISABLE" in err.value.hint
+
+
+def test_nccl_env_takes_nccl_and_torch_nccl_variables() -> None:
+    pairs = ("NCCL_P2P_DISABLE=1", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "NCCL_SOCKET_IFNAME=eth0")
+    assert parse_nccl_env(pairs) == {
+        "NCCL_P2P_DISABLE": "1",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "NCCL_SOCKET_IFNAME": "eth0",
+    }

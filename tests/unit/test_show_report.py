@@ -95,3 +95,106 @@ def test_plot_draws_the_estimate_and_the_capacity_as_levels(run_dir: Path, tmp_p
     drawn = {c.get_label(): c.get_segments() for c in fig.axes[0].collections}
     assert [list(map(list, s)) for s in drawn["estimate #1"]] == [[[0.0, 64.0], [10.0, 64.0]]]
     assert [list(map(list, s)) for s in drawn["GPU capacity"]] == [[[0.0, 80.0], [20.0, 80.0]]]
+
+
+def _report_with(tmp_path: Path, mutate) -> Path:  # type: ignore[no-untyped-def]
+    report = {
+        "schema": 1, "outcome": "failed",
+        "attempts": [attempt(1, "cuda_oom", [0.0, 5.0], {"0": [GiB, 70 * GiB]}, [GiB, 2 * GiB])],
+    }  # fmt: skip
+    mutate(report)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.json").write_text(json.dumps(report))
+    return run
+
+
+def _set(path: str, value: object):  # type: ignore[no-untyped-def]
+    def mutate(report: dict) -> None:  # type: ignore[type-arg]
+        *parents, last = path.split(".")
+        node = report
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        pytest.param(lambda r: r.clear() or r.update({"a": 1}), "'outcome' is null, not a string", id="other-json"),
+        pytest.param(_set("outcome", 3), "'outcome' is 3, not a string", id="outcome-int"),
+        pytest.param(_set("attempts", {"1": {}}), "'attempts' is {\"1\": {}}, not a list", id="attempts-dict"),
+        pytest.param(_set("attempts.0", "x"), "attempts[0]: not an object", id="attempt-str"),
+        pytest.param(_set("attempts.0.number", "one"), "attempts[0]: 'number' is \"one\"", id="number-str"),
+        pytest.param(lambda r: r["attempts"][0].pop("exit_code"), "'exit_code' is missing", id="no-exit-code"),
+        pytest.param(_set("attempts.0.duration_s", "10s"), "'duration_s' is \"10s\"", id="duration-str"),
+        pytest.param(_set("attempts.0.failure", "oom"), "'failure' is \"oom\"", id="failure-str"),
+        pytest.param(_set("attempts.0.failure.evidence", []), "failure 'evidence' is []", id="no-evidence"),
+        pytest.param(_set("attempts.0.failure.evidence", "line"), "failure 'evidence' is \"line\"", id="evidence-str"),
+        pytest.param(_set("attempts.0.failure.kind", None), "failure 'kind' is null", id="kind-null"),
+        pytest.param(_set("attempts.0.resumed_from", {"step": None}), "resumed_from 'step' is null", id="step-null"),
+        pytest.param(_set("attempts.0.change", {"what": 1}), "change 'what'/'why'", id="change-int"),
+        pytest.param(_set("attempts.0.memory.gpus", [{"index": "0"}]), "memory 'gpus'", id="gpus-index-str"),
+        pytest.param(_set("attempts.0.memory.host_peak_bytes", "2G"), "memory 'host_peak_bytes'", id="host-peak"),
+        pytest.param(_set("attempts.0.memory.timeline.t", ["0"]), "memory 'timeline' 't'", id="timeline-t"),
+        pytest.param(_set("attempts.0.memory.timeline.gpu_used_bytes", {"x": [1]}), "'gpu_used_bytes'", id="gpu-key"),
+        pytest.param(_set("attempts.0.memory.timeline", []), "memory 'timeline' is not an object", id="timeline-list"),
+    ],
+)
+def test_a_report_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path: Path, mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
+    from launcher.errors import SafeSftError
+
+    run = _report_with(tmp_path, mutate)
+    with pytest.raises(SafeSftError) as err:
+        load_report(run)
+    assert f"{run / 'report.json'} is not a safe-sft report (schema 1): " in err.value.message
+    assert problem in err.value.message and "\n" not in err.value.message
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]", b"\xff\xfe\x00binary", b'{"outcome": ', b"null"])
+def test_a_report_that_is_not_an_object_is_one_line(tmp_path: Path, content: bytes) -> None:
+    from launcher.errors import SafeSftError
+
+    (tmp_path / "report.json").write_bytes(content)
+    with pytest.raises(SafeSftError, match=r"report\.json"):
+        load_report(tmp_path)
+
+
+def test_reports_the_supervisor_writes_pass_the_check(tmp_path: Path) -> None:
+    from launcher.run.report import report_json
+    from launcher.show_report import report_problem
+    from tests.unit.test_supervisor import OOM_SUMMARY, FakeProcess, supervisor
+
+    seen: list[dict] = []  # type: ignore[type-arg]
+    sup = supervisor(tmp_path, [FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")], [])
+    sup.on_attempt = lambda attempts: seen.append(json.loads(json.dumps(report_json(attempts, None, ["x"]))))
+    result = sup.run()
+    seen.append(json.loads(json.dumps(report_json(result.attempts, result, ["x"]))))
+    # as each attempt starts and ends, and at the end: 2 + 2 + 1
+    assert len(seen) == 5 and seen[-1]["outcome"] == "succeeded"
+    assert [report_problem(data) for data in seen] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        pytest.param("missing-dir/memory.png", "No such file or directory", id="missing-dir"),
+        pytest.param("memory.xyz", "Format 'xyz' is not supported", id="unknown-format"),
+        pytest.param("a-dir.png", "Is a directory", id="a-directory"),
+    ],
+)
+def test_plot_to_a_path_that_cannot_be_written_is_one_line(
+    run_dir: Path, tmp_path: Path, target: str, why: str
+) -> None:
+    from launcher.errors import SafeSftError
+
+    (tmp_path / "a-dir.png").mkdir()
+    with pytest.raises(SafeSftError) as err:
+        plot_report(load_report(run_dir), tmp_path / target)
+    assert err.value.message.startswith(f"--plot {tmp_path / target}: cannot write it (")
+    assert why in err.value.message

@@ -163,3 +163,142 @@ def test_bad_input_is_one_clear_error(request_, env, message) -> None:  # type: 
 def test_loopback_multinode_allowed_when_asked() -> None:
     topo = resolve(TopologyRequest(nnodes=2, allow_loopback_master=True))
     assert (topo.nnodes.value, topo.master_addr.value) == (2, "127.0.0.1")
+
+
+BATCH_SCRIPT = {
+    "SLURM_JOB_ID": "777",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NODEID": "0",
+    "SLURM_JOB_NODELIST": "gpu-[01-02]",
+}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param(
+            {**SLURM, "SLURM_JOB_NUM_NODES": "4"},
+            "SLURM_JOB_NUM_NODES=4 but the node list 'gpu-[01-02]' names 2 host(s)",
+            id="num-nodes-vs-nodelist",
+        ),
+        pytest.param(
+            {**SLURM, "SLURM_JOB_NUM_NODES": "", "SLURM_NNODES": "3"},
+            "SLURM_NNODES=3 but the node list 'gpu-[01-02]' names 2 host(s)",
+            id="nnodes-vs-nodelist",
+        ),
+        pytest.param(BATCH_SCRIPT, "SLURM_JOB_NUM_NODES=2 but SLURM_STEP_ID is not set", id="batch-script-no-srun"),
+        pytest.param(
+            {**SLURM, "SLURM_STEP_NUM_NODES": "1"},
+            "SLURM_STEP_NUM_NODES=1 but SLURM_JOB_NUM_NODES=2",
+            id="step-on-fewer-nodes",
+        ),
+    ],
+)
+def test_slurm_variables_that_mean_a_hang_are_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), env)
+    assert message in err.value.message
+    assert "\n" not in err.value.message and err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("request_", "env", "nnodes"),
+    [
+        pytest.param(TopologyRequest(), {**BATCH_SCRIPT, "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "gpu-01"}, 1,
+                     id="batch-script-one-node"),
+        pytest.param(TopologyRequest(), {**BATCH_SCRIPT, "NNODES": "1"}, 1, id="batch-script-user-nnodes"),
+        pytest.param(TopologyRequest(nnodes=2, master_addr="gpu-01"), BATCH_SCRIPT, 2, id="batch-script-nnodes-flag"),
+        pytest.param(TopologyRequest(nnodes=2), {**SLURM, "SLURM_JOB_NUM_NODES": "4"}, 2, id="flag-over-bad-slurm"),
+        pytest.param(TopologyRequest(), {**SLURM, "SLURM_STEP_NUM_NODES": "2"}, 2, id="step-on-every-node"),
+    ],
+)  # fmt: skip
+def test_slurm_checks_leave_consistent_or_overridden_values_alone(request_, env, nnodes) -> None:  # type: ignore[no-untyped-def]
+    assert resolve(request_, env).nnodes.value == nnodes
+
+
+@pytest.mark.parametrize(
+    ("env", "config_env", "warning"),
+    [
+        pytest.param(
+            {**SLURM, "NNODES": "1", "NODE_RANK": "0"},
+            {},
+            "NNODES=1 from your environment beats Slurm's SLURM_JOB_NUM_NODES=2: using 1 (unset NNODES",
+            id="stale-env-nnodes",
+        ),
+        pytest.param(
+            SLURM,
+            {"NNODES": "1", "NODE_RANK": "0"},
+            "NNODES=1 from the swift config's ENV block beats Slurm's SLURM_JOB_NUM_NODES=2: using 1",
+            id="config-nnodes",
+        ),
+        pytest.param(
+            {**SLURM, "NODE_RANK": "0"},
+            {},
+            "NODE_RANK=0 from your environment beats Slurm's SLURM_NODEID=1: using 0",
+            id="stale-env-node-rank",
+        ),
+    ],
+)
+def test_a_value_of_ours_beating_slurms_is_a_warning_naming_both(env, config_env, warning) -> None:  # type: ignore[no-untyped-def]
+    topo = resolve(TopologyRequest(), env, config_env=config_env)
+    assert any(w.startswith(warning) for w in topo.warnings), topo.warnings
+
+
+def test_agreeing_values_give_no_warning() -> None:
+    assert resolve(TopologyRequest(), {**SLURM, "NNODES": "2", "NODE_RANK": "1"}).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("request_", "env", "use_cpu", "gpu_list", "message"),
+    [
+        pytest.param(TopologyRequest(gpus="99"), {}, False, (), "--gpus 99 but no GPU is visible", id="gpus-99-no-gpu"),
+        pytest.param(TopologyRequest(gpus="0,1"), {}, True, FOUR_GPUS, "--gpus 0,1 but --use_cpu true", id="gpus-cpu"),
+        pytest.param(TopologyRequest(gpus="99"), {}, False, FOUR_GPUS, "--gpus 99 is read as a count: 99 GPU(s)",
+                     id="gpus-99-count"),
+        pytest.param(TopologyRequest(gpus="99,"), {}, False, FOUR_GPUS, "names GPU '99' in '99,', which does not exist",
+                     id="gpus-99-index"),
+        pytest.param(TopologyRequest(gpus="0"), {}, False, FOUR_GPUS, "--gpus 0 is read as a count of GPUs",
+                     id="gpus-0-is-a-count"),
+        pytest.param(TopologyRequest(), {"NPROC_PER_NODE": "0"}, False, FOUR_GPUS,
+                     "NPROC_PER_NODE=0 (env) is read as a count", id="nproc-0"),
+        pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": "0,0,1"}, False, FOUR_GPUS,
+                     "CUDA_VISIBLE_DEVICES (env) names GPU '0' twice in '0,0,1'", id="visible-duplicate"),
+        pytest.param(TopologyRequest(gpus="1,GPU-0001"), {}, False, FOUR_GPUS, "names GPU 'GPU-0001' twice",
+                     id="gpus-index-and-uuid-alike"),
+        pytest.param(TopologyRequest(gpus="2,3"), {"CUDA_VISIBLE_DEVICES": "0,1"}, False, FOUR_GPUS,
+                     "--gpus names GPU '2', which CUDA_VISIBLE_DEVICES=0,1 (env) hides (visible: 0,1)", id="hidden"),
+        pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": ""}, False, FOUR_GPUS, "hides every GPU",
+                     id="visible-empty"),
+        pytest.param(TopologyRequest(gpus="0,,1"), {}, False, FOUR_GPUS, "names GPU '' in '0,,1'", id="empty-entry"),
+    ],
+)  # fmt: skip
+def test_gpu_selection_errors_say_what_was_read(request_, env, use_cpu, gpu_list, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SafeSftError) as err:
+        resolve(request_, env, gpu_list=gpu_list, use_cpu=use_cpu)
+    assert message in err.value.message
+    assert "\n" not in err.value.message and err.value.hint
+
+
+def test_gpus_zero_hint_says_how_to_name_gpu_0() -> None:
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(gpus="0"))
+    assert "--gpus 0," in err.value.hint and "--use_cpu true" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("gpus_flag", "visible", "note"),
+    [
+        pytest.param("2", "0,1", "the first 2 visible GPU(s) (--gpus N is a count)", id="count"),
+        pytest.param("2,", "2", "named GPUs", id="one-index-with-a-comma"),
+        pytest.param("3,1", "3,1", "named GPUs", id="list"),
+    ],
+)
+def test_gpus_number_is_a_count_and_a_list_names_indices(gpus_flag: str, visible: str, note: str) -> None:
+    topo = resolve(TopologyRequest(gpus=gpus_flag))
+    assert topo.visible_devices is not None
+    assert (topo.visible_devices.value, topo.visible_devices.note) == (visible, note)
+
+
+def test_no_gpu_and_no_use_cpu_is_a_plan_warning() -> None:
+    assert any("--use_cpu true" in w for w in resolve(gpu_list=()).warnings)
+    assert resolve(gpu_list=(), use_cpu=True).warnings == ()

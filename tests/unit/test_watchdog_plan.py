@@ -64,7 +64,7 @@ def test_the_plans_argv(argv: list[str], watchdog: Watchdog, expected_tail: tupl
 
 def test_plan_says_so_and_hang_timeout_0_turns_it_off() -> None:
     def plan(*own: str) -> dict:  # type: ignore[type-arg]
-        args = [*own, "--json", "--model", "m", "--model-params", "1e8", "--use_cpu", "true"]
+        args = [*own, "--json", "--model-params", "1e8", "--model", "m", "--use_cpu", "true"]
         done = subprocess.run([sys.executable, "-m", "launcher", "plan", *args], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)  # type: ignore[no-any-return]

@@ -1,0 +1,118 @@
+"""Multi-node waits with real safe-sft processes on loopback: each is bounded by --node-timeout, says what
+it waits for, for whom and until when, and ends within 2 s of Ctrl-C. No training starts in these tests:
+every wait here comes before the first torchrun."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CPU_ARGS = ["--model", "m", "--use_cpu", "true"]
+SWIFT_STARTED = "safe-sft: attempt 1/"  # the line before torchrun starts
+
+
+STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_node_left_behind() -> Iterator[None]:
+    yield
+    while STARTED:
+        node = STARTED.pop()
+        if node.poll() is None:  # a failed test: the wait it checked never ended
+            node.kill()
+            node.wait(timeout=10)
+
+
+def start(
+    tmp: Path, rank: int, port: int, *, addr: str = "127.0.0.1", timeout: float = 6, run_id: str | None = None
+) -> tuple[subprocess.Popen[str], Path]:
+    env = {**os.environ, "NNODES": "2", "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "MASTER_ADDR": addr,
+           "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    log = tmp / f"node{rank}.log"
+    own = ["--allow-loopback-master", "--node-timeout", str(timeout), *(["--run-id", run_id] if run_id else [])]
+    cmd = [sys.executable, "-m", "launcher", *own, *CPU_ARGS, "--output_dir", str(tmp / "out")]
+    STARTED.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True))
+    return STARTED[-1], log
+
+
+def wait_for_line(log: Path, text: str, timeout: float = 60) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text():
+            return time.monotonic()
+        time.sleep(0.05)
+    pytest.fail(f"{text!r} never appeared in {log}:\n{log.read_text()[-2000:]}")
+
+
+def errors(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if line.startswith("safe-sft: error:")]
+
+
+def test_unresolvable_master_addr_on_node_1_ends_with_exit_4_within_node_timeout(tmp_path: Path) -> None:
+    node, log = start(tmp_path, 1, 29731, addr="no-such-host.invalid", timeout=6)
+    waiting = wait_for_line(log, "safe-sft: node 1: waiting for node 0's safe-sft")
+    code = node.wait(timeout=60)
+    assert code == 4, log.read_text()[-2000:]
+    assert time.monotonic() - waiting < 6 + 2
+    text = log.read_text()
+    assert "(its coordination store at no-such-host.invalid:29732" in text and ", until " in text
+    assert errors(log) == [
+        "safe-sft: error: node 1: gave up after 6 s (--node-timeout) waiting for node 0's safe-sft (its coordination "
+        "store at no-such-host.invalid:29732, run no-such-host.invalid:29731): cannot resolve "
+        "MASTER_ADDR=no-such-host.invalid (Name or service not known)"
+    ]
+    assert "socket.cpp" not in text and "Traceback" not in text  # no C++ socket warnings, no traceback
+
+
+def test_node_0_whose_peer_never_starts_gives_up_after_node_timeout(tmp_path: Path) -> None:
+    node, log = start(tmp_path, 0, 29741, timeout=6)
+    waiting = wait_for_line(log, "safe-sft: node 0: waiting for node(s) 1 of 2 to start safe-sft (run 127.0.0.1:29741)")
+    code = node.wait(timeout=60)
+    assert code == 4, log.read_text()[-2000:]
+    assert time.monotonic() - waiting < 6 + 2
+    assert errors(log) == [
+        "safe-sft: error: gave up after 6 s (--node-timeout) waiting for node(s) 1 of 2 to start safe-sft "
+        "(run 127.0.0.1:29741)"
+    ]
+    assert SWIFT_STARTED not in log.read_text()  # no torchrun was left waiting for the peer
+    assert not list((tmp_path / "out").glob("safe-sft/*/attempt-1"))
+
+
+def test_two_nodes_of_different_runs_both_give_up_within_node_timeout(tmp_path: Path) -> None:
+    """Node 1 reaches node 0's store but names another run: neither starts training, both say why."""
+    node0, log0 = start(tmp_path, 0, 29751, timeout=8, run_id="job-a")
+    wait_for_line(log0, "waiting for node(s) 1 of 2")
+    node1, log1 = start(tmp_path, 1, 29751, timeout=8, run_id="job-b")
+    codes = [node0.wait(timeout=60), node1.wait(timeout=90)]
+    assert codes == [4, 4], log0.read_text()[-1500:] + log1.read_text()[-1500:]
+    assert "waiting for node(s) 1 of 2 to start safe-sft (run job-a)" in errors(log0)[0]
+    assert "safe-sft: node 1: waiting for node 0's shared-filesystem token, until " in log1.read_text()
+    assert "lost node 0's safe-sft" in errors(log1)[0] or "never published" in errors(log1)[0]  # whichever came first
+    assert SWIFT_STARTED not in log0.read_text() + log1.read_text()
+
+
+@pytest.mark.parametrize(
+    ("rank", "line"),
+    [
+        pytest.param(0, "safe-sft: node 0: waiting for node(s) 1 of 2", id="node-0-waits-for-its-peer"),
+        pytest.param(1, "safe-sft: node 1: waiting for node 0's safe-sft", id="node-1-waits-for-node-0"),
+    ],
+)
+def test_ctrl_c_ends_a_wait_within_2_seconds(tmp_path: Path, rank: int, line: str) -> None:
+    node, log = start(tmp_path, rank, 29761 + 10 * rank, timeout=300)
+    wait_for_line(log, line)
+    node.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    code = node.wait(timeout=30)
+    assert time.monotonic() - sent < 2.0, log.read_text()[-1500:]
+    assert code == 130
+    assert errors(log)[0].startswith("safe-sft: error: SIGINT received while waiting for ")
+    assert "Traceback" not in log.read_text()
