@@ -10,6 +10,7 @@ import os
 import runpy
 import signal
 import sys
+from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -27,6 +28,20 @@ def die_with_parent() -> None:
         sys.exit(1)
 
 
+def install_notice_callback() -> None:
+    """Checkpoint on notice (launcher/worker_notice.py): every rank saves the step it agrees on, then stops."""
+    import importlib.util
+
+    # run as a script: its sibling is loaded by path, so the launcher package need not be importable here
+    spec = importlib.util.spec_from_file_location(
+        "safe_sft_worker_notice", Path(__file__).with_name("worker_notice.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install()
+
+
 @record
 def main() -> None:
     runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True)
@@ -34,4 +49,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     die_with_parent()
+    install_notice_callback()
     main()

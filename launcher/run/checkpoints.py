@@ -121,3 +121,10 @@ def zero_stage(deepspeed: str | None) -> int | None:
         return None
     stage = config.get("zero_optimization", {}).get("stage") if isinstance(config, dict) else None
     return stage if isinstance(stage, int) else None
+
+
+def checkpoint_at(path: Path, step: int) -> Checkpoint | None:
+    """The checkpoint at a known path (a requeued job's), or None when it is not complete."""
+    if not is_complete(path):
+        return None
+    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path))

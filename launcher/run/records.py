@@ -51,11 +51,12 @@ class AttemptRecord:
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
+    preempted: dict[str, Any] | None = None  # stopped on a notice: {"step", "checkpoint"} it saved
 
 
 @dataclass
 class RunResult:
-    outcome: str  # succeeded | failed | interrupted
+    outcome: str  # succeeded | failed | interrupted | preempted
     attempts: list[AttemptRecord]
     exit_code: int
     give_up_reason: str | None = None

@@ -57,6 +57,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "memory": None if record.memory is None else record.memory.to_json(),
         "diagnostics": record.diagnostics,
         "decision": record.decision,
+        "preempted": record.preempted,
     }
 
 
@@ -113,6 +114,9 @@ def summary(result: RunResult, report_path: Path) -> str:
         imbalance = a.memory.imbalance() if a.memory else None
         if imbalance:
             lines.append(f"  attempt {a.number}: {imbalance}")
+    for a in attempts:
+        if a.preempted:
+            lines.append(f"  preempted at step {a.preempted['step']}: checkpoint {a.preempted['checkpoint']}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     lines.append(f"  report: {report_path}")

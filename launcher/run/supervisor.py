@@ -16,21 +16,24 @@ from types import ModuleType
 from typing import BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
+from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Strategy
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.run import evidence as ev
 from launcher.run.attempt import AttemptRunner, Spawn
-from launcher.run.checkpoints import Snapshot, snapshot
+from launcher.run.checkpoints import Snapshot, checkpoint_at, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
+from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
-from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
+from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume, weights_only_reason
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 
 
 class Supervisor:
@@ -49,6 +52,7 @@ class Supervisor:
         stderr: BinaryIO | None = None,
         nvml: ModuleType | None = None,
         coordinator: Coordinator | None = None,
+        requeued: NoticeMark | None = None,
     ) -> None:
         self.prepared = prepared
         self.config = config
@@ -59,6 +63,8 @@ class Supervisor:
         err = stderr or sys.stderr.buffer
         spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
+        self.notice: int | None = None  # SIGUSR1, or a SIGTERM with time to checkpoint (plan/notice.py)
+        self.requeued = requeued  # a requeued Slurm job: the checkpoint its preempted run saved
         self.coordinator = coordinator
         self.output_dir = prepared.output_dir.resolve()
         self.config_dir = str(config_dir())
@@ -73,6 +79,7 @@ class Supervisor:
             node_rank=topology.node_rank.value,
             nproc_per_node=topology.nproc_per_node.value,
             received=lambda: self.received,
+            notice=lambda: self.notice,
             clock=clock,
             sleep=sleep,
             nvml=nvml,
@@ -82,7 +89,20 @@ class Supervisor:
     # ---- signals ---------------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.received is None and self.notice is None and self._is_notice(signum):
+            self.notice = signum
+            return
+        if signum == signal.SIGUSR1:  # a repeated notice; a SIGUSR1 never stops training at once
+            return
         self.received = signum
+
+    def _is_notice(self, signum: int) -> bool:
+        if signum == signal.SIGUSR1:
+            return True
+        if signum != signal.SIGTERM:
+            return False
+        save_s, step_s = last_timing(self.run_dir)
+        return sigterm_is_notice(save_s, step_s, self.config.grace_seconds)
 
     def install_signal_handlers(self) -> None:
         for signum in FORWARDED_SIGNALS:
@@ -118,6 +138,10 @@ class Supervisor:
             record = self._run_attempt(number, base, initial, settings, resume, change, skipped)
             attempts.append(record)
             self.on_attempt(attempts)
+            if record.preempted is not None:  # every node sees its ranks stop at the same step
+                return RunResult("preempted", attempts, EXIT_PREEMPTED)
+            if self.notice is not None and record.failure is not None:  # no checkpoint in time: no restart
+                return RunResult("interrupted", attempts, 128 + self.notice)
             if self.coordinator is not None:
                 agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
                 self.on_attempt(attempts)
@@ -203,6 +227,8 @@ class Supervisor:
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
     ) -> tuple[Resume | None, list[str]]:
         if number == 1:
+            if self.requeued is not None:
+                return self._requeued_resume(self.requeued, settings), []
             if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
                 return None, []
             return resume_point(self.output_dir, settings, [])  # a requeued job: an earlier job's checkpoint
@@ -214,6 +240,16 @@ class Supervisor:
             before=self.before,
             started_from=Path(first.checkpoint) if first else None,
         )
+
+    def _requeued_resume(self, mark: NoticeMark, settings: Settings) -> Resume:
+        checkpoint = checkpoint_at(Path(mark.checkpoint), mark.step)
+        if checkpoint is None:  # never resume from an incomplete one
+            raise SafeSftError(
+                f"the checkpoint {mark.checkpoint} that job {mark.job_id} saved on notice is not complete",
+                f"resume by hand with --resume-latest, or move {mark_path(self.output_dir, mark.job_id)} away",
+            )
+        why = weights_only_reason(checkpoint, settings, [])
+        return Resume(str(checkpoint.path), checkpoint.step, bool(why), why)
 
     def _run_attempt(
         self,
@@ -246,7 +282,10 @@ class Supervisor:
         env_set = {**plan.env_dict(), **args.env}
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
-        env = {**from_config, **self.base_env, **env_set, "PET_LOG_DIR": str(attempt_dir / "torchelastic")}
+        env = {
+            **from_config, **self.base_env, **env_set,
+            "PET_LOG_DIR": str(attempt_dir / "torchelastic"), NOTICE_DIR_ENV: str(attempt_dir),
+        }  # fmt: skip
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         record = AttemptRecord(
             number=number,

@@ -6,6 +6,7 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective).
+  SAFE_SFT_STEP_SLEEP   seconds each rank sleeps at the start of every optimizer step (a slow step to signal into).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
@@ -19,6 +20,7 @@ import json
 import os
 import resource
 import signal
+import time
 from pathlib import Path
 
 import torch
@@ -128,6 +130,11 @@ class FaultCallback(TrainerCallback):
                 return original(model, trial, *a, **kw)
 
             trainer._save_checkpoint = failing_save
+
+    def on_step_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        pause = float(os.environ.get("SAFE_SFT_STEP_SLEEP") or 0)
+        if pause:
+            time.sleep(pause)
 
     def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
         if not self.fault:
