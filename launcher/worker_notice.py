@@ -6,8 +6,8 @@ saves the same step.
 
 Contract with the supervisor (launcher/run/notice.py), all files in $SAFE_SFT_NOTICE_DIR:
   notice         safe-sft writes it when it gets the notice; ranks look for it at every step end.
-  stopping.json  rank 0 writes {"step": N} when the ranks agreed to stop at step N.
-  timing.json    rank 0 writes {"save_s", "step_s", "step"} after each checkpoint: the last save's and the
+  stopping.json  local rank 0 writes {"step": N} when the ranks agreed to stop at step N.
+  timing.json    local rank 0 writes {"save_s", "step_s", "step"} after each checkpoint: the last save's and the
                  last plain step's durations, from which safe-sft decides whether a SIGTERM can checkpoint.
 Runs in the training processes only; the launcher never imports this module.
 """
@@ -66,14 +66,14 @@ def make_callback(folder: Path) -> type:
             if _any_rank(_signalled or (folder / "notice").exists(), args.device):
                 control.should_save = True
                 control.should_training_stop = True
-                if state.is_world_process_zero:
+                if state.is_local_process_zero:
                     _write(folder / "stopping.json", {"step": state.global_step})
             self.save_started = now if control.should_save else None
             return control
 
         def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> Any:
             now = time.monotonic()
-            if self.save_started is not None and state.is_world_process_zero:
+            if self.save_started is not None and state.is_local_process_zero:
                 timing = {"save_s": round(now - self.save_started, 3), "step_s": self.step_s, "step": state.global_step}
                 _write(folder / "timing.json", timing)
             self.last_end = now  # the next step's duration leaves the save out
