@@ -171,3 +171,17 @@ def test_a_requeued_job_resumes_its_first_attempt_from_the_mark(tmp_path: Path) 
     sup.requeued = mark
     with pytest.raises(SafeSftError, match="not complete"):
         sup.run()
+
+
+def test_the_training_tree_starts_with_sigusr1_ignored(tmp_path: Path) -> None:
+    """torchrun and the swift process would die of a notice Slurm sends to every process of the step."""
+    import sys
+
+    from launcher.run.child import TrainingProcess
+
+    code = "import signal; print(signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN)"
+    sink = open(tmp_path / "out", "wb")  # noqa: SIM115  the relay writes to a real file descriptor
+    process = TrainingProcess([sys.executable, "-c", code], {}, tmp_path / "console.log", sink, sink)
+    assert process.finish()[0] == 0
+    sink.close()
+    assert (tmp_path / "out").read_text().strip() == "True"
