@@ -19,6 +19,8 @@ from launcher.plan.notice import (
     sigterm_is_notice,
 )
 from launcher.run.notice import read_mark, write_mark
+from launcher.run.report import report_json
+from launcher.show_report import render_report
 from tests.unit.test_supervisor import FakeProcess, supervisor, write_checkpoint
 
 
@@ -104,6 +106,10 @@ def test_sigusr1_is_not_forwarded_the_ranks_save_and_safe_sft_exits_preempted(tm
     assert process.signals == []  # nothing killed: the ranks stop by themselves
     assert (tmp_path / "safe-sft" / "run" / "attempt-1" / "notice").read_text() == "SIGUSR1\n"
     assert result.attempts[0].preempted == {"step": 4, "checkpoint": str(tmp_path / "v0-x" / "checkpoint-4")}
+    data = report_json(result.attempts, result, ["safe-sft"])
+    assert (data["outcome"], data["exit_code"], data["attempts"][0]["preempted"]["step"]) == ("preempted", 75, 4)
+    shown = render_report({**data, "_path": "report.json"})
+    assert f"attempt 1 preempted: checkpoint at step 4: {tmp_path / 'v0-x' / 'checkpoint-4'}" in shown
 
 
 def test_a_notice_without_a_saved_checkpoint_is_never_restarted(tmp_path: Path) -> None:
