@@ -82,3 +82,21 @@ def test_sigusr1_saves_the_step_in_progress_and_the_requeued_job_resumes_there(t
     assert data["attempts"][0]["resumed_from"]["checkpoint"] == str(checkpoint)
     assert data["attempts"][0]["resumed_from"]["weights_only"] is False
     assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), **NO_REGULAR_SAVE)
+
+
+def test_a_sigterm_after_a_measured_save_that_fits_the_grace_period_checkpoints(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--grace-period 10: the save at step 2 and a ~1.6 s step need 1.5 x (save + step) + 5 s < 10 s."""
+    out = tmp_path / "out"
+    env = fault_env(tmp_path) | {"SAFE_SFT_STEP_SLEEP": "1.5"}
+    args = swift_args(tiny, out, save_steps=2)
+    launcher = [sys.executable, "-m", "launcher", "--grace-period", "10"]
+    proc = subprocess.Popen([*launcher, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = _wait_for_step(out, proc, 3)
+    timing = json.loads(next(out.glob("safe-sft/*/attempt-1/timing.json")).read_text())
+    assert timing["step"] == 2 and 0 < timing["save_s"] < 2
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_PREEMPTED, stderr[-3000:]
+    assert "notice (SIGTERM)" in stderr
+    saved = report(out)["attempts"][0]["preempted"]
+    assert saved["step"] == seen + 1 and Path(saved["checkpoint"]).name == f"checkpoint-{seen + 1}"
