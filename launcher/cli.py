@@ -263,6 +263,12 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     envvar="SAFE_SFT_MEMORY_SAMPLE_INTERVAL",
     help="Seconds between GPU/host memory samples; 0: off.",
 )
+@click.option(
+    "--requeue/--no-requeue",
+    default=None,
+    envvar="SAFE_SFT_REQUEUE",
+    help="After a checkpoint on notice, `scontrol requeue` the job. Default: on in a Slurm job with Requeue=1.",
+)
 @click.pass_obj
 @_user_errors
 def run_command(
@@ -275,6 +281,7 @@ def run_command(
     coord_port: int | None,
     run_id: str | None,
     node_timeout: float,
+    requeue: bool | None,
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
@@ -331,6 +338,7 @@ def run_command(
             coord_port,
             run_id,
             node_timeout,
+            requeue,
         )
     finally:
         if lock is not None:
@@ -355,6 +363,7 @@ def _supervise(
     coord_port: int | None,
     run_id: str | None,
     node_timeout: float,
+    requeue: bool | None,
 ) -> int:
     """Run the supervisor with report.json kept current from the start; the exit code."""
     import socket
@@ -426,10 +435,25 @@ def _supervise(
 
             raise WaitInterrupted(received[-1], "the first attempt")
 
+    job_id = os.environ.get("SLURM_JOB_ID") or None
+    requeued = None
+    if job_id:
+        from launcher.plan.notice import requeued_resume, restart_count
+        from launcher.run.notice import read_mark
+
+        restarts = restart_count(os.environ.get("SLURM_RESTART_COUNT"))
+        requeued = requeued_resume(read_mark(prepared.output_dir.resolve(), job_id), job_id, restarts)
+        if requeued is not None:
+            click.echo(
+                f"safe-sft: job {job_id} was requeued (restart {restarts}): resuming from {requeued.checkpoint}",
+                err=True,
+            )
+
     become_subreaper()
     supervisor = Supervisor(
         prepared, config, os.environ, run_dir=run_dir, on_attempt=lambda attempts: save(attempts),
         coordinator=coordinator,
+        requeued=requeued,
     )  # fmt: skip
     supervisor.install_signal_handlers()
     try:
@@ -448,7 +472,28 @@ def _supervise(
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
     save(result.attempts, result)
     click.echo(summary(result, report_path, batch), err=True)
+    if result.outcome == "preempted" and job_id:
+        _after_preemption(output_dir, job_id, result, requeue)
     return int(result.exit_code)
+
+
+def _after_preemption(output_dir: Any, job_id: str, result: Any, requeue: bool | None) -> None:
+    """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes)."""
+    from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted, restart_count
+    from launcher.run.notice import requeue as scontrol_requeue
+    from launcher.run.notice import show_job, write_mark
+
+    saved = result.attempts[-1].preempted
+    mark = NoticeMark(job_id, restart_count(os.environ.get("SLURM_RESTART_COUNT")), saved["checkpoint"], saved["step"])
+    click.echo(f"safe-sft: the requeued job resumes from step {mark.step}: {write_mark(output_dir, mark)}", err=True)
+    allows = job_allows_requeue(show_job(job_id)) if requeue is None else None
+    if not requeue_wanted(requeue, job_id, allows):
+        return
+    click.echo(f"safe-sft: scontrol requeue {job_id}", err=True)
+    sys.stderr.flush()
+    failed = scontrol_requeue(job_id)
+    if failed:
+        click.echo(f"safe-sft: could not requeue job {job_id}: {failed}", err=True)
 
 
 @click.command("explain", context_settings={"help_option_names": ["--help"]})

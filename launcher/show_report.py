@@ -191,6 +191,9 @@ def render_report(data: dict[str, Any]) -> str:
         imbalance = (a.get("memory") or {}).get("imbalance")
         if imbalance:
             lines.append(f"  attempt {a['number']}: {imbalance}")
+        if a.get("preempted"):
+            step, checkpoint = a["preempted"]["step"], a["preempted"]["checkpoint"]
+            lines.append(f"  attempt {a['number']} preempted: checkpoint at step {step}: {checkpoint}")
     if data.get("give_up_reason"):
         lines.append(f"  gave up: {data['give_up_reason']}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ import os
 import runpy
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
@@ -131,6 +132,20 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def install_notice_callback() -> None:
+    """Checkpoint on notice (launcher/worker_notice.py): every rank saves the step it agrees on, then stops."""
+    import importlib.util
+
+    # run as a script: its sibling is loaded by path, so the launcher package need not be importable here
+    spec = importlib.util.spec_from_file_location(
+        "safe_sft_worker_notice", Path(__file__).with_name("worker_notice.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install()
+
+
 @record
 def main() -> None:
     if os.environ.get(RESOLVED_ENV):
@@ -140,4 +155,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     die_with_parent()
+    install_notice_callback()
     main()

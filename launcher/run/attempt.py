@@ -19,12 +19,13 @@ from launcher.model import GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
 from launcher.run import resolved
-from launcher.run.checkpoints import load_failure_line, snapshot
+from launcher.run.checkpoints import is_complete, load_failure_line, snapshot
 from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
 from launcher.run.gpumon import MemoryMonitor
 from launcher.run.launcher_output import parse_launcher_output
+from launcher.run.notice import give_notice, max_steps_of, stopping_step
 from launcher.run.records import AttemptRecord, RunConfig
 from launcher.run.watch import ProgressWatch
 
@@ -55,6 +56,7 @@ class AttemptRunner:
         node_rank: int,
         nproc_per_node: int,
         received: Callable[[], int | None],
+        notice: Callable[[], int | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         nvml: ModuleType | None = None,
@@ -64,6 +66,7 @@ class AttemptRunner:
         self.output_dir, self.gpus = output_dir, gpus
         self.node_rank, self.nproc_per_node = node_rank, nproc_per_node
         self.received = received  # the signal safe-sft got, if any: the attempt stops and is not retried
+        self.notice = notice  # a notice safe-sft got: the ranks save a checkpoint and stop (launcher/run/notice.py)
         self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
 
     def run(
@@ -97,6 +100,7 @@ class AttemptRunner:
         record.checkpoints_written = [
             str(path) for path, sig in snapshot(self.output_dir).items() if checkpoints_before.get(path) != sig
         ]
+        record.preempted = preempted_at(code, attempt_dir, run_dir)
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(
             parse_launcher_output(tail_lines).rank_failures,
@@ -127,11 +131,24 @@ class AttemptRunner:
 
     def _wait(self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord) -> str | None:
         """Until the attempt ends; the watchdog's finding when it stopped a hung attempt, else None."""
+        noticed_at: float | None = None
         while True:
             code = process.poll()
             received = self.received()
             if received is not None:
                 self._stop(process, received)
+                return None
+            notice = self.notice()
+            if notice is not None and noticed_at is None:
+                noticed_at = self.clock()
+                give_notice(attempt_dir, signal.Signals(notice).name)
+                sys.stderr.write(
+                    f"safe-sft: notice ({signal.Signals(notice).name}): the ranks save a checkpoint at the step "
+                    "in progress and stop\n"
+                )
+            late = noticed_at is not None and self.clock() > noticed_at + self.config.grace_seconds
+            if notice == signal.SIGTERM and late and code is None:  # SIGKILL comes now: stop first
+                self._stop(process, signal.SIGTERM)
                 return None
             if code is not None:
                 # torchrun is gone; anything it left behind goes too.
@@ -167,3 +184,18 @@ class AttemptRunner:
                 return
             self.sleep(POLL_SECONDS)
         process.signal_all(signal.SIGKILL)
+
+
+def preempted_at(code: int, attempt_dir: Path, run_dir: Path | None) -> dict[str, Any] | None:
+    """The ranks stopped on a notice: they exited 0 after saving a complete checkpoint at the step they
+    agreed on, before the last step. {"step", "checkpoint"}, else None (a finished or failed attempt)."""
+    step = stopping_step(attempt_dir)
+    if code != 0 or step is None or run_dir is None:
+        return None
+    checkpoint = run_dir / f"checkpoint-{step}"
+    if not is_complete(checkpoint):
+        return None
+    max_steps = max_steps_of(checkpoint)
+    if max_steps is not None and step >= max_steps:
+        return None
+    return {"step": step, "checkpoint": str(checkpoint)}

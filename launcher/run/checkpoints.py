@@ -286,3 +286,10 @@ def checkpoint_problem(path: Path) -> str | None:
     if why is not None:
         return f"is not a complete, readable checkpoint: {why}"
     return None
+
+
+def checkpoint_at(path: Path, step: int) -> Checkpoint | None:
+    """The checkpoint at a known path (a requeued job's), or None when it is not complete."""
+    if not is_complete(path):
+        return None
+    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path))

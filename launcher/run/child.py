@@ -41,8 +41,19 @@ def become_subreaper() -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def _ignore_usr1() -> None:
+    """SIGUSR1 is a notice (launcher/run/notice.py); its default action kills, so a Slurm notice sent to
+    every process of the step would end torchrun. Ignored across exec; the ranks install their handler."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(signal.SIGUSR1, 1)  # SIG_IGN
+
+
 def _child_setup() -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _ignore_usr1()
 
 
 class _Relay(threading.Thread):
@@ -104,7 +115,7 @@ class TrainingProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_child_setup,  # only prctl: safe between fork and exec
+            preexec_fn=_child_setup,  # only prctl and signal(2): safe between fork and exec
         )
         assert self.popen.stdout is not None and self.popen.stderr is not None
         self.relays = [

@@ -52,6 +52,7 @@ class AttemptRecord:
     memory: MemoryTimeline | None = None
     diagnostics: list[str] = field(default_factory=list)
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
+    preempted: dict[str, Any] | None = None  # stopped on a notice: {"step", "checkpoint"} it saved
     estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
     estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
 
@@ -67,7 +68,7 @@ class AttemptRecord:
 
 @dataclass
 class RunResult:
-    outcome: str  # succeeded | failed | interrupted
+    outcome: str  # succeeded | failed | interrupted | preempted
     attempts: list[AttemptRecord]
     exit_code: int
     give_up_reason: str | None = None

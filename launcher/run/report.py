@@ -75,6 +75,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "estimate": estimate_json(record),
         "diagnostics": record.diagnostics,
         "decision": record.decision,
+        "preempted": record.preempted,
     }
 
 
@@ -204,6 +205,9 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         imbalance = a.memory.imbalance() if a.memory else None
         if imbalance:
             lines.append(f"  attempt {a.number}: {imbalance}")
+    for a in attempts:
+        if a.preempted:
+            lines.append(f"  preempted at step {a.preempted['step']}: checkpoint {a.preempted['checkpoint']}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     last = attempts[-1] if attempts else None

@@ -16,11 +16,13 @@ from types import ModuleType
 from typing import Any, BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
+from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Strategy
 from launcher.plan.build import attempt_estimate
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.estimate import corrected, measured_correction
+from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
@@ -28,15 +30,16 @@ from launcher.probe.disk import disk_free
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
-from launcher.run.checkpoints import Snapshot, snapshot
+from launcher.run.checkpoints import Snapshot, checkpoint_at, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
+from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
 from launcher.run.poll import WaitInterrupted
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
-from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume
+from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume, weights_only_reason
 from launcher.units import fmt_bytes
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 # What a checkpoint that cannot be loaded looks like to the classifier (JSONDecodeError, a safetensors or
 # pickle error, a native crash); memory and communication failures while loading are not its fault.
 LOAD_SUSPECTS = frozenset({FailureKind.USER_ERROR, FailureKind.UNKNOWN, FailureKind.CRASH})
@@ -58,6 +61,7 @@ class Supervisor:
         stderr: BinaryIO | None = None,
         nvml: ModuleType | None = None,
         coordinator: Coordinator | None = None,
+        requeued: NoticeMark | None = None,
     ) -> None:
         self.prepared = prepared
         self.config = config
@@ -69,6 +73,8 @@ class Supervisor:
         spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
         self.signal_count = 0  # every signal, so that a wait can tell a new one from the one it began after
+        self.notice: int | None = None  # SIGUSR1, or a SIGTERM with time to checkpoint (plan/notice.py)
+        self.requeued = requeued  # a requeued Slurm job: the checkpoint its preempted run saved
         self.coordinator = coordinator
         if coordinator is not None:
             coordinator.signals = lambda: (self.signal_count, self.received)
@@ -87,6 +93,7 @@ class Supervisor:
             node_rank=topology.node_rank.value,
             nproc_per_node=topology.nproc_per_node.value,
             received=lambda: self.received,
+            notice=lambda: self.notice,
             clock=clock,
             sleep=sleep,
             nvml=nvml,
@@ -96,8 +103,21 @@ class Supervisor:
     # ---- signals ---------------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.received is None and self.notice is None and self._is_notice(signum):
+            self.notice = signum
+            return
+        if signum == signal.SIGUSR1:  # a repeated notice; a SIGUSR1 never stops training at once
+            return
         self.received = signum
         self.signal_count += 1
+
+    def _is_notice(self, signum: int) -> bool:
+        if signum == signal.SIGUSR1:
+            return True
+        if signum != signal.SIGTERM:
+            return False
+        save_s, step_s = last_timing(self.run_dir)
+        return sigterm_is_notice(save_s, step_s, self.config.grace_seconds)
 
     def install_signal_handlers(self) -> None:
         for signum in FORWARDED_SIGNALS:
@@ -132,6 +152,10 @@ class Supervisor:
             record = self._run_attempt(number, base, initial, settings, resume, change, skipped, attempts, correction)
             attempts.append(record)
             self.on_attempt(attempts)
+            if record.preempted is not None:  # every node sees its ranks stop at the same step
+                return RunResult("preempted", attempts, EXIT_PREEMPTED)
+            if self.notice is not None and record.failure is not None:  # no checkpoint in time: no restart
+                return RunResult("interrupted", attempts, 128 + self.notice)
             if self.coordinator is not None:
                 try:
                     agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
@@ -232,6 +256,8 @@ class Supervisor:
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
     ) -> tuple[Resume | None, dict[str, str]]:
         if number == 1:
+            if self.requeued is not None:
+                return self._requeued_resume(self.requeued, settings), {}
             if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
                 return None, {}
             # a requeued job: an earlier job's checkpoint, under the output dir predicted from the argv
@@ -282,6 +308,16 @@ class Supervisor:
         reported = next((a.resolved.output_dir for a in reversed(attempts) if a.resolved is not None), None)
         return reported if reported is not None else self.output_dir
 
+    def _requeued_resume(self, mark: NoticeMark, settings: Settings) -> Resume:
+        checkpoint = checkpoint_at(Path(mark.checkpoint), mark.step)
+        if checkpoint is None:  # never resume from an incomplete one
+            raise SafeSftError(
+                f"the checkpoint {mark.checkpoint} that job {mark.job_id} saved on notice is not complete",
+                f"resume by hand with --resume-latest, or move {mark_path(self.output_dir, mark.job_id)} away",
+            )
+        why = weights_only_reason(checkpoint, settings, {})
+        return Resume(str(checkpoint.path), checkpoint.step, bool(why), why)
+
     def _run_attempt(
         self,
         number: int,
@@ -322,6 +358,7 @@ class Supervisor:
             **env_set,
             "PET_LOG_DIR": str(attempt_dir / "torchelastic"),
             resolved.ENV_NAME: str(resolved.path_in(attempt_dir)),  # where the worker reports swift's arguments
+            NOTICE_DIR_ENV: str(attempt_dir),
         }
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)

@@ -29,8 +29,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         slurm.stop()
 
 
-def submit(cluster: SlurmCluster, tmp: Path, args: list[str]) -> str:
+def submit(
+    cluster: SlurmCluster,
+    tmp: Path,
+    args: list[str],
+    sbatch: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> str:
     env = {k: v for k, v in fault_env(tmp).items() if k.startswith(("SAFE_SFT_", "TORCH_", "PYTHON"))}
+    env.update(extra_env or {})
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     script = tmp / "job.sh"
     script.write_text(
@@ -41,7 +48,7 @@ srun --ntasks-per-node=1 --output={tmp}/task-%t.out --error={tmp}/task-%t.err \\
   {sys.executable} -m launcher --grace-period 5 {" ".join(args)}
 """
     )
-    result = cluster.slurm("sbatch", "--parsable", str(script))
+    result = cluster.slurm("sbatch", "--parsable", *sbatch, str(script))
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(";")[0]
 
@@ -92,3 +99,33 @@ def test_d_scancel_term_reaches_every_training_process_and_nothing_restarts(
         assert report["outcome"] == "interrupted" and report["exit_code"] == 143
         assert len(report["attempts"]) == 1
     assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2  # no second attempt started
+
+
+def test_scancel_usr1_checkpoints_on_both_nodes_requeues_and_resumes_from_that_step(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A notice to every process of the step: both nodes' ranks agree on one step and save it, safe-sft
+    exits 75 and requeues the job; the requeued job (SLURM_RESTART_COUNT=1) resumes from that step."""
+    out = tmp_path / "out"
+    args = ["--requeue", *swift_args(tiny, out, save_steps=100)]
+    job = submit(cluster, tmp_path, args, sbatch=("--requeue",), extra_env={"SAFE_SFT_STEP_SLEEP": "1"})
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any("2/8" in p.read_text() for p in out.glob("v*/logging.jsonl")):
+        time.sleep(0.5)
+    assert any("2/8" in p.read_text() for p in out.glob("v*/logging.jsonl")), cluster.logs()
+    result = cluster.slurm("scancel", "--signal=USR1", job)
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and len(list((out / "safe-sft").glob("*-node*/report.json"))) < 4:
+        time.sleep(1)
+    wait_gone(cluster, job, 300)
+    reports = [json.loads(p.read_text()) for p in sorted((out / "safe-sft").glob("*-node*/report.json"))]
+    assert len(reports) == 4, cluster.logs()
+    preempted = [r for r in reports if r["outcome"] == "preempted"]
+    finished = [r for r in reports if r["outcome"] == "succeeded"]
+    assert len(preempted) == 2 and len(finished) == 2, [r["outcome"] for r in reports]
+    [step] = {r["attempts"][0]["preempted"]["step"] for r in preempted}  # every node saved the same step
+    assert 2 < step < 8 and all(r["exit_code"] == 75 for r in preempted)
+    for r in finished:
+        assert r["attempts"][0]["resumed_from"]["step"] == step  # lost steps: 0
+    assert last_step(run_dirs(out)[-1]) == "8/8"

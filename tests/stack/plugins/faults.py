@@ -12,6 +12,7 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective),
                         corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
                                   full disk or a crash leaves it), then raise torch.OutOfMemoryError.
+  SAFE_SFT_STEP_SLEEP   seconds each rank sleeps at the start of every optimizer step (a slow step to signal into).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
@@ -25,6 +26,7 @@ import json
 import os
 import resource
 import signal
+import time
 from pathlib import Path
 
 import torch
@@ -183,6 +185,11 @@ class FaultCallback(TrainerCallback):
         if self.fault and self.fault[0] in ("oom_forward", "oom_backward") and self.fault[2] == _rank():
             model = kwargs["model"]
             _hook_oom(self.trainer, model, args.gradient_accumulation_steps, self.fault[0], self.fault[1])
+
+    def on_step_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        pause = float(os.environ.get("SAFE_SFT_STEP_SLEEP") or 0)
+        if pause:
+            time.sleep(pause)
 
     def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
         if not self.fault:

@@ -1,0 +1,85 @@
+"""Checkpoint on notice, the pure decisions: whether a plain SIGTERM is a notice, whether to requeue, and
+where a requeued Slurm job resumes.
+
+A notice (SIGUSR1 always; SIGTERM when the grace period leaves time for it) makes every rank finish its
+optimizer step, agree on it, save a checkpoint there and exit 0; safe-sft then exits EXIT_PREEMPTED.
+Nothing here reads the environment, the clock or a file: the callers pass the values in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+EXIT_PREEMPTED = 75  # sysexits' EX_TEMPFAIL: "try again later"; a job script can requeue on it
+SIGTERM_MARGIN = 1.5  # the last save and step may take this much longer under a preemption's load
+SIGTERM_SLACK_S = 5.0  # the notice's way through safe-sft, the collective, and the exit
+
+
+def sigterm_is_notice(last_save_s: float | None, last_step_s: float | None, grace_s: float) -> bool:
+    """A plain SIGTERM checkpoints (rather than stopping at once) when the last measured step and save,
+    with a margin, end well inside the grace period before SIGKILL. Nothing measured yet: stop at once."""
+    if last_save_s is None:
+        return False
+    needed = SIGTERM_MARGIN * (last_save_s + (last_step_s or 0.0)) + SIGTERM_SLACK_S
+    return needed <= grace_s
+
+
+def requeue_wanted(flag: bool | None, job_id: str | None, job_allows_requeue: bool | None) -> bool:
+    """--requeue / --no-requeue win; by default on inside a Slurm job whose record says Requeue=1."""
+    if flag is not None:
+        return flag
+    return job_id is not None and job_allows_requeue is True
+
+
+def job_allows_requeue(scontrol_show_job: str) -> bool | None:
+    """From `scontrol show job -o ID`: its Requeue=0|1 field, or None when the text has none."""
+    for field in scontrol_show_job.split():
+        if field.startswith("Requeue="):
+            return field == "Requeue=1"
+    return None
+
+
+@dataclass(frozen=True)
+class NoticeMark:
+    """What a preempted run leaves for its requeued job: which job, which restart, which checkpoint."""
+
+    job_id: str
+    restart_count: int
+    checkpoint: str
+    step: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "restart_count": self.restart_count,
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> NoticeMark | None:
+        """None for anything that is not a mark this code wrote."""
+        try:
+            mark = NoticeMark(
+                str(data["job_id"]), int(data["restart_count"]), str(data["checkpoint"]), int(data["step"])
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return mark if mark.step >= 0 and mark.restart_count >= 0 else None
+
+
+def restart_count(value: str | None) -> int:
+    """SLURM_RESTART_COUNT: absent or unreadable on the first run of a job."""
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+def requeued_resume(mark: NoticeMark | None, job_id: str | None, restarts: int) -> NoticeMark | None:
+    """The mark a requeued job resumes from: written by the same job in an earlier run of it."""
+    if mark is None or job_id is None or mark.job_id != job_id:
+        return None
+    return mark if restarts > mark.restart_count else None

@@ -1,0 +1,193 @@
+"""Checkpoint on notice: the pure decisions, and the supervisor's side with a fake training process."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from launcher.errors import SafeSftError
+from launcher.plan.notice import (
+    EXIT_PREEMPTED,
+    NoticeMark,
+    job_allows_requeue,
+    requeue_wanted,
+    requeued_resume,
+    restart_count,
+    sigterm_is_notice,
+)
+from launcher.run.notice import read_mark, write_mark
+from launcher.run.report import report_json
+from launcher.show_report import render_report
+from tests.unit.test_supervisor import FakeProcess, supervisor, write_checkpoint
+
+
+@pytest.mark.parametrize(
+    ("save_s", "step_s", "grace_s", "notice"),
+    [
+        pytest.param(None, None, 600.0, False, id="no save measured yet: stop at once"),
+        pytest.param(10.0, 2.0, 30.0, True, id="1.5 x (10 + 2) + 5 = 23 s fits 30 s"),
+        pytest.param(10.0, 6.0, 28.0, False, id="1.5 x (10 + 6) + 5 = 29 s does not fit 28 s"),
+        pytest.param(20.0, 2.0, 30.0, False, id="1.5 x 22 + 5 = 38 s does not fit 30 s"),
+        pytest.param(60.0, None, 120.0, True, id="no plain step measured: the save alone"),
+    ],
+)
+def test_a_plain_sigterm_checkpoints_only_when_the_last_save_fits_the_grace_period(
+    save_s: float | None, step_s: float | None, grace_s: float, notice: bool
+) -> None:
+    assert sigterm_is_notice(save_s, step_s, grace_s) is notice
+
+
+@pytest.mark.parametrize(
+    ("flag", "job", "allows", "wanted"),
+    [
+        pytest.param(None, "77", True, True, id="default: in a job that allows requeue"),
+        pytest.param(None, "77", False, False, id="default: the job says Requeue=0"),
+        pytest.param(None, "77", None, False, id="default: scontrol could not tell"),
+        pytest.param(None, None, True, False, id="default: not in a Slurm job"),
+        pytest.param(True, None, None, True, id="--requeue"),
+        pytest.param(False, "77", True, False, id="--no-requeue"),
+    ],
+)
+def test_requeue_default(flag: bool | None, job: str | None, allows: bool | None, wanted: bool) -> None:
+    assert requeue_wanted(flag, job, allows) is wanted
+
+
+def test_job_allows_requeue_reads_scontrols_field() -> None:
+    assert job_allows_requeue("JobId=7 JobName=x Requeue=1 Restarts=0 BatchFlag=1") is True
+    assert job_allows_requeue("JobId=7 Requeue=0 Restarts=0") is False
+    assert job_allows_requeue("") is None
+
+
+def test_restart_count_and_the_requeued_jobs_mark(tmp_path: Path) -> None:
+    assert (restart_count(None), restart_count("2"), restart_count("x"), restart_count("-1")) == (0, 2, 0, 0)
+    mark = NoticeMark("77", 0, str(tmp_path / "v0-x" / "checkpoint-5"), 5)
+    (tmp_path / "safe-sft").mkdir()
+    write_mark(tmp_path, mark)
+    assert read_mark(tmp_path, "77") == mark and read_mark(tmp_path, "78") is None
+    assert requeued_resume(mark, "77", 1) == mark
+    assert requeued_resume(mark, "77", 0) is None  # the job's own first run, not a requeued one
+    assert requeued_resume(mark, "78", 1) is None  # another job's mark
+    assert NoticeMark.from_json({"job_id": "77", "step": "five"}) is None
+
+
+class NoticedProcess(FakeProcess):
+    """Trains until safe-sft writes the notice, then does what the ranks' callback does: agree on the next
+    step, save a complete checkpoint there (or not, with `saves=False`), exit."""
+
+    def __init__(self, attempt_dir: Path, out: Path, step: int, saves: bool = True) -> None:
+        super().__init__(0 if saves else 1, "", polls_before_exit=10_000)
+        self.attempt_dir, self.out, self.step, self.saves = attempt_dir, out, step, saves
+        self.on_poll = lambda: None
+
+    def poll(self) -> int | None:
+        self.on_poll()
+        if self.signals:
+            return -self.signals[-1]
+        if not (self.attempt_dir / "notice").exists():
+            return None
+        if self.saves and not (self.attempt_dir / "stopping.json").exists():
+            (self.attempt_dir / "stopping.json").write_text(json.dumps({"step": self.step}))
+            write_checkpoint(self.out, "v0-x", self.step)
+            trainer_state = self.out / "v0-x" / f"checkpoint-{self.step}" / "trainer_state.json"
+            trainer_state.write_text(json.dumps({"global_step": self.step, "max_steps": 8}))
+        return self.code
+
+
+def test_sigusr1_is_not_forwarded_the_ranks_save_and_safe_sft_exits_preempted(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    process = NoticedProcess(tmp_path / "safe-sft" / "run" / "attempt-1", tmp_path, step=4)
+    sup = supervisor(tmp_path, [process], spawned)
+    process.on_poll = lambda: sup._on_signal(signal.SIGUSR1, None)
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("preempted", EXIT_PREEMPTED, 1)
+    assert process.signals == []  # nothing killed: the ranks stop by themselves
+    assert (tmp_path / "safe-sft" / "run" / "attempt-1" / "notice").read_text() == "SIGUSR1\n"
+    assert result.attempts[0].preempted == {"step": 4, "checkpoint": str(tmp_path / "v0-x" / "checkpoint-4")}
+    data = report_json(result.attempts, result, ["safe-sft"])
+    assert (data["outcome"], data["exit_code"], data["attempts"][0]["preempted"]["step"]) == ("preempted", 75, 4)
+    shown = render_report({**data, "_path": "report.json"})
+    assert f"attempt 1 preempted: checkpoint at step 4: {tmp_path / 'v0-x' / 'checkpoint-4'}" in shown
+
+
+def test_a_notice_without_a_saved_checkpoint_is_never_restarted(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    process = NoticedProcess(tmp_path / "safe-sft" / "run" / "attempt-1", tmp_path, step=4, saves=False)
+    sup = supervisor(tmp_path, [process, FakeProcess(0, "")], spawned)
+    process.on_poll = lambda: sup._on_signal(signal.SIGUSR1, None)
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 128 + signal.SIGUSR1, 1)
+
+
+def test_the_last_step_is_a_finished_run_not_a_preempted_one(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    process = NoticedProcess(tmp_path / "safe-sft" / "run" / "attempt-1", tmp_path, step=8)
+    sup = supervisor(tmp_path, [process], spawned)
+    process.on_poll = lambda: sup._on_signal(signal.SIGUSR1, None)
+    assert sup.run().outcome == "succeeded"
+
+
+def test_a_sigterm_checkpoints_after_a_save_that_fits_the_grace_period_else_it_stops(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    attempt_dir = tmp_path / "safe-sft" / "run" / "attempt-1"
+    process = NoticedProcess(attempt_dir, tmp_path, step=4)
+    sup = supervisor(tmp_path, [process], spawned, grace_seconds=30.0)
+
+    def measured_then_sigterm() -> None:  # one SIGTERM: a second one would stop at once
+        if not (attempt_dir / "timing.json").exists():
+            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 10.0, "step_s": 2.0, "step": 3}))
+            sup._on_signal(signal.SIGTERM, None)
+
+    process.on_poll = measured_then_sigterm
+    result = sup.run()
+    assert (result.outcome, result.exit_code, process.signals) == ("preempted", EXIT_PREEMPTED, [])
+    assert (attempt_dir / "notice").read_text() == "SIGTERM\n"
+
+    slow = tmp_path / "slow"
+    attempt_dir = slow / "safe-sft" / "run" / "attempt-1"
+    process = NoticedProcess(attempt_dir, slow, step=4)
+    sup = supervisor(slow, [process], [], grace_seconds=0.0)
+
+    def slow_save_then_sigterm() -> None:
+        if not (attempt_dir / "timing.json").exists():
+            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 40.0, "step_s": 2.0, "step": 3}))
+            sup._on_signal(signal.SIGTERM, None)
+
+    process.on_poll = slow_save_then_sigterm
+    result = sup.run()
+    assert (result.outcome, result.exit_code) == ("interrupted", 143)
+    assert process.signals[0] == signal.SIGTERM and not (attempt_dir / "notice").exists()
+
+
+def test_a_requeued_job_resumes_its_first_attempt_from_the_mark(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, "v0-x", 5)
+    write_checkpoint(tmp_path, "v1-later", 7)  # newer, but not the one the notice saved
+    mark = NoticeMark("77", 0, str(tmp_path / "v0-x" / "checkpoint-5"), 5)
+    spawned: list[list[str]] = []
+    sup = supervisor(tmp_path, [FakeProcess(0, "")], spawned)
+    sup.requeued = mark
+    assert sup.run().outcome == "succeeded"
+    assert spawned[0][spawned[0].index("--resume_from_checkpoint") + 1] == mark.checkpoint
+    assert "--resume_only_model" not in spawned[0]
+
+    (tmp_path / "v0-x" / "checkpoint-5" / "trainer_state.json").unlink()  # incomplete: never resumed
+    sup = supervisor(tmp_path, [FakeProcess(0, "")], [])
+    sup.requeued = mark
+    with pytest.raises(SafeSftError, match="not complete"):
+        sup.run()
+
+
+def test_the_training_tree_starts_with_sigusr1_ignored(tmp_path: Path) -> None:
+    """torchrun and the swift process would die of a notice Slurm sends to every process of the step."""
+    import sys
+
+    from launcher.run.child import TrainingProcess
+
+    code = "import signal; print(signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN)"
+    sink = open(tmp_path / "out", "wb")  # noqa: SIM115  the relay writes to a real file descriptor
+    process = TrainingProcess([sys.executable, "-c", code], {}, tmp_path / "console.log", sink, sink)
+    assert process.finish()[0] == 0
+    sink.close()
+    assert (tmp_path / "out").read_text().strip() == "True"
