@@ -85,6 +85,9 @@ class AttemptRunner:
         run_dir = ev.newest_run_dir(self.output_dir, existing_run_dirs)
         record.run_dir = str(run_dir) if run_dir else None
         record.last_step = ev.last_logged_step(run_dir)
+        record.step_seen_s = dict(watch.step_seen)
+        if record.last_step is not None and record.last_step not in record.step_seen_s:
+            record.step_seen_s[record.last_step] = record.duration_s  # logged after the last look
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(
             parse_launcher_output(tail_lines).rank_failures,

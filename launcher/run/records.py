@@ -53,6 +53,8 @@ class AttemptRecord:
     decision: dict[str, Any] | None = None  # several nodes: node 0's decision after this attempt
     estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
     estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
+    step_seen_s: dict[int, float] = field(default_factory=dict)  # logged step -> seconds after the start, when seen
+    predicted_need_bytes: int | None = None  # the guided ladder's corrected estimate when it chose these settings
 
 
 @dataclass

@@ -14,12 +14,13 @@ from typing import Any
 
 from launcher.plan.estimate import corrected
 from launcher.render import mask
+from launcher.run.lost_work import Lost, gpu_hours, lost_work
 from launcher.run.records import AttemptRecord, RunResult
 
 REPORT_SCHEMA = 1
 
 
-def attempt_json(record: AttemptRecord) -> dict[str, Any]:
+def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, Any]:
     s = record.settings
     failure = record.failure
     return {
@@ -41,6 +42,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             "max_length": s.max_length,
         },
         "change": None if record.change is None else {"what": record.change, "why": record.change_reason},
+        "predicted_need_bytes": record.predicted_need_bytes,  # the guided ladder's per-GPU prediction
         "resumed_from": None
         if record.resumed_from is None
         else {
@@ -54,6 +56,15 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "exit_code": record.exit_code,
         "failure": None if failure is None else failure.to_json(),
         "last_step": record.last_step,
+        "step_seen_s": {str(k): v for k, v in sorted(record.step_seen_s.items())},
+        "lost": None
+        if lost is None
+        else {
+            "steps": lost.steps,
+            "seconds": lost.seconds,
+            "reload_seconds": lost.reload_seconds,
+            "back_to_step": lost.kept_step,
+        },
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
         "estimate": estimate_json(record),
@@ -84,6 +95,8 @@ def estimate_json(record: AttemptRecord) -> dict[str, Any] | None:
 
 def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: list[str]) -> dict[str, Any]:
     root = next((a.failure for a in attempts if a.failure is not None), None)
+    lost = lost_work(attempts)
+    by_attempt = {x.attempt: x for x in lost}
     return {
         "schema": REPORT_SCHEMA,
         "outcome": "running" if result is None else result.outcome,
@@ -91,7 +104,19 @@ def report_json(attempts: list[AttemptRecord], result: RunResult | None, argv: l
         "give_up_reason": None if result is None else result.give_up_reason,
         "safe_sft_argv": argv,
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": list(root.evidence)},
-        "attempts": [attempt_json(a) for a in attempts],
+        "lost_work": lost_json(lost, attempts),
+        "attempts": [attempt_json(a, by_attempt.get(a.number)) for a in attempts],
+    }
+
+
+def lost_json(lost: list[Lost], attempts: list[AttemptRecord]) -> dict[str, Any]:
+    """The failures' lost steps and seconds summed; GPU-hours where the attempts used GPUs."""
+    used = any(a.memory is not None and a.memory.gpu_peak for a in attempts)
+    return {
+        "failures": len(lost),
+        "steps": sum(x.steps for x in lost),
+        "seconds": round(sum(x.seconds for x in lost), 3),
+        "gpu_hours": gpu_hours(lost, attempts, used),
     }
 
 
@@ -135,6 +160,10 @@ def summary(result: RunResult, report_path: Path) -> str:
         imbalance = a.memory.imbalance() if a.memory else None
         if imbalance:
             lines.append(f"  attempt {a.number}: {imbalance}")
+    lost = lost_json(lost_work(attempts), attempts)
+    if lost["failures"]:
+        hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost["gpu_hours"] is not None else ""
+        lines.append(f"  lost to failures: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     lines.append(f"  report: {report_path}")

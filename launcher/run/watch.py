@@ -28,6 +28,7 @@ class ProgressWatch:
     last_check: float = field(init=False)
     step: int | None = field(init=False, default=None)
     checkpoints: int = field(init=False, default=0)
+    step_seen: dict[int, float] = field(init=False, default_factory=dict)  # step -> seconds after the start
 
     def __post_init__(self) -> None:
         self.last_progress = self.started
@@ -36,6 +37,8 @@ class ProgressWatch:
     def observe(self, now: float, step: int | None, checkpoints: int) -> None:
         if step != self.step or checkpoints != self.checkpoints:
             self.step, self.checkpoints, self.last_progress = step, checkpoints, now
+        if step is not None and step not in self.step_seen:
+            self.step_seen[step] = round(now - self.started, 3)
 
     def stalled(self, now: float) -> str | None:
         """The finding when the allowance is used up, else None."""

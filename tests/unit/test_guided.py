@@ -92,3 +92,16 @@ def test_speed_costs_rank_offload_far_above_checkpointing() -> None:
 def test_deterministic() -> None:
     memory = Memory(need, 40 * GiB, 40 * GiB)
     assert guided_step(START, memory) == guided_step(START, memory)
+
+
+def test_oom_message_figures() -> None:
+    from launcher.run.oom_figures import oom_figures
+
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.32 GiB of which 1.10 GiB is free. Including non-PyTorch memory, this process has 78.20 GiB memory in use."
+    )
+    figures = oom_figures(["unrelated", line])
+    assert figures.capacity_bytes == int(79.32 * GiB)
+    assert figures.in_use_bytes == int(78.20 * GiB)
+    assert oom_figures(["CUDA out of memory. Tried to allocate 2.00 GiB"]).capacity_bytes is None
