@@ -6,6 +6,9 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         oom_save  raise it while that step's checkpoint is being written (leaving it incomplete),
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective).
+  SAFE_SFT_FAULT_OOM_GIB  oom_step/oom_save: the GPU size (GiB) the OOM message reports, as PyTorch words it,
+                        with the process holding all of it (what the guided ladder reads on a machine
+                        without NVML).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
@@ -26,6 +29,16 @@ from swift.callbacks import callbacks_map
 from swift.callbacks.base import TrainerCallback
 
 OOM_TEXT = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.32 GiB"
+
+
+def _oom_text() -> str:
+    gib = os.environ.get("SAFE_SFT_FAULT_OOM_GIB")
+    if not gib:
+        return OOM_TEXT
+    return (
+        f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of {gib} GiB of which "
+        f"0 bytes is free. Including non-PyTorch memory, this process has {gib} GiB memory in use."
+    )
 
 
 def _rank() -> int:
@@ -124,7 +137,7 @@ class FaultCallback(TrainerCallback):
                     folder = Path(trainer.args.output_dir) / f"checkpoint-{step}"
                     folder.mkdir(parents=True, exist_ok=True)
                     (folder / "config.json").write_text("{}")  # half-written: no weights, no trainer_state.json
-                    raise torch.OutOfMemoryError(OOM_TEXT)
+                    raise torch.OutOfMemoryError(_oom_text())
                 return original(model, trial, *a, **kw)
 
             trainer._save_checkpoint = failing_save
@@ -136,7 +149,7 @@ class FaultCallback(TrainerCallback):
         if state.global_step != step or _rank() != rank:
             return
         if kind == "oom_step" and _claim():
-            raise torch.OutOfMemoryError(OOM_TEXT)
+            raise torch.OutOfMemoryError(_oom_text())
         if kind == "host_oom" and _claim():
             _host_oom()
         if kind == "stop" and _claim():
