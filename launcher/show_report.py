@@ -184,7 +184,9 @@ def render_report(data: dict[str, Any]) -> str:
         lines.append(f"  {a['number']:>2}  {duration:>9}  {code:>5}  {failure:<14}  {steps:>9}  {_peaks(a)}")
     for a in data["attempts"]:
         if a.get("change"):
-            lines.append(f"  attempt {a['number']}: {a['change']['what']} ({a['change']['why']})")
+            predicted = a.get("predicted_need_bytes")
+            beside = f" [predicted need {fmt_bytes(predicted)} per GPU]" if predicted else ""
+            lines.append(f"  attempt {a['number']}: {a['change']['what']} ({a['change']['why']}){beside}")
         if a["failure"]:
             first_line = mask_text(a["failure"]["evidence"][0])[:200]
             lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")
@@ -194,6 +196,19 @@ def render_report(data: dict[str, Any]) -> str:
         if a.get("preempted"):
             step, checkpoint = a["preempted"]["step"], a["preempted"]["checkpoint"]
             lines.append(f"  attempt {a['number']} preempted: checkpoint at step {step}: {checkpoint}")
+    for a in data["attempts"]:
+        lost = a.get("lost")
+        if lost:
+            lines.append(
+                f"  attempt {a['number']} lost {lost['steps']} steps, {lost['seconds']:.0f} s (back to step "
+                f"{lost['back_to_step']}, {lost['reload_seconds']:.0f} s of it restarting and reloading)"
+            )
+    total = data.get("lost_work") or {}
+    if total.get("failures"):
+        hours = f" = {total['gpu_hours']:.2f} GPU-hours" if total.get("gpu_hours") is not None else ""
+        lines.append(
+            f"  lost to {total['failures']} failure(s): {total['steps']} steps, {total['seconds']:.0f} s{hours}"
+        )
     if data.get("give_up_reason"):
         lines.append(f"  gave up: {data['give_up_reason']}")
     return "\n".join(lines)

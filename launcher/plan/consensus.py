@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind
 from launcher.plan.degrade import VISION_ENVS, GiveUp, Settings, next_step
 from launcher.plan.ds_config import RUNG_NAMES
+from launcher.plan.guided import Memory
 from launcher.plan.settings import Resume
 from launcher.plan.severity import strength
 
@@ -43,6 +44,8 @@ class NodeReport:
     exit_code: int | None
     evidence: tuple[str, ...]
     checkpoints: tuple[str, ...]  # complete checkpoints this node sees, relative to the output dir
+    capacity_bytes: int | None = None  # after a GPU OOM: this node's smallest GPU room (the guided ladder)
+    peak_bytes: int | None = None  # ... and its measured peak
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Decision:
     settings: Settings | None = None  # for retry
     change: str | None = None
     resume: Resume | None = None  # checkpoint relative to the output dir
+    predicted_need_bytes: int | None = None  # the guided ladder's prediction for `settings`
 
 
 # ---- the rule --------------------------------------------------------------------------------------
@@ -80,8 +84,11 @@ def decide(
     max_attempts: int,
     resume_for: Callable[[Settings], Resume | None],
     gpus_have_room_for_zero3: bool = False,
+    memory: Memory | None = None,
 ) -> Decision:
-    """Node 0's decision after an attempt; `resume_for(new_settings)` names the checkpoint to resume from."""
+    """Node 0's decision after an attempt; `resume_for(new_settings)` names the checkpoint to resume from.
+    `memory` is node 0's view for the guided ladder; the nodes' reports replace its figures by the worst
+    node's (the smallest GPU room, the highest peak)."""
     missing = sorted(set(range(nnodes)) - {r.node for r in reports})
     if missing:
         return Decision(run_id, attempt, "stop", f"node(s) {missing} never reported")
@@ -94,7 +101,9 @@ def decide(
         return Decision(run_id, attempt, "stop", f"node {root.node} was interrupted", **base)  # type: ignore[arg-type]
     if attempt >= max_attempts:
         return Decision(run_id, attempt, "stop", f"--max-attempts {max_attempts} reached", **base)  # type: ignore[arg-type]
-    step = next_step(settings, kind, history, gpus_have_room_for_zero3=gpus_have_room_for_zero3)
+    step = next_step(
+        settings, kind, history, gpus_have_room_for_zero3=gpus_have_room_for_zero3, memory=worst(memory, reports)
+    )
     if isinstance(step, GiveUp):
         return Decision(run_id, attempt, "stop", step.reason, **base)  # type: ignore[arg-type]
     resume = resume_for(step.settings)
@@ -105,7 +114,20 @@ def decide(
             f"node(s) {blind} do not see checkpoint {resume.checkpoint if resume else ''}: the output dir must be "
             "on a filesystem all nodes share", **base,  # type: ignore[arg-type]
         )  # fmt: skip
-    return Decision(run_id, attempt, "retry", step.reason, root.node, root.kind, step.settings, step.change, resume)
+    return Decision(
+        run_id, attempt, "retry", step.reason, root.node, root.kind, step.settings, step.change, resume,
+        step.predicted_need_bytes,
+    )  # fmt: skip
+
+
+def worst(memory: Memory | None, reports: Sequence[NodeReport]) -> Memory | None:
+    """`memory` with the worst node's figures: the least GPU room and the highest measured peak."""
+    if memory is None:
+        return None
+    rooms = [r.capacity_bytes for r in reports if r.capacity_bytes] + [memory.capacity_bytes or 0]
+    peaks = [r.peak_bytes or 0 for r in reports] + [memory.peak_bytes or 0]
+    return replace(memory, capacity_bytes=min(x for x in rooms if x) if any(rooms) else None,
+                   peak_bytes=max(peaks) or None)  # fmt: skip
 
 
 # ---- encoding and validation -------------------------------------------------------------------------
@@ -175,6 +197,8 @@ def decode_report(text: str, run_id: str, attempt: int, nnodes: int) -> NodeRepo
         exit_code=_int(data.get("exit_code"), "exit_code", -255, 255, optional=True),
         evidence=tuple(_text(e, "evidence") for e in evidence),
         checkpoints=tuple(_relative_path(c) for c in checkpoints),
+        capacity_bytes=_int(data.get("capacity_bytes"), "capacity_bytes", 1, 1 << 50, optional=True),
+        peak_bytes=_int(data.get("peak_bytes"), "peak_bytes", 1, 1 << 50, optional=True),
     )
 
 
@@ -246,6 +270,7 @@ def decode_decision(text: str, run_id: str, attempt: int) -> Decision:
         settings=settings,
         change=_text(data["change"], "change") if data.get("change") is not None else None,
         resume=resume,
+        predicted_need_bytes=_int(data.get("predicted_need_bytes"), "predicted_need_bytes", 1, 1 << 50, optional=True),
     )
 
 

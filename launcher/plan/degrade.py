@@ -3,6 +3,9 @@
 Pure and deterministic. Every rung keeps the global batch (micro-batch x grad-accum x world size), so a
 resumed run sees the same samples per optimizer step. The rungs, per kind:
 
+With a memory estimate, a GPU OOM takes the guided ladder's step instead (launcher.plan.guided: the cheapest
+settings predicted to fit, several knobs at once); these rungs are its fallback. Without one:
+
 - cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
   (zero2 -> zero3 -> zero3_offload); half the image budget where the model's processor reads one from
   the environment (MAX_PIXELS for Qwen2/2.5-VL, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later; no rung for
@@ -25,8 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from launcher.model import FailureKind
+
+if TYPE_CHECKING:
+    from launcher.plan.guided import Memory
 
 ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
 
@@ -69,6 +76,13 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
 
 _BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
 VISION_ENVS = tuple(_BUDGETS)
+
+
+def vision_budget_of(s: Settings) -> VisionBudget | None:
+    """The image budget these settings' model reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM), or None."""
+    return _BUDGETS.get(s.vision_env or "")
+
+
 MIN_MAX_LENGTH = 256
 GIVE_UP_KINDS = frozenset(
     {FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED, FailureKind.DISK_FULL}
@@ -107,6 +121,7 @@ class Step:
     settings: Settings
     change: str
     reason: str
+    predicted_need_bytes: int | None = None  # the guided ladder's corrected estimate for the new settings
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,7 @@ class GiveUp:
 
 
 Rung = Callable[[Settings], Step | None]
+OOM_PHASE = {FailureKind.CUDA_OOM: "step", FailureKind.CUDA_OOM_LOAD: "load", FailureKind.CUDA_OOM_SAVE: "save"}
 
 
 def _smaller_micro_batch(s: Settings) -> Step | None:
@@ -295,8 +311,11 @@ def next_step(
     history: Sequence[FailureKind] = (),
     *,
     gpus_have_room_for_zero3: bool = False,
+    memory: Memory | None = None,
 ) -> Step | GiveUp:
-    """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures."""
+    """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures. With
+    `memory` (an estimate and the failed attempt's figures), a GPU OOM takes the guided ladder's step
+    (launcher.plan.guided) when one is predicted to fit; otherwise the one-rung ladder below."""
     if kind is FailureKind.DISK_FULL:
         return GiveUp("the disk is full: the same settings would fill it again; free space, then rerun")
     if kind in GIVE_UP_KINDS:
@@ -311,6 +330,12 @@ def next_step(
             return _same_again(settings)
         return GiveUp(f"{kind.value} twice in a row")
 
+    if memory is not None and kind in OOM_PHASE:
+        from launcher.plan.guided import guided_step  # guided builds on this module's Settings and Step
+
+        guided = guided_step(settings, replace(memory, died_at=OOM_PHASE[kind]))
+        if guided is not None:
+            return guided
     rungs = _rungs(kind, gpus_have_room_for_zero3)
     if not rungs:
         return GiveUp(f"no rung for {kind.value}")

@@ -101,6 +101,9 @@ class AttemptRunner:
             str(path) for path, sig in snapshot(self.output_dir).items() if checkpoints_before.get(path) != sig
         ]
         record.preempted = preempted_at(code, attempt_dir, run_dir)
+        record.step_seen_s = dict(watch.step_seen)
+        if record.last_step is not None and record.last_step not in record.step_seen_s:
+            record.step_seen_s[record.last_step] = record.duration_s  # logged after the last look
         tail_lines = tail.splitlines()
         rank_failures = merge_failures(
             parse_launcher_output(tail_lines).rank_failures,

@@ -55,6 +55,8 @@ class AttemptRecord:
     preempted: dict[str, Any] | None = None  # stopped on a notice: {"step", "checkpoint"} it saved
     estimate: Estimate | None = None  # the memory estimate for this attempt's settings and DeepSpeed config
     estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
+    step_seen_s: dict[int, float] = field(default_factory=dict)  # logged step -> seconds after the start, when seen
+    predicted_need_bytes: int | None = None  # the guided ladder's corrected estimate when it chose these settings
 
     def optimizer_state_reset(self) -> bool | None:
         """Whether swift loaded only the weights of the checkpoint it resumed from: what swift reported

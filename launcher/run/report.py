@@ -19,6 +19,7 @@ from launcher.model import Failure, GlobalBatch
 from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
+from launcher.run.lost_work import Lost, gpu_hours, lost_work
 from launcher.run.records import AttemptRecord, RunResult
 from launcher.units import fmt_bytes
 
@@ -32,7 +33,7 @@ def masked_failure(failure: Failure) -> dict[str, Any]:
     return data
 
 
-def attempt_json(record: AttemptRecord) -> dict[str, Any]:
+def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, Any]:
     s = record.settings
     failure = record.failure
     return {
@@ -57,6 +58,7 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
             "max_length": s.max_length,
         },
         "change": None if record.change is None else {"what": record.change, "why": record.change_reason},
+        "predicted_need_bytes": record.predicted_need_bytes,  # the guided ladder's per-GPU prediction
         "resumed_from": _resumed_json(record),
         "skipped_incomplete_checkpoints": list(record.skipped_incomplete),
         "skipped_why": record.skipped_incomplete,
@@ -70,6 +72,15 @@ def attempt_json(record: AttemptRecord) -> dict[str, Any]:
         "last_step": record.last_step,
         "run_dir": record.run_dir,
         "swift": None if record.resolved is None else record.resolved.to_json(),
+        "step_seen_s": {str(k): v for k, v in sorted(record.step_seen_s.items())},
+        "lost": None
+        if lost is None
+        else {
+            "steps": lost.steps,
+            "seconds": lost.seconds,
+            "reload_seconds": lost.reload_seconds,
+            "back_to_step": lost.kept_step,
+        },
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
         "estimate": estimate_json(record),
@@ -126,6 +137,8 @@ def report_json(
 ) -> dict[str, Any]:
     """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run."""
     root = next((a.failure for a in attempts if a.failure is not None), None)
+    lost = lost_work(attempts)
+    by_attempt = {x.attempt: x for x in lost}
     return {
         "schema": REPORT_SCHEMA,
         "outcome": "running" if result is None else result.outcome,
@@ -144,7 +157,19 @@ def report_json(
         },
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
         "final_run_dir": attempts[-1].run_dir if attempts else None,
-        "attempts": [attempt_json(a) for a in attempts],
+        "lost_work": lost_json(lost, attempts),
+        "attempts": [attempt_json(a, by_attempt.get(a.number)) for a in attempts],
+    }
+
+
+def lost_json(lost: list[Lost], attempts: list[AttemptRecord]) -> dict[str, Any]:
+    """The failures' lost steps and seconds summed; GPU-hours where the attempts used GPUs."""
+    used = any(a.memory is not None and a.memory.gpu_peak for a in attempts)
+    return {
+        "failures": len(lost),
+        "steps": sum(x.steps for x in lost),
+        "seconds": round(sum(x.seconds for x in lost), 3),
+        "gpu_hours": gpu_hours(lost, attempts, used),
     }
 
 
@@ -208,6 +233,10 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
     for a in attempts:
         if a.preempted:
             lines.append(f"  preempted at step {a.preempted['step']}: checkpoint {a.preempted['checkpoint']}")
+    lost = lost_json(lost_work(attempts), attempts)
+    if lost["failures"]:
+        hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost["gpu_hours"] is not None else ""
+        lines.append(f"  lost to failures: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}")
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     last = attempts[-1] if attempts else None

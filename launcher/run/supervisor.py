@@ -18,10 +18,12 @@ from typing import Any, BinaryIO
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Strategy
-from launcher.plan.build import attempt_estimate
+from launcher.plan.build import attempt_estimate, train_shape
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import GiveUp, Settings, next_step
-from launcher.plan.estimate import corrected, measured_correction
+from launcher.plan.ds_config import zero_settings
+from launcher.plan.estimate import corrected, estimate, measured_correction
+from launcher.plan.guided import Memory
 from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.swift_args import SwiftArgs
@@ -34,6 +36,7 @@ from launcher.run.checkpoints import Snapshot, checkpoint_at, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
+from launcher.run.oom_figures import oom_figures
 from launcher.run.poll import WaitInterrupted
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume, weights_only_reason
@@ -141,6 +144,7 @@ class Supervisor:
         history: list[FailureKind] = []
         attempts = self.attempts
         change: tuple[str, str] | None = None
+        predicted: int | None = None
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
             skipped: dict[str, str] = {}
@@ -149,7 +153,9 @@ class Supervisor:
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
             correction = measured_correction(_measured(attempts))
-            record = self._run_attempt(number, base, initial, settings, resume, change, skipped, attempts, correction)
+            record = self._run_attempt(
+                number, base, initial, settings, resume, change, skipped, attempts, correction, predicted
+            )
             attempts.append(record)
             self.on_attempt(attempts)
             if record.preempted is not None:  # every node sees its ranks stop at the same step
@@ -157,15 +163,16 @@ class Supervisor:
             if self.notice is not None and record.failure is not None:  # no checkpoint in time: no restart
                 return RunResult("interrupted", attempts, 128 + self.notice)
             if self.coordinator is not None:
+                memory = self._memory(base, initial, record, attempts)
                 try:
-                    agreed = self._agree(self.coordinator, number, record, settings, history, attempts)
+                    agreed = self._agree(self.coordinator, number, record, settings, history, attempts, memory)
                 except WaitInterrupted as err:  # Ctrl-C while waiting for the other nodes: stop now
                     sys.stderr.write(f"safe-sft: {err.message}\n")
                     return self._interrupted(attempts)
                 self.on_attempt(attempts)
                 if isinstance(agreed, RunResult):
                     return agreed
-                settings, change, decided_resume, kind = agreed
+                settings, change, decided_resume, kind, predicted = agreed
                 history.append(kind)
                 continue
             failure = record.failure
@@ -177,14 +184,20 @@ class Supervisor:
             if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
                 change = ("no change", f"{aside} failed to load; resume from the checkpoint before it")
                 continue
-            step = next_step(settings, failure.kind, history, gpus_have_room_for_zero3=self._zero3_fits(attempts))
+            step = next_step(
+                settings,
+                failure.kind,
+                history,
+                gpus_have_room_for_zero3=self._zero3_fits(attempts),
+                memory=self._memory(base, initial, record, attempts),
+            )
             if isinstance(step, GiveUp):
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
                     reason += f" ({self.output_dir} has {fmt_bytes(disk_free(self.output_dir))} free)"
                 return RunResult("failed", attempts, 1, reason)
             history.append(failure.kind)
-            settings, change = step.settings, (step.change, step.reason)
+            settings, change, predicted = step.settings, (step.change, step.reason), step.predicted_need_bytes
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
 
     # ---- several nodes ------------------------------------------------------------------------------
@@ -197,7 +210,8 @@ class Supervisor:
         settings: Settings,
         history: list[FailureKind],
         attempts: list[AttemptRecord],
-    ) -> RunResult | tuple[Settings, tuple[str, str], Resume | None, FailureKind]:
+        memory: Memory | None = None,
+    ) -> RunResult | tuple[Settings, tuple[str, str], Resume | None, FailureKind, int | None]:
         """Report this node's outcome, get node 0's decision, and turn it into the next step or the end."""
         failure = record.failure
         if failure is not None:
@@ -210,6 +224,8 @@ class Supervisor:
             exit_code=failure.exit_code if failure else record.exit_code,
             evidence=tuple(line[:MAX_TEXT] for line in (failure.evidence if failure else ())[:MAX_EVIDENCE]),
             checkpoints=tuple(complete_checkpoints(self._swift_output_dir(attempts))),
+            capacity_bytes=memory.capacity_bytes if memory else None,
+            peak_bytes=memory.peak_bytes if memory else None,
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -224,6 +240,7 @@ class Supervisor:
                     self._resume_point(number + 1, new, attempts)[0], self._swift_output_dir(attempts)
                 ),
                 gpus_have_room_for_zero3=self._zero3_fits(attempts),
+                memory=memory,
             )  # fmt: skip
 
         decision = coordinator.exchange(number, report, decide_next)
@@ -241,7 +258,56 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             return RunResult("failed", attempts, 1, decision.reason)
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
-        return decision.settings, (decision.change or "no change", decision.reason), decision.resume, kind
+        change = (decision.change or "no change", decision.reason)
+        return decision.settings, change, decision.resume, kind, decision.predicted_need_bytes
+
+    # ---- the guided ladder's view of memory ---------------------------------------------------------
+
+    def _memory(
+        self, base: SwiftArgs, initial: Settings, record: AttemptRecord, attempts: list[AttemptRecord]
+    ) -> Memory | None:
+        """After a GPU OOM: the estimate of any settings, the GPU's room, and what the failed attempt measured
+        (NVML's peak, else the OOM message's figures). None for other failures or without a model size."""
+        failure = record.failure
+        if failure is None or not failure.kind.value.startswith("cuda_oom") or self.prepared.model is None:
+            return None
+        figures = oom_figures(failure.evidence)
+        gpus = self.prepared.plan.topology.gpus
+        capacity = min((g.free_bytes for g in gpus), default=0) or figures.capacity_bytes
+        measured = max(record.memory.gpu_peak.values(), default=0) if record.memory is not None else 0
+        cache: dict[Settings, int | None] = {}
+
+        def need(s: Settings) -> int | None:
+            if s not in cache:
+                cache[s] = self._need(base, initial, s)
+            return cache[s]
+
+        floor = 0.0
+        for earlier in attempts[:-1]:  # each earlier OOM proved its need was above the GPU's room
+            earlier_need = need(earlier.settings)
+            if capacity and earlier_need and earlier.failure and earlier.failure.kind.value == "cuda_oom":
+                floor = max(floor, capacity / earlier_need)
+        return Memory(need, capacity, measured or figures.in_use_bytes, floor=floor)
+
+    def _need(self, base: SwiftArgs, initial: Settings, settings: Settings) -> int | None:
+        """The estimate's per-GPU need of `settings` as an attempt would run them (no GPU facts needed)."""
+        model = self.prepared.model
+        if model is None or not model.total_params:
+            return None
+        args = attempt_args(
+            base, initial, settings, None, user_deepspeed=self.prepared.user_deepspeed, templates=self.templates,
+            config_dir=self.config_dir, output_dir=str(self.output_dir), fresh_version_dir=False,
+        )  # fmt: skip
+        config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
+        env = {**self.prepared.swift.config_env, **self.base_env, **args.env}
+        shape = train_shape(args.swift, model, self.prepared.plan.topology, env)
+        if config is None:
+            return estimate(Strategy.DDP, shape, None, None).gpu_need_bytes
+        zero = zero_settings(config, shape.hidden_size)
+        strategy = Strategy.ZERO2
+        if zero.stage == 3:
+            strategy = Strategy.ZERO3_OFFLOAD if zero.offload_param or zero.offload_optimizer else Strategy.ZERO3
+        return estimate(strategy, shape, None, None, zero).gpu_need_bytes
 
     def _interrupted(self, attempts: list[AttemptRecord]) -> RunResult:
         """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""
@@ -329,6 +395,7 @@ class Supervisor:
         skipped: dict[str, str],
         attempts: list[AttemptRecord],
         correction: float = 1.0,
+        predicted: int | None = None,
     ) -> AttemptRecord:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
@@ -376,6 +443,7 @@ class Supervisor:
             deepspeed_config_written=written,
             versioned_because=versioned_because,
             estimate=attempt_estimate(swift, self.prepared.model, plan.topology, self.prepared.host, ds_config, env),
+            predicted_need_bytes=predicted,
         )
         self._announce(record)
         self.on_attempt([*self.attempts, record])  # the report shows the attempt under way, should we be killed
@@ -400,6 +468,8 @@ class Supervisor:
         lines = [f"safe-sft: attempt {record.number}/{self.config.max_attempts}"]
         if record.change:
             lines.append(f"safe-sft:   change: {record.change} ({record.change_reason})")
+        if record.predicted_need_bytes:
+            lines.append(f"safe-sft:   predicted need: {fmt_bytes(record.predicted_need_bytes)} per GPU")
         if record.resumed_from:
             how = (
                 " (weights only: " + record.resumed_from.why_weights_only + ")"

@@ -105,6 +105,7 @@ class ProgressWatch:
     output_marks: int = field(init=False, default=0)
     output: OutputProgress = field(init=False, default_factory=OutputProgress)
     console: ConsoleTail = field(init=False)
+    step_seen: dict[int, float] = field(init=False, default_factory=dict)  # step -> seconds after the start
 
     def __post_init__(self) -> None:
         self.last_progress = self.started
@@ -116,6 +117,8 @@ class ProgressWatch:
         if seen != (self.step, self.checkpoints, self.output_marks):
             self.step, self.checkpoints, self.output_marks = seen
             self.last_progress = now
+        if step is not None and step not in self.step_seen:
+            self.step_seen[step] = round(now - self.started, 3)
 
     def stalled(self, now: float) -> str | None:
         """The finding when the allowance is used up, else None."""

@@ -211,6 +211,38 @@ def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(ti
     assert_no_sample_lost_or_repeated(tiny, tmp_path, env, per_device_train_batch_size=1, deepspeed="zero2")
 
 
+def test_j_guided_ladder_moves_two_knobs_from_the_oom_messages_figure(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The OOM message says the GPU had 1.75 GiB. The estimate for the failed settings (micro-batch 2, no
+    checkpointing, max_length 131072: logits and activations dominate) is 4.4 GiB, so it proves nothing
+    above the prior (x0.7): room 0.9 x 1.75 / 0.7 = 2.25 GiB of estimate. Micro-batch 1 alone (2.66) or
+    checkpointing alone do not fit, so today's ladder needs two attempts (micro-batch, then checkpointing);
+    micro-batch 1 with checkpointing (2.14) fits, and the guided ladder takes both at once."""
+    out = tmp_path / "out"
+    knobs = {"gradient_checkpointing": "false", "max_length": 131072}
+    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_FAULT_OOM_GIB": "1.75"}
+    result = safe_sft(swift_args(tiny, out, **knobs), env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom"
+    assert second["change"]["what"].count(";") == 1, second["change"]
+    assert (second["settings"]["per_device_train_batch_size"], second["settings"]["gradient_checkpointing"]) == (
+        1,
+        True,
+    )
+    assert second["settings"]["gradient_accumulation_steps"] == 4  # the global batch kept
+    assert 0 < second["predicted_need_bytes"] <= 0.9 * 1.75 * (1 << 30)
+    resumed = args_json(run_dirs(out)[-1])
+    assert (resumed["per_device_train_batch_size"], resumed["gradient_checkpointing"]) == (1, True)
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+    data = report(out)
+    lost = data["attempts"][0]["lost"]
+    # step 4 died before swift logged it: no logged step past checkpoint-3 is lost, the time is
+    assert (lost["back_to_step"], lost["steps"]) == (3, 0)
+    assert lost["seconds"] >= lost["reload_seconds"] > 0
+    assert data["lost_work"]["seconds"] == lost["seconds"] and data["lost_work"]["gpu_hours"] is None
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), **knobs)
+
+
 def user_deepspeed_file(tmp: Path, **top: object) -> tuple[Path, str]:
     """A user's own ZeRO-2 config, as people write them: some literal values, some of their own tuning."""
     zero = {"stage": 2, "overlap_comm": False, "allgather_bucket_size": 50000000}

@@ -141,3 +141,31 @@ def test_bad_reports_are_rejected(changes: dict[str, object], message: str) -> N
     with pytest.raises(ProtocolError) as err:
         decode_report(tampered(report(1, K.CUDA_OOM), **changes), "job-7", 1, 3)
     assert message in err.value.message
+
+
+def test_guided_ladder_decides_on_the_worst_nodes_figures() -> None:
+    from launcher.plan.guided import Memory
+
+    gib = 1 << 30
+
+    def need(s: Settings) -> int:  # 20 GiB of model states at zero2, 1 GiB per sample of activations
+        return int(({"zero2": 20, "zero3": 6, "zero3_offload": 1}[s.deepspeed or "zero2"] + s.micro_batch) * gib)
+
+    roomy = replace(report(0, K.CUDA_OOM), capacity_bytes=80 * gib, peak_bytes=30 * gib)
+    tight = replace(report(1, K.COMM_ERROR), capacity_bytes=24 * gib, peak_bytes=24 * gib)
+    memory = Memory(need, 80 * gib, 30 * gib)
+
+    def decide_on(reports: list[NodeReport]) -> Decision:
+        return decide("job-7", 1, reports, 2, SETTINGS, [], max_attempts=5, resume_for=lambda s: RESUME, memory=memory)
+
+    alone = decide_on([roomy, replace(tight, capacity_bytes=None, peak_bytes=None)])
+    worst = decide_on([roomy, tight])
+    assert alone.settings is not None and worst.settings is not None
+    assert alone.settings.deepspeed == "zero2"  # 80 GiB: a smaller micro-batch is enough
+    assert worst.settings.deepspeed == "zero3"  # node 1's 24 GiB: zero2's 20 GiB of states never fit
+    assert worst.predicted_need_bytes is not None and worst.predicted_need_bytes <= 0.9 * 24 * gib
+    again = decode_decision(encode(worst), "job-7", 1)
+    assert again.predicted_need_bytes == worst.predicted_need_bytes
+    assert decode_report(encode(tight), "job-7", 1, 2).capacity_bytes == 24 * gib
+    with pytest.raises(ProtocolError):
+        decode_report(encode(replace(tight, peak_bytes=-1)), "job-7", 1, 2)

@@ -13,6 +13,9 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
                                   full disk or a crash leaves it), then raise torch.OutOfMemoryError.
   SAFE_SFT_STEP_SLEEP   seconds each rank sleeps at the start of every optimizer step (a slow step to signal into).
+  SAFE_SFT_FAULT_OOM_GIB  oom_step/oom_save: the GPU size (GiB) the OOM message reports, as PyTorch words it,
+                        with the process holding all of it (what the guided ladder reads on a machine
+                        without NVML).
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
@@ -34,6 +37,16 @@ from swift.callbacks import callbacks_map
 from swift.callbacks.base import TrainerCallback
 
 OOM_TEXT = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.32 GiB"
+
+
+def _oom_text() -> str:
+    gib = os.environ.get("SAFE_SFT_FAULT_OOM_GIB")
+    if not gib:
+        return OOM_TEXT
+    return (
+        f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of {gib} GiB of which "
+        f"0 bytes is free. Including non-PyTorch memory, this process has {gib} GiB memory in use."
+    )
 
 
 def _rank() -> int:
@@ -175,7 +188,7 @@ class FaultCallback(TrainerCallback):
                     folder = Path(trainer.args.output_dir) / f"checkpoint-{step}"
                     folder.mkdir(parents=True, exist_ok=True)
                     (folder / "config.json").write_text("{}")  # half-written: no weights, no trainer_state.json
-                    raise torch.OutOfMemoryError(OOM_TEXT)
+                    raise torch.OutOfMemoryError(_oom_text())
                 return original(model, trial, *a, **kw)
 
             trainer._save_checkpoint = failing_save
@@ -198,7 +211,7 @@ class FaultCallback(TrainerCallback):
         if state.global_step != step or _rank() != rank:
             return
         if kind == "oom_step" and _claim():
-            raise torch.OutOfMemoryError(OOM_TEXT)
+            raise torch.OutOfMemoryError(_oom_text())
         if kind == "host_oom" and _claim():
             _host_oom()
         if kind == "stop" and _claim():

@@ -1,0 +1,56 @@
+"""The work each failure cost: steps and seconds lost, from the attempts' records. Pure.
+
+For a failed attempt followed by another, the next attempt resumes from checkpoint step K (0 when it
+starts afresh). Lost steps: the failed attempt's last logged step minus K. Lost seconds: the failed
+attempt's time after it first logged step K (all of it when K is not past the step it started from),
+plus the next attempt's time to its first logged step (restart, reload, and the steps up to its first
+log). The last attempt of a run that failed counts everything since the step it started from. Step
+times are when safe-sft saw swift log the step (it looks every few seconds), so they are a few seconds
+late; a checkpoint is written right after its step is logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from launcher.run.records import AttemptRecord
+
+
+@dataclass(frozen=True)
+class Lost:
+    attempt: int
+    steps: int
+    seconds: float
+    reload_seconds: float  # the next attempt's time to its first logged step (included in `seconds`)
+    kept_step: int  # the checkpoint step the work went back to
+
+
+def lost_work(attempts: Sequence[AttemptRecord]) -> list[Lost]:
+    """One entry per failed attempt."""
+    out = []
+    for index, a in enumerate(attempts):
+        if a.failure is None:
+            continue
+        start = a.resumed_from.step if a.resumed_from else 0
+        following = attempts[index + 1] if index + 1 < len(attempts) else None
+        kept = start  # the last attempt: what it did since its start
+        if following is not None:
+            kept = following.resumed_from.step if following.resumed_from else 0
+        last = a.last_step if a.last_step is not None else start
+        duration = a.duration_s or 0.0
+        seen_after = [t for step, t in a.step_seen_s.items() if step >= kept]
+        spent = duration - min(seen_after) if kept > start and seen_after else duration
+        reload = 0.0
+        if following is not None and following.step_seen_s:
+            reload = min(following.step_seen_s.values())
+        out.append(Lost(a.number, max(last - kept, 0), round(max(spent, 0.0) + reload, 3), reload, kept))
+    return out
+
+
+def gpu_hours(lost: Sequence[Lost], attempts: Sequence[AttemptRecord], gpus_used: bool) -> float | None:
+    """The lost seconds times the GPUs the failed attempts held (their world size), in hours; None on the CPU."""
+    if not gpus_used:
+        return None
+    world = {a.number: a.settings.world_size for a in attempts}
+    return round(sum(x.seconds * world.get(x.attempt, 1) for x in lost) / 3600, 4)

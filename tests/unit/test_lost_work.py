@@ -1,0 +1,56 @@
+"""Lost work per failure: steps since the checkpoint the next attempt resumed from, seconds since that step
+was logged, plus the next attempt's time to its first logged step."""
+
+from launcher.model import Failure, FailureKind
+from launcher.plan.degrade import Settings
+from launcher.plan.settings import Resume
+from launcher.run.lost_work import gpu_hours, lost_work
+from launcher.run.records import AttemptRecord
+from launcher.run.report import lost_json
+from launcher.show_report import render_report
+
+S = Settings(micro_batch=2, grad_accum=2, world_size=4)
+OOM = Failure(FailureKind.CUDA_OOM, ("CUDA out of memory",))
+
+
+def attempt(number: int, **kw) -> AttemptRecord:  # type: ignore[no-untyped-def]
+    return AttemptRecord(number=number, settings=S, command=[], env_set={}, log_path="", started="", **kw)
+
+
+def test_failure_after_a_checkpoint_then_resume() -> None:
+    # attempt 1: steps 5 (seen at 20 s) and 10 (seen at 40 s, checkpoint-10), died at step 13 at 55 s;
+    # attempt 2 resumed from 10 and logged its first step 28 s in.
+    first = attempt(1, failure=OOM, last_step=13, duration_s=55.0, step_seen_s={5: 20.0, 10: 40.0, 13: 55.0})
+    second = attempt(2, resumed_from=Resume("ckpt-10", 10, False), last_step=20, step_seen_s={15: 28.0, 20: 40.0})
+    (lost,) = lost_work([first, second])
+    assert (lost.attempt, lost.steps, lost.kept_step) == (1, 3, 10)
+    assert lost.seconds == 55.0 - 40.0 + 28.0
+    assert lost.reload_seconds == 28.0
+
+
+def test_no_checkpoint_loses_the_whole_attempt() -> None:
+    first = attempt(1, failure=OOM, last_step=7, duration_s=30.0, step_seen_s={5: 20.0, 7: 30.0})
+    second = attempt(2, last_step=20, step_seen_s={5: 12.0})
+    (lost,) = lost_work([first, second])
+    assert (lost.steps, lost.seconds) == (7, 42.0)
+
+
+def test_a_failure_before_any_step_and_the_sum_in_gpu_hours() -> None:
+    first = attempt(1, failure=OOM, duration_s=10.0)
+    second = attempt(2, failure=OOM, last_step=3, duration_s=20.0, step_seen_s={3: 20.0})
+    lost = lost_work([first, second])
+    assert [(x.steps, x.seconds) for x in lost] == [(0, 30.0), (3, 20.0)]
+    assert gpu_hours(lost, [first, second], True) == round(50.0 * 4 / 3600, 4)
+    assert gpu_hours(lost, [first, second], False) is None
+    total = lost_json(lost, [first, second])
+    assert (total["steps"], total["seconds"], total["gpu_hours"]) == (3, 50.0, None)
+
+
+def test_report_shows_the_sum() -> None:
+    data = {
+        "_path": "r/report.json",
+        "outcome": "succeeded",
+        "attempts": [],
+        "lost_work": {"failures": 2, "steps": 3, "seconds": 50.0, "gpu_hours": 0.0556},
+    }
+    assert "lost to 2 failure(s): 3 steps, 50 s = 0.06 GPU-hours" in render_report(data)
