@@ -1,6 +1,7 @@
 """Every documented exit code that ends a run before training starts, through the real run path
 (`python -m launcher SWIFT_ARGS`), with real sockets on loopback. The codes that need training (0, 1,
-129, 130, 143) and a second node are in tests/stack/test_exit_codes_real.py."""
+129, 130, 143) are the real-stack tests in tests/stack/test_supervise_real.py (test_f, one per signal), and
+a second node's (4) in tests/stack/test_multinode_real.py and test_multinode_waits_real.py."""
 
 from __future__ import annotations
 
