@@ -4,7 +4,8 @@ For a failed attempt followed by another, the next attempt resumes from checkpoi
 starts afresh). Lost steps: the failed attempt's last logged step minus K. Lost seconds: the failed
 attempt's time after it first logged step K (all of it when K is not past the step it started from),
 plus the next attempt's time to its first logged step (restart, reload, and the steps up to its first
-log). The last attempt of a run that failed counts everything since the step it started from. Step
+log). The last attempt of a run that failed counts everything since the step it started from. An attempt
+stopped on a notice saved the step it stopped at (launcher/plan/notice.py): it loses nothing. Step
 times are when safe-sft saw swift log the step (it looks every few seconds), so they are a few seconds
 late; a checkpoint is written right after its step is logged.
 """
@@ -30,7 +31,7 @@ def lost_work(attempts: Sequence[AttemptRecord]) -> list[Lost]:
     """One entry per failed attempt."""
     out = []
     for index, a in enumerate(attempts):
-        if a.failure is None:
+        if a.failure is None or a.preempted:  # a notice's checkpoint is at the step it stopped: nothing lost
             continue
         start = a.resumed_from.step if a.resumed_from else 0
         following = attempts[index + 1] if index + 1 < len(attempts) else None

@@ -15,7 +15,13 @@ import psutil
 import pytest
 
 from tests.stack.slurm_cluster import SlurmCluster
-from tests.stack.test_supervise_real import fault_env, last_step, run_dirs, swift_args
+from tests.stack.test_supervise_real import (
+    assert_no_sample_lost_or_repeated,
+    fault_env,
+    last_step,
+    run_dirs,
+    swift_args,
+)
 
 
 @pytest.fixture(scope="module")
@@ -127,5 +133,8 @@ def test_scancel_usr1_checkpoints_on_both_nodes_requeues_and_resumes_from_that_s
     [step] = {r["attempts"][0]["preempted"]["step"] for r in preempted}  # every node saved the same step
     assert 2 < step < 8 and all(r["exit_code"] == 75 for r in preempted)
     for r in finished:
-        assert r["attempts"][0]["resumed_from"]["step"] == step  # lost steps: 0
+        assert r["attempts"][0]["resumed_from"]["step"] == step  # resumed from the very step the notice saved
+    assert all(r["lost_work"]["steps"] == 0 and r["lost_work"]["failures"] == 0 for r in reports)  # lost: 0
     assert last_step(run_dirs(out)[-1]) == "8/8"
+    # the two jobs together trained on exactly the samples plain `swift sft` does, step by step
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), save_steps=100)

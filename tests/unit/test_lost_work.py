@@ -54,3 +54,13 @@ def test_report_shows_the_sum() -> None:
         "lost_work": {"failures": 2, "steps": 3, "seconds": 50.0, "gpu_hours": 0.0556},
     }
     assert "lost to 2 failure(s): 3 steps, 50 s = 0.06 GPU-hours" in render_report(data)
+
+
+def test_an_attempt_stopped_on_a_notice_loses_nothing() -> None:
+    """It saved the step it stopped at (as on node 0 of a real scancel --signal=USR1, whose attempt also
+    carries the signal as `interrupted`): no lost steps, no lost seconds."""
+    stopped = Failure(FailureKind.INTERRUPTED, ("safe-sft received SIGUSR1",))
+    notice = attempt(1, failure=stopped, last_step=3, duration_s=18.2, step_seen_s={1: 6.0, 3: 18.0},
+                     preempted={"step": 3, "checkpoint": "v0-x/checkpoint-3"})  # fmt: skip
+    assert lost_work([notice]) == []
+    assert lost_json([], [notice])["steps"] == 0
