@@ -204,6 +204,22 @@ def zero_settings(config: Mapping[str, Any], hidden_size: int | None) -> ZeroSet
 
 # The ZeRO sections of the shipped deepspeed_configs/*.json, for plans built without reading them (tests,
 # `--assume-*` what-ifs); tests/unit/test_ds_config.py holds them equal to the files.
+_ZERO3: JsonObject = {
+    "stage": 3,
+    "overlap_comm": False,
+    "contiguous_gradients": True,
+    "sub_group_size": 1000000000,
+    "reduce_bucket_size": "auto",
+    "stage3_prefetch_bucket_size": "auto",
+    "stage3_param_persistence_threshold": "auto",
+    "stage3_max_live_parameters": 1000000000,
+    "stage3_max_reuse_distance": 1000000000,
+    "stage3_gather_16bit_weights_on_model_save": True,
+}
+_OFFLOAD: JsonObject = {
+    "offload_optimizer": {"device": "cpu", "pin_memory": True},
+    "offload_param": {"device": "cpu", "pin_memory": True},
+}
 SHIPPED_ZERO: dict[str, JsonObject] = {
     "zero2": {
         "zero_optimization": {
@@ -216,34 +232,6 @@ SHIPPED_ZERO: dict[str, JsonObject] = {
             "contiguous_gradients": True,
         }
     },
-    "zero3": {
-        "zero_optimization": {
-            "stage": 3,
-            "overlap_comm": False,
-            "contiguous_gradients": True,
-            "sub_group_size": 1000000000,
-            "reduce_bucket_size": "auto",
-            "stage3_prefetch_bucket_size": "auto",
-            "stage3_param_persistence_threshold": "auto",
-            "stage3_max_live_parameters": 1000000000,
-            "stage3_max_reuse_distance": 1000000000,
-            "stage3_gather_16bit_weights_on_model_save": True,
-        }
-    },
-    "zero3_offload": {
-        "zero_optimization": {
-            "stage": 3,
-            "offload_optimizer": {"device": "cpu", "pin_memory": True},
-            "offload_param": {"device": "cpu", "pin_memory": True},
-            "overlap_comm": False,
-            "contiguous_gradients": True,
-            "sub_group_size": 1000000000,
-            "reduce_bucket_size": "auto",
-            "stage3_prefetch_bucket_size": "auto",
-            "stage3_param_persistence_threshold": "auto",
-            "stage3_max_live_parameters": 1000000000,
-            "stage3_max_reuse_distance": 1000000000,
-            "stage3_gather_16bit_weights_on_model_save": True,
-        }
-    },
+    "zero3": {"zero_optimization": dict(_ZERO3)},
+    "zero3_offload": {"zero_optimization": {**_ZERO3, **_OFFLOAD}},
 }
