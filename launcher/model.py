@@ -203,10 +203,18 @@ class Estimate:
     cpu_free_bytes: int | None
     parts: dict[str, int] = field(default_factory=dict)  # per-GPU breakdown, for display
     levers: tuple[tuple[str, int], ...] = ()  # (one-setting change, GPU bytes it saves), the largest first
+    # per GPU, what no data can change (model states, buffers, context, their margin); None: not split
+    gpu_fixed_bytes: int | None = None
 
     @property
     def gpu_fits(self) -> bool:
         return self.gpu_free_bytes is not None and self.gpu_need_bytes <= self.gpu_free_bytes
+
+    @property
+    def fixed_fits(self) -> bool:
+        """The parts the data cannot change fit the GPU, and the host RAM fits: a refusal needs this False."""
+        fixed = self.gpu_need_bytes if self.gpu_fixed_bytes is None else self.gpu_fixed_bytes
+        return self.gpu_free_bytes is not None and fixed <= self.gpu_free_bytes and self.cpu_fits
 
     @property
     def cpu_fits(self) -> bool:

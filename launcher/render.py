@@ -94,10 +94,12 @@ def plan_to_json(
         "estimates": {
             e.strategy.value: {
                 "gpu_need_bytes": e.gpu_need_bytes,
+                "gpu_fixed_bytes": e.gpu_fixed_bytes,
                 "gpu_free_bytes": e.gpu_free_bytes,
                 "cpu_need_bytes": e.cpu_need_bytes,
                 "cpu_free_bytes": e.cpu_free_bytes,
                 "fits": e.fits,
+                "fixed_fits": e.fixed_fits,
                 "parts": e.parts,
                 "levers": [{"change": text, "saves_bytes": saved} for text, saved in e.levers],
             }
@@ -200,6 +202,8 @@ PART_ORDER = (
     "gpu_attention_scores",
     "gpu_logits",
     "gpu_vision",
+    "gpu_moe_experts",
+    "gpu_sequence_parallel",
     "gpu_cuda_context",
     "gpu_fragmentation_margin",
     "cpu_model_states",
@@ -232,6 +236,7 @@ def render_memory(plan: Plan) -> str:
     for key in gpu_keys:
         lines.append(row(key.removeprefix("gpu_"), [e.parts.get(key) for e in plan.estimates]))
     lines.append(row("= need per GPU", [e.gpu_need_bytes for e in plan.estimates]))
+    lines.append(row("  of it fixed", [e.gpu_fixed_bytes for e in plan.estimates]))
     lines.append(row("  free per GPU", [e.gpu_free_bytes for e in plan.estimates]))
     lines += ["", "Host RAM per node, by part"]
     for key in cpu_keys:
