@@ -117,6 +117,7 @@ class ModelFacts:
     model_type: str | None = None  # config.json's model_type (qwen2_5_vl, qwen3_vl, ...)
     warnings: tuple[str, ...] = ()
     num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None  # GQA: sequence parallelism splits these heads
     num_experts: int | None = None  # MoE: routed experts per layer
     experts_per_token: int | None = None  # MoE: experts each token goes through
     moe_intermediate_size: int | None = None

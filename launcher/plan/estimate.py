@@ -121,6 +121,7 @@ class TrainShape:
     logits_on_labels: bool = False  # use_logits_to_keep: logits only from the first label on (swift's default)
     label_fraction: float = 1.0  # share of tokens that are labels (data-dependent; 1.0 is the worst case)
     experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
+    loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
 
     @property
@@ -289,6 +290,11 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
     logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)
     if not shape.vocab_logits:
         logits = 0.0
+    elif shape.loss_chunk_tokens and not shape.fused_cross_entropy:
+        # swift's ChunkedCrossEntropyLoss: the 16-bit logits and their gradient whole, the fp32 copy and
+        # log-softmax gradient one chunk at a time
+        vocab = shape.vocab_size or 0
+        logits = logit_tokens * vocab * 4 + min(shape.loss_chunk_tokens, logit_tokens) * vocab * 8
     elif shape.fused_cross_entropy:
         # liger's fused linear cross-entropy works in chunks of about tokens x hidden / vocab rows: an fp32
         # chunk of logits and its gradient, about the size of one fp32 hidden state
