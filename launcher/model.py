@@ -81,6 +81,7 @@ class NetworkFacts:
     ib_devices: tuple[str, ...] = ()
     interfaces: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    known: bool = True  # False: planning for an assumed machine (--assume-*), whose network nobody probed
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,11 @@ def build_plan(
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
         notes.append(f"--max_length not set: activations estimated for {DEFAULT_SEQ_LEN} tokens per sample")
 
+    if not host.network.known:
+        notes.append(
+            "planned for an assumed machine: its InfiniBand, network interfaces, NCCL settings, memlock and "
+            "/dev/shm limits are unknown here; safe-sft decides them on that machine when it runs there"
+        )
     estimates = estimates_for(swift, model, topology, host, options, env)
     if model is not None and uses_gpus:
         warnings.extend(read_features(swift, model, _with_config_env(swift, env), topology.world_size).warnings)
@@ -266,6 +271,7 @@ def build_plan(
         ib_devices=host.network.ib_devices,
         route_interface=options.route_interface,
         overrides=options.nccl_overrides or {},
+        machine_known=host.network.known,
     )
     notes.extend(nccl_notes)
     launch_env = _topology_env(topology) + nccl
