@@ -6,7 +6,8 @@ splits the tokens, whether batches are padding-free, where logits are computed, 
 implementation and the image-token limit, plus warnings for set-ups ms-swift 4.6 itself refuses.
 What each argument does is read from ms-swift 4.6's source:
 
-- `--tuner_type` lora (default) / full; `--target_modules` (default `all-linear`; `--target_regex` replaces
+- `--tuner_type` lora (default) / full / lora_llm (LoRA on the LLM, the ViT and aligner fully trained);
+  `--target_modules` (default `all-linear`; `--target_regex` replaces
   it); `--modules_to_save`; `--trainable_parameters` (prefixes made trainable whatever froze them);
   `--freeze_llm` (False), `--freeze_vit` (True), `--freeze_aligner` (True): for full tuning they freeze
   that part (swift/arguments/tuner_args.py `_init_multimodal_full`); for LoRA with all-linear they keep
@@ -144,6 +145,10 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
             )
         trainable = adapters + extra
         vision_trained = not freeze_vit or vision_named
+        if (swift.get("tuner_type") or "") == "lora_llm" and not vision_named:
+            # swift/tuner_plugin/lora_llm.py: LoRA on the LLM, the vision tower and aligner fully trained
+            trainable += model.vision_params
+            vision_trained = model.vision_params > 0
     else:
         trainable = total
         if freeze_vit and not vision_named:

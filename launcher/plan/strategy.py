@@ -85,13 +85,14 @@ def choose_strategy(
 
 # ---- the refusal rule: only the data-dependent parts are over (issue 15, part 4) -------------------------
 
-CLOSE_ENOUGH = 0.9  # a faster strategy is kept while its room for the data is at least this share of the best
+CLOSE_ENOUGH = 0.5  # a faster strategy is kept while its room for the data is at least this share of the best
 
 
 def _fixed_parts_fit(by_name: dict[str, Estimate]) -> Choice | None:
-    """No strategy fits at the worst case, but some fixed parts fit: the strategy that leaves the data the
-    most room, the faster one where the room is close (a slower strategy saves only model-state bytes,
-    which matter little next to an overflow of activations). None when no fixed parts fit."""
+    """No strategy fits at the worst case, but some fixed parts fit: the fastest strategy that leaves the
+    data at least half the most room any strategy leaves (a slower strategy saves only model-state bytes,
+    which matter little next to an overflow of activations, and costs speed on every step). None when no
+    fixed parts fit."""
     candidates = [by_name[s.value] for s in STRATEGY_ORDER if by_name[s.value].fixed_fits]
     if not candidates:
         return None

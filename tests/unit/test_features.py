@@ -101,6 +101,12 @@ H7, I7, L7 = 3584, 18944, 28
             id="vl-lora-plus-full-vit-by-prefix",
         ),
         pytest.param(
+            QWEN_VL7B,
+            ("--tuner_type", "lora_llm", "--lora_rank", "16"),
+            L7 * 16 * (4 * 2 * H7 + 3 * (H7 + I7)) + 676_000_000,
+            id="vl-lora-llm-full-vit",
+        ),
+        pytest.param(
             QWEN3_MOE,
             ("--target_modules", "q_proj", "k_proj", "v_proj", "o_proj"),
             48 * 8 * 4 * 2 * 2048,
