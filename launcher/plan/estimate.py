@@ -422,6 +422,16 @@ def levers(
         changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
     if shape.vision_trainable:
         changes.append(("--freeze_vit true", replace(shape, vision_trainable=False)))
+    if shape.vocab_logits and not shape.fused_cross_entropy:
+        changes.append(("--use_liger_kernel true", replace(shape, fused_cross_entropy=True)))
+    doubled = 2 * shape.sequence_parallel
+    if shape.seq_len >= 8192 and shape.total_gpus % doubled == 0 and shape.total_gpus >= doubled:
+        changes.append(
+            (
+                f"--sequence_parallel_size {shape.sequence_parallel} -> {doubled}",
+                replace(shape, sequence_parallel=doubled),
+            )
+        )
     saved = [
         (text, base - estimate(strategy, changed, None, None, zero, calibration).gpu_need_bytes)
         for text, changed in changes

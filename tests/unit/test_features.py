@@ -209,3 +209,13 @@ def test_image_token_limit_wins_over_max_pixels() -> None:
 
 def test_data_parts_are_exactly_the_activation_parts() -> None:
     assert set(activation_parts(shape(QWEN3B))) == DATA_PARTS
+
+
+def test_levers_name_liger_and_a_larger_sequence_parallel_size() -> None:
+    from launcher.plan.estimate import levers
+
+    long = shape(QWEN3B, "--max_length", "65536", "--sequence_parallel_size", "2", "--padding_free", "true")
+    texts = [text for text, _ in levers(Strategy.ZERO2, long, None)]
+    assert "--sequence_parallel_size 2 -> 4" in texts and "--use_liger_kernel true" in texts
+    short = shape(QWEN3B, "--max_length", "2048", "--use_liger_kernel", "true")
+    assert not any("sequence_parallel" in t or "liger" in t for t, _ in levers(Strategy.ZERO2, short, None))

@@ -134,7 +134,7 @@ def test_activations_alone_over_the_card_launch_with_a_warning_not_a_refusal() -
     plan = choose(0.5e9, "full", 1, 24, 64, extra=big_batch)
     assert plan.fits, plan.strategy_reason
     [warning] = [w for w in plan.warnings if "worst case" in w]
-    assert "do not depend on the data and fit" in warning and "Levers: micro-batch 64 -> 32" in warning
+    assert "do not depend on the data and fit" in warning and "micro-batch 64 -> 32 (saves" in warning
 
 
 def test_user_deepspeed_kept_with_warning() -> None:
