@@ -250,6 +250,7 @@ class Plan:
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
     batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
     ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
+    assumed_machine: bool = False  # planned with --assume-*: this machine's network and limits not taken
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

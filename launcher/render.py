@@ -110,6 +110,7 @@ def plan_to_json(
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
         "command": mask_argv(plan.command),
+        "assumed_machine": plan.assumed_machine,
         "memlock": None
         if memlock is None
         else {
@@ -179,7 +180,8 @@ def render_plan(
 
     if memlock is not None:
         soft = "unlimited" if memlock.after.soft is None else fmt_bytes(memlock.after.soft)
-        lines += ["", f"memlock: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
+        where = " (of this machine; the assumed machine's is unknown)" if plan.assumed_machine else ""
+        lines += ["", f"memlock{where}: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
         if memlock.problem:
             lines.append(f"  {memlock.problem}")
 

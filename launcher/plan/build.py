@@ -291,6 +291,7 @@ def build_plan(
         write_no_pin_config=no_pin,
         fits=choice.fits,
         batch=batch,
+        assumed_machine=not host.network.known,
     )
     return plan
 

@@ -284,3 +284,10 @@ def test_assumed_machine_takes_no_network_fact_of_this_one() -> None:
     assert "InfiniBand on the assumed machine: unknown" in notes
     assert "network interfaces of the assumed machine: unknown" in notes
     assert "NCCL_SOCKET_IFNAME are this machine's settings, not taken" in notes
+
+
+def test_assumed_machine_plan_says_its_memlock_is_this_machines() -> None:
+    args = ["plan", "--model-params", "7e9", "--assume-gpus", "8x80GiB", "--assume-ram", "1TiB", "--model", "m"]
+    text = run_cli(*args).stdout
+    assert "memlock (of this machine; the assumed machine's is unknown):" in text
+    assert json.loads(run_cli(*args[:1], "--json", *args[1:]).stdout)["assumed_machine"] is True
