@@ -257,6 +257,14 @@ def build_plan(
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
+    sp = swift.get_int("sequence_parallel_size", 1) or 1
+    if sp > 1 and topology.world_size % sp == 0:
+        groups = topology.world_size // sp
+        notes.append(
+            f"--sequence_parallel_size {sp}: the {topology.world_size} processes are {groups} data-parallel "
+            f"rank(s) of {sp} that split each sample's tokens, so a step trains on {batch.global_batch // sp} "
+            f"samples (micro-batch {batch.micro_batch} x accumulation {batch.grad_accum} x {groups})"
+        )
     ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
     if ddp_note:
         notes.append(ddp_note)

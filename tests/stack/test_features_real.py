@@ -37,6 +37,7 @@ def test_sequence_parallel_2_on_2_cpu_processes_plans_and_trains(tiny: dict[str,
     planned = json.loads(plan.stdout)
     assert planned["topology"]["nproc_per_node"]["value"] == 2
     assert planned["command"][planned["command"].index("--sequence_parallel_size") + 1] == "2"
+    assert any("a step trains on 4 samples (micro-batch 1 x accumulation 4 x 1)" in n for n in planned["notes"])
 
     result = subprocess.run(
         [sys.executable, "-m", "launcher", *argv], env=env, capture_output=True, text=True, timeout=600

@@ -219,3 +219,15 @@ def test_levers_name_liger_and_a_larger_sequence_parallel_size() -> None:
     assert "--sequence_parallel_size 2 -> 4" in texts and "--use_liger_kernel true" in texts
     short = shape(QWEN3B, "--max_length", "2048", "--use_liger_kernel", "true")
     assert not any("sequence_parallel" in t or "liger" in t for t, _ in levers(Strategy.ZERO2, short, None))
+
+
+def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None:
+    from launcher.plan.build import LaunchPaths, build_plan
+    from tests.conftest import host
+
+    facts = host(gpus(8, 80), ram_gib=1024)
+    swift = parse_swift_argv(["--model", "m", "--sequence_parallel_size", "4", "--per_device_train_batch_size", "2"])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    plan = build_plan(swift, topo, facts, QWEN3B, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
+    # swift's default accumulation counts all 8 processes: ceil(16 / 2 / 8) = 1; 2 data-parallel ranks
+    assert any("a step trains on 4 samples (micro-batch 2 x accumulation 1 x 2)" in n for n in plan.notes)
