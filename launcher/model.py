@@ -81,6 +81,7 @@ class NetworkFacts:
     ib_devices: tuple[str, ...] = ()
     interfaces: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    known: bool = True  # False: planning for an assumed machine (--assume-*), whose network nobody probed
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class ModelFacts:
     model_type: str | None = None  # config.json's model_type (qwen2_5_vl, qwen3_vl, ...)
     warnings: tuple[str, ...] = ()
     num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None  # GQA: sequence parallelism splits these heads
     num_experts: int | None = None  # MoE: routed experts per layer
     experts_per_token: int | None = None  # MoE: experts each token goes through
     moe_intermediate_size: int | None = None
@@ -203,10 +205,18 @@ class Estimate:
     cpu_free_bytes: int | None
     parts: dict[str, int] = field(default_factory=dict)  # per-GPU breakdown, for display
     levers: tuple[tuple[str, int], ...] = ()  # (one-setting change, GPU bytes it saves), the largest first
+    # per GPU, what no data can change (model states, buffers, context, their margin); None: not split
+    gpu_fixed_bytes: int | None = None
 
     @property
     def gpu_fits(self) -> bool:
         return self.gpu_free_bytes is not None and self.gpu_need_bytes <= self.gpu_free_bytes
+
+    @property
+    def fixed_fits(self) -> bool:
+        """The parts the data cannot change fit the GPU, and the host RAM fits: a refusal needs this False."""
+        fixed = self.gpu_need_bytes if self.gpu_fixed_bytes is None else self.gpu_fixed_bytes
+        return self.gpu_free_bytes is not None and fixed <= self.gpu_free_bytes and self.cpu_fits
 
     @property
     def cpu_fits(self) -> bool:
@@ -240,6 +250,7 @@ class Plan:
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
     batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
     ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
+    assumed_machine: bool = False  # planned with --assume-*: this machine's network and limits not taken
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

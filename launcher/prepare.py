@@ -13,7 +13,7 @@ from pathlib import Path
 
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
-from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, ModelFacts, Plan
+from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, Limits, ModelFacts, NetworkFacts, Plan
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import UserConfig
 from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
@@ -92,6 +92,14 @@ def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def apply_assumptions(host: HostFacts, options: LaunchOptions) -> HostFacts:
+    """Another machine's facts in place of this one's. Its network (InfiniBand, interfaces) and limits
+    (memlock, /dev/shm) are unknown: nothing of this machine stands in for them."""
+    if options.assume_gpus or options.assume_ram or options.assume_nodes is not None:
+        host = replace(
+            host,
+            network=NetworkFacts(known=False),
+            limits=Limits(memlock=None, nofile=None, shm_bytes=None),
+        )
     if options.assume_gpus:
         host = replace(host, gpus=GpuFacts(gpus=parse_assumed_gpus(options.assume_gpus), driver_version="assumed"))
     if options.assume_ram:
@@ -127,7 +135,8 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get("model")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    iface = route_interface(topology.master_addr.value) if topology.nnodes.value > 1 else None
+    probe_route = topology.nnodes.value > 1 and host.network.known
+    iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(
         swift,
         topology,

@@ -94,10 +94,12 @@ def plan_to_json(
         "estimates": {
             e.strategy.value: {
                 "gpu_need_bytes": e.gpu_need_bytes,
+                "gpu_fixed_bytes": e.gpu_fixed_bytes,
                 "gpu_free_bytes": e.gpu_free_bytes,
                 "cpu_need_bytes": e.cpu_need_bytes,
                 "cpu_free_bytes": e.cpu_free_bytes,
                 "fits": e.fits,
+                "fixed_fits": e.fixed_fits,
                 "parts": e.parts,
                 "levers": [{"change": text, "saves_bytes": saved} for text, saved in e.levers],
             }
@@ -108,6 +110,7 @@ def plan_to_json(
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
         "command": mask_argv(plan.command),
+        "assumed_machine": plan.assumed_machine,
         "memlock": None
         if memlock is None
         else {
@@ -177,7 +180,8 @@ def render_plan(
 
     if memlock is not None:
         soft = "unlimited" if memlock.after.soft is None else fmt_bytes(memlock.after.soft)
-        lines += ["", f"memlock: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
+        where = " (of this machine; the assumed machine's is unknown)" if plan.assumed_machine else ""
+        lines += ["", f"memlock{where}: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
         if memlock.problem:
             lines.append(f"  {memlock.problem}")
 
@@ -200,6 +204,8 @@ PART_ORDER = (
     "gpu_attention_scores",
     "gpu_logits",
     "gpu_vision",
+    "gpu_moe_experts",
+    "gpu_sequence_parallel",
     "gpu_cuda_context",
     "gpu_fragmentation_margin",
     "cpu_model_states",
@@ -232,6 +238,7 @@ def render_memory(plan: Plan) -> str:
     for key in gpu_keys:
         lines.append(row(key.removeprefix("gpu_"), [e.parts.get(key) for e in plan.estimates]))
     lines.append(row("= need per GPU", [e.gpu_need_bytes for e in plan.estimates]))
+    lines.append(row("  of it fixed", [e.gpu_fixed_bytes for e in plan.estimates]))
     lines.append(row("  free per GPU", [e.gpu_free_bytes for e in plan.estimates]))
     lines += ["", "Host RAM per node, by part"]
     for key in cpu_keys:

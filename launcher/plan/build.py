@@ -24,7 +24,8 @@ from launcher.model import (
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
+from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers
+from launcher.plan.features import is_lora, read_features
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import choose_strategy
 from launcher.plan.swift_args import SwiftArgs
@@ -56,11 +57,6 @@ class PlanOptions:
     watchdog: Watchdog = field(default_factory=Watchdog)
 
 
-def is_lora(swift: SwiftArgs) -> bool:
-    tuner = swift.get("tuner_type") or swift.get("train_type") or "lora"
-    return tuner != "full"
-
-
 def output_dir_of(swift: SwiftArgs) -> str:
     """swift's output_dir: the given one, or `output/<model name>` as swift derives it."""
     given = swift.get("output_dir")
@@ -71,7 +67,6 @@ def output_dir_of(swift: SwiftArgs) -> str:
 
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "f32": 4, "float16": 2, "fp16": 2, "f16": 2, "bfloat16": 2, "bf16": 2}
-DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
 
 
 def weight_bytes_of(swift: SwiftArgs, model: ModelFacts) -> int:
@@ -95,34 +90,13 @@ def quantizable_params(model: ModelFacts, total: int) -> int:
 def train_shape(
     swift: SwiftArgs, model: ModelFacts, topology: Topology, env: Mapping[str, str] | None = None
 ) -> TrainShape:
-    env = env or {}
+    features = read_features(swift, model, _with_config_env(swift, env), topology.world_size)
     total = model.total_params or 0
     lora = is_lora(swift)
-    trainable = (
-        lora_trainable_params(
-            total,
-            model.hidden_size,
-            model.intermediate_size,
-            model.num_layers,
-            swift.get_int("lora_rank", 8) or 8,
-            num_experts=model.num_experts,
-            moe_intermediate_size=model.moe_intermediate_size,
-        )
-        if lora
-        else total
-    )
-    freeze_vit = swift.get_bool("freeze_vit", True)
-    if not lora and freeze_vit:
-        trainable = max(total - model.vision_params, 0)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
-    pixels = 0
-    if model.is_multimodal and model.vision_hidden_size:
-        given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
-        pixels = given or DEFAULT_MAX_PIXELS
-    attn = (swift.get("attn_impl") or "").lower()
     return TrainShape(
         total_params=total,
-        trainable_params=trainable,
+        trainable_params=features.trainable_params,
         largest_layer_params=largest,
         hidden_size=model.hidden_size,
         num_layers=model.num_layers,
@@ -137,23 +111,30 @@ def train_shape(
         weight_bytes=weight_bytes_of(swift, model),
         quant_bits=quant_bits_of(swift, model) if lora else None,
         quantized_params=quantizable_params(model, total),
-        eager_attention=attn == "eager",
-        packing=swift.get_bool("packing", False),
+        eager_attention=features.eager_attention,
+        packing=features.packing,
         num_experts=model.num_experts,
         experts_per_token=model.experts_per_token,
         moe_intermediate_size=model.moe_intermediate_size,
         vision_hidden_size=model.vision_hidden_size,
         vision_layers=model.vision_layers,
-        image_pixels=pixels,
-        vision_trainable=not freeze_vit,
+        image_pixels=features.image_pixels,
+        vision_trainable=features.vision_trainable,
         fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
         vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
+        sequence_parallel=features.sequence_parallel,
+        sequence_ring=features.sequence_ring,
+        padding_free=features.padding_free,
+        logits_on_labels=features.logits_on_labels,
+        experts_impl=features.experts_impl,
+        loss_chunk_tokens=features.loss_chunk_tokens,
+        num_kv_heads=model.num_key_value_heads,
     )
 
 
-def _int_env(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name, "")
-    return int(value) if value.isdigit() else None
+def _with_config_env(swift: SwiftArgs, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment swift's workers see: the swift config's ENV block fills what is not already set."""
+    return {**swift.config_env, **(env or {})}
 
 
 def zero_configs(options: PlanOptions) -> dict[str, Mapping[str, Any]]:
@@ -235,7 +216,14 @@ def build_plan(
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
         notes.append(f"--max_length not set: activations estimated for {DEFAULT_SEQ_LEN} tokens per sample")
 
+    if not host.network.known:
+        notes.append(
+            "planned for an assumed machine: its InfiniBand, network interfaces, NCCL settings, memlock and "
+            "/dev/shm limits are unknown here; safe-sft decides them on that machine when it runs there"
+        )
     estimates = estimates_for(swift, model, topology, host, options, env)
+    if model is not None and uses_gpus:
+        warnings.extend(read_features(swift, model, _with_config_env(swift, env), topology.world_size).warnings)
     choice = choose_strategy(
         estimates,
         user_deepspeed=swift.get("deepspeed"),
@@ -269,6 +257,14 @@ def build_plan(
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
+    sp = swift.get_int("sequence_parallel_size", 1) or 1
+    if sp > 1 and topology.world_size % sp == 0:
+        groups = topology.world_size // sp
+        notes.append(
+            f"--sequence_parallel_size {sp}: the {topology.world_size} processes are {groups} data-parallel "
+            f"rank(s) of {sp} that split each sample's tokens, so a step trains on {batch.global_batch // sp} "
+            f"samples (micro-batch {batch.micro_batch} x accumulation {batch.grad_accum} x {groups})"
+        )
     ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
     if ddp_note:
         notes.append(ddp_note)
@@ -283,6 +279,7 @@ def build_plan(
         ib_devices=host.network.ib_devices,
         route_interface=options.route_interface,
         overrides=options.nccl_overrides or {},
+        machine_known=host.network.known,
     )
     notes.extend(nccl_notes)
     launch_env = _topology_env(topology) + nccl
@@ -302,6 +299,7 @@ def build_plan(
         write_no_pin_config=no_pin,
         fits=choice.fits,
         batch=batch,
+        assumed_machine=not host.network.known,
     )
     return plan
 

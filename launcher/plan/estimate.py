@@ -16,9 +16,17 @@ Every byte is in a named part of `Estimate.parts`, so a user sees where the memo
     gpu_attention_scores   eager attention only: heads x length^2 per layer
     gpu_logits             the logits over the vocabulary, their fp32 copy and gradient
     gpu_vision             the vision tower's activations for MAX_PIXELS images
+    gpu_moe_experts        MoE with --experts_impl batched_mm: each token's experts' weights gathered
+    gpu_sequence_parallel  --sequence_parallel_size: the all-to-all buffers of one layer's q/k/v/output
+                           (Ulysses) or k/v blocks (ring), and the full-length input embeddings
     gpu_cuda_context       CUDA context, cuBLAS/NCCL workspaces (fitted)
     gpu_fragmentation_margin  what the caching allocator reserves beyond what is allocated (fitted)
     gpu_measured_correction   after an attempt of this run was measured: what its peak / estimate adds
+
+The parts in DATA_PARTS grow with the tokens of a micro-batch: the worst case (every sample at max_length)
+is `gpu_need_bytes`; what the data cannot change is `gpu_fixed_bytes` (weights, gradients, optimizer state,
+buffers, context, and the fragmentation margin over these). A plan refuses a run only when no strategy's
+fixed bytes fit (launcher.plan.strategy).
 
 Model states reduce to DeepSpeed's own estimators for a full zero2 fine-tune (2P + 18P/N); for LoRA only
 trainable parameters carry gradients and optimizer state. These are planning numbers, not promises: the
@@ -63,6 +71,18 @@ EAGER_PEAK_BYTES = 6
 QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
 VISION_PATCH = 14  # Qwen-VL / InternVL patch side in pixels
 
+# The parts that grow with a micro-batch's tokens; every other part is fixed whatever the data.
+DATA_PARTS = frozenset(
+    {
+        "gpu_activations",
+        "gpu_attention_scores",
+        "gpu_logits",
+        "gpu_vision",
+        "gpu_moe_experts",
+        "gpu_sequence_parallel",
+    }
+)
+
 
 @dataclass(frozen=True)
 class TrainShape:
@@ -95,6 +115,14 @@ class TrainShape:
     vision_trainable: bool = False  # --freeze_vit false
     fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full
     vocab_logits: bool = True  # False for --task_type seq_cls / embedding / reranker: no vocabulary head
+    sequence_parallel: int = 1  # --sequence_parallel_size: each GPU holds 1/S of every sample's tokens
+    sequence_ring: bool = False  # S exceeds gcd(kv heads, S): ring attention passes k/v blocks around
+    padding_free: bool = False  # --padding_free (or packing): flash varlen, no padding, no length^2 scores
+    logits_on_labels: bool = False  # use_logits_to_keep: logits only from the first label on (swift's default)
+    label_fraction: float = 1.0  # share of tokens that are labels (data-dependent; 1.0 is the worst case)
+    experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
+    loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
+    num_kv_heads: int | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -106,6 +134,12 @@ class TrainShape:
 
     @property
     def tokens(self) -> int:
+        """Tokens one GPU runs through the decoder per micro-batch: sequence parallelism splits each sample."""
+        return self.micro_batch * -(-self.seq_len // max(self.sequence_parallel, 1))
+
+    @property
+    def sample_tokens(self) -> int:
+        """Tokens of a micro-batch before any split (the input embeddings, the vision tower's images)."""
         return self.micro_batch * self.seq_len
 
 
@@ -224,9 +258,11 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
 
 
 def activation_parts(shape: TrainShape) -> dict[str, int]:
-    """Per GPU: layer activations, eager attention scores, logits and the vision tower's activations."""
+    """Per GPU: layer activations, eager attention scores, logits, the vision tower's activations, and the
+    buffers of MoE expert dispatch and of sequence parallelism: every part in DATA_PARTS."""
+    zero = {part: 0 for part in sorted(DATA_PARTS)}
     if not shape.hidden_size or not shape.num_layers:
-        return {"gpu_activations": 0, "gpu_attention_scores": 0, "gpu_logits": 0, "gpu_vision": 0}
+        return zero
     scale = shape.weight_bytes / 2
     h, layers, tokens = shape.hidden_size, shape.num_layers, shape.tokens
     if shape.num_experts and shape.moe_intermediate_size:
@@ -242,20 +278,29 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
     else:
         layer_acts = one_layer * layers
     scores = 0.0
-    if shape.eager_attention and not shape.packing and shape.num_heads:
-        # packing runs flash-attention's variable-length kernel: no length^2 term
-        per_layer = shape.num_heads * shape.seq_len**2 * shape.micro_batch
+    if shape.eager_attention and not shape.packing and not shape.padding_free and shape.num_heads:
+        # packing and padding_free run flash-attention's variable-length kernel: no length^2 term. Under
+        # sequence parallelism (Ulysses) each GPU attends over the whole length for 1/S of the heads.
+        heads = max(shape.num_heads // max(shape.sequence_parallel, 1), 1)
+        per_layer = heads * shape.seq_len**2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
     logit_bytes = LOGIT_BYTES + (2 if shape.weight_bytes == 4 else 0)
+    # use_logits_to_keep: the head runs only on label positions; the worst case is every token a label
+    logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)
     if not shape.vocab_logits:
-        logits = 0
+        logits = 0.0
+    elif shape.loss_chunk_tokens and not shape.fused_cross_entropy:
+        # swift's ChunkedCrossEntropyLoss: the 16-bit logits and their gradient whole, the fp32 copy and
+        # log-softmax gradient one chunk at a time
+        vocab = shape.vocab_size or 0
+        logits = logit_tokens * vocab * 4 + min(shape.loss_chunk_tokens, logit_tokens) * vocab * 8
     elif shape.fused_cross_entropy:
         # liger's fused linear cross-entropy works in chunks of about tokens x hidden / vocab rows: an fp32
         # chunk of logits and its gradient, about the size of one fp32 hidden state
-        logits = tokens * h * 8
+        logits = logit_tokens * h * 8
     else:
-        logits = tokens * (shape.vocab_size or 0) * logit_bytes
+        logits = logit_tokens * (shape.vocab_size or 0) * logit_bytes
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
         patches = shape.micro_batch * shape.image_pixels / VISION_PATCH**2
@@ -267,7 +312,34 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         "gpu_attention_scores": int(scores),
         "gpu_logits": int(logits),
         "gpu_vision": int(vision),
+        "gpu_moe_experts": moe_dispatch_bytes(shape),
+        "gpu_sequence_parallel": sequence_parallel_bytes(shape),
     }
+
+
+def moe_dispatch_bytes(shape: TrainShape) -> int:
+    """--experts_impl batched_mm (transformers' `batched_mm_experts_forward`) indexes every routed expert's
+    gate_up and down weights per token (`gate_up_proj[expert_ids]`), saved for the backward: tokens x top-k x
+    3 x hidden x moe_intermediate per layer held. grouped_mm and eager run each expert's GEMM in place."""
+    if shape.experts_impl != "batched_mm" or not shape.num_experts or not shape.moe_intermediate_size:
+        return 0
+    pairs = shape.tokens * (shape.experts_per_token or 1)
+    held = 1 if shape.gradient_checkpointing else (shape.num_layers or 1)
+    return int(pairs * 3 * (shape.hidden_size or 0) * shape.moe_intermediate_size * shape.weight_bytes * held)
+
+
+def sequence_parallel_bytes(shape: TrainShape) -> int:
+    """swift's sequence parallelism (swift/sequence_parallel): the full-length input embeddings before the
+    split, and per layer the all-to-all copies (input and output, `torch.empty_like`) of q, k, v and the
+    attention output (Ulysses); with ring attention also the k/v blocks in flight from the next peer."""
+    if shape.sequence_parallel <= 1 or not shape.hidden_size:
+        return 0
+    h, w, tokens = shape.hidden_size, shape.weight_bytes, shape.tokens
+    heads = shape.num_heads or 1
+    kv = h * (shape.num_kv_heads or heads) // heads
+    ulysses = 2 * (2 * h + 2 * kv) * tokens * w
+    ring = 2 * 2 * kv * tokens * w if shape.sequence_ring else 0
+    return int(shape.sample_tokens * h * w + ulysses + ring)
 
 
 def activation_bytes(shape: TrainShape) -> int:
@@ -306,6 +378,8 @@ def estimate(
     subtotal = sum(parts.values())
     parts["gpu_fragmentation_margin"] = int(subtotal * calibration.fragmentation)
     gpu_need = sum(parts.values())
+    fixed = sum(v for k, v in parts.items() if k not in DATA_PARTS and k != "gpu_fragmentation_margin")
+    gpu_fixed = fixed + int(fixed * calibration.fragmentation)
     states_cpu = host_bytes(strategy, shape, zero)
     host_processes = HOST_BYTES_PER_PROCESS * shape.gpus_per_node
     parts["cpu_model_states"] = states_cpu
@@ -317,6 +391,7 @@ def estimate(
         gpu_free_bytes=gpu_free_bytes,
         cpu_free_bytes=cpu_free_bytes,
         parts=parts,
+        gpu_fixed_bytes=gpu_fixed,
     )
 
 
@@ -347,6 +422,16 @@ def levers(
         changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
     if shape.vision_trainable:
         changes.append(("--freeze_vit true", replace(shape, vision_trainable=False)))
+    if shape.vocab_logits and not shape.fused_cross_entropy:
+        changes.append(("--use_liger_kernel true", replace(shape, fused_cross_entropy=True)))
+    doubled = 2 * shape.sequence_parallel
+    if shape.seq_len >= 8192 and shape.total_gpus % doubled == 0 and shape.total_gpus >= doubled:
+        changes.append(
+            (
+                f"--sequence_parallel_size {shape.sequence_parallel} -> {doubled}",
+                replace(shape, sequence_parallel=doubled),
+            )
+        )
     saved = [
         (text, base - estimate(strategy, changed, None, None, zero, calibration).gpu_need_bytes)
         for text, changed in changes

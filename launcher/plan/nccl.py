@@ -1,6 +1,9 @@
 """The process environment for NCCL: safe defaults, each with its reason, never over a user's value.
 
-A `--nccl-env KEY=VAL` override beats both the default and the user's environment, and says so.
+A `--nccl-env KEY=VAL` override beats both the default and the user's environment, and says so. For an
+assumed machine (`safe-sft plan --assume-*`, `machine_known` False) nothing of this machine is taken for
+that one: neither its InfiniBand devices, nor its interfaces, nor the NCCL variables of this shell; the
+notes say they are unknown there.
 """
 
 from __future__ import annotations
@@ -18,10 +21,18 @@ def nccl_settings(
     ib_devices: tuple[str, ...],
     route_interface: str | None,
     overrides: Mapping[str, str],
+    machine_known: bool = True,
 ) -> tuple[tuple[EnvSetting, ...], tuple[str, ...]]:
     """(settings to apply, notes). Nothing is set for CPU training: NCCL is not used there."""
     notes: list[str] = []
     defaults: list[EnvSetting] = []
+    if not machine_known:
+        here = sorted(name for name in env if name.startswith(("NCCL_", "TORCH_NCCL_")))
+        if here:
+            notes.append(
+                f"this shell's {', '.join(here)} are this machine's settings, not taken for the assumed machine"
+            )
+        env = {name: value for name, value in env.items() if name not in here}
     if uses_gpus:
         defaults.append(
             EnvSetting(
@@ -30,9 +41,15 @@ def nccl_settings(
                 "a failed or timed-out collective ends the process instead of hanging it",
             )
         )
-        if not ib_devices:
+        if not machine_known:
+            notes.append("InfiniBand on the assumed machine: unknown (NCCL_IB_DISABLE is decided where safe-sft runs)")
+        elif not ib_devices:
             defaults.append(EnvSetting("NCCL_IB_DISABLE", "1", "no InfiniBand device in /sys/class/infiniband"))
-        if nnodes > 1:
+        if nnodes > 1 and not machine_known:
+            notes.append(
+                "network interfaces of the assumed machine: unknown (NCCL_SOCKET_IFNAME is decided where safe-sft runs)"
+            )
+        elif nnodes > 1:
             if route_interface:
                 defaults.append(
                     EnvSetting("NCCL_SOCKET_IFNAME", route_interface, "the interface that routes to MASTER_ADDR")

@@ -1,8 +1,13 @@
 """Choose the DeepSpeed strategy: the fastest of zero2, zero3, zero3_offload that fits, with reasons.
 
 A user's explicit `--deepspeed` is kept (with a warning when the estimate for its ZeRO rung says it will
-not fit); CPU training keeps whatever the user set. When nothing fits, the choice says so and names what
-would help; the caller decides whether `--force` overrides that.
+not fit); CPU training keeps whatever the user set.
+
+The refusal rule: a run is refused (`fits` False; the caller decides whether `--force` overrides) only
+when no strategy's fixed parts (model states, buffers, context: what no data can change) fit, or its host
+RAM does not. When only the data-dependent parts (activations, logits at every sample's max_length) make
+every strategy too big, the best strategy whose fixed parts fit is chosen and launched, with a warning
+naming the numbers and the levers: real samples are mostly shorter, and the ladder handles a real OOM.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from launcher.units import fmt_bytes
 class Choice:
     strategy: str | None  # a Strategy value, the user's own --deepspeed value, or None
     reason: str
-    fits: bool
+    fits: bool  # False: refused (no strategy's fixed parts fit); launch only with --force
     warnings: tuple[str, ...] = ()
     user_chosen: bool = False
+    worst_case_fits: bool = True  # False: launched although every sample at max_length would not fit
 
 
 def describe(estimate: Estimate) -> str:
@@ -64,12 +70,62 @@ def choose_strategy(
             return Choice(strategy.value, why, True)
         rejected.append(f"{strategy.value} does not fit: {_shortfall(est)}")
 
+    data_bound = _fixed_parts_fit(by_name)
+    if data_bound is not None:
+        return data_bound
+
     options = ["more GPUs or nodes", "a shorter --max_length", "a smaller --per_device_train_batch_size"]
     if not is_lora:
         options.insert(0, "LoRA (--tuner_type lora)")
     last = by_name[Strategy.ZERO3_OFFLOAD.value]
-    reason = f"nothing fits: {'; '.join(rejected)}. Options: {', '.join(options)}"
+    fixed = "; ".join(_fixed_shortfall(by_name[s.value]) for s in STRATEGY_ORDER)
+    reason = f"nothing fits whatever the data: {fixed}. Options: {', '.join(options)}"
     return Choice(last.strategy.value, reason, False)
+
+
+# ---- the refusal rule: only the data-dependent parts are over (issue 15, part 4) -------------------------
+
+CLOSE_ENOUGH = 0.5  # a faster strategy is kept while its room for the data is at least this share of the best
+
+
+def _fixed_parts_fit(by_name: dict[str, Estimate]) -> Choice | None:
+    """No strategy fits at the worst case, but some fixed parts fit: the fastest strategy that leaves the
+    data at least half the most room any strategy leaves (a slower strategy saves only model-state bytes,
+    which matter little next to an overflow of activations, and costs speed on every step). None when no
+    fixed parts fit."""
+    candidates = [by_name[s.value] for s in STRATEGY_ORDER if by_name[s.value].fixed_fits]
+    if not candidates:
+        return None
+    room = {e.strategy: (e.gpu_free_bytes or 0) - _fixed(e) for e in candidates}
+    best_room = max(room.values())
+    chosen = next(e for e in candidates if room[e.strategy] >= CLOSE_ENOUGH * best_room)
+    data = chosen.gpu_need_bytes - _fixed(chosen)
+    levers = ", ".join(f"{text} (saves {fmt_bytes(saved)})" for text, saved in chosen.levers[:3])
+    warning = (
+        f"{chosen.strategy.value}: at the worst case (every sample at max_length) it needs "
+        f"{fmt_bytes(chosen.gpu_need_bytes)} per GPU of {fmt_bytes(chosen.gpu_free_bytes)} free; of it "
+        f"{fmt_bytes(_fixed(chosen))} do not depend on the data and fit, {fmt_bytes(data)} are activations and "
+        f"logits for full-length samples, {fmt_bytes(room[chosen.strategy])} left for them. Launching: shorter "
+        "real samples fit, and the ladder handles an OOM" + (f". Levers: {levers}" if levers else "")
+    )
+    reason = (
+        f"{describe(chosen)} at the worst case; its fixed parts ({fmt_bytes(_fixed(chosen))}) fit and leave "
+        f"{fmt_bytes(room[chosen.strategy])} for the data: the best whose fixed parts fit"
+    )
+    return Choice(chosen.strategy.value, reason, True, (warning,), worst_case_fits=False)
+
+
+def _fixed(est: Estimate) -> int:
+    return est.gpu_need_bytes if est.gpu_fixed_bytes is None else est.gpu_fixed_bytes
+
+
+def _fixed_shortfall(est: Estimate) -> str:
+    if not est.cpu_fits:
+        host = f"{fmt_bytes(est.cpu_need_bytes)} host RAM > {fmt_bytes(est.cpu_free_bytes)} available"
+        return f"{est.strategy.value} {host}"
+    return (
+        f"{est.strategy.value} {fmt_bytes(_fixed(est))} per GPU without any data > {fmt_bytes(est.gpu_free_bytes)} free"
+    )
 
 
 def _shortfall(est: Estimate) -> str:

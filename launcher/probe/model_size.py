@@ -78,6 +78,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     return {
         "num_attention_heads": _int(text, "num_attention_heads", "n_head", "num_heads"),
+        "num_key_value_heads": _int(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads"),
         "num_experts": _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
         "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"),
         "moe_intermediate_size": _int(text, "moe_intermediate_size", "expert_intermediate_size"),
@@ -194,21 +195,22 @@ def params_from_name(name: str) -> int | None:
     return int(float(match.group(1)) * scale)
 
 
-# (params, hidden, layers, intermediate, vocab, heads, tied): the Qwen2.5 family, a typical decoder at each size.
+# (params, hidden, layers, intermediate, vocab, heads, kv heads, tied): the Qwen2.5 family, a typical
+# decoder at each size.
 _TYPICAL_SHAPES = (
-    (0.5e9, 896, 24, 4864, 151936, 14, True),
-    (1.5e9, 1536, 28, 8960, 151936, 12, True),
-    (3e9, 2048, 36, 11008, 151936, 16, True),
-    (7e9, 3584, 28, 18944, 152064, 28, False),
-    (14e9, 5120, 48, 13824, 152064, 40, False),
-    (32e9, 5120, 64, 27648, 152064, 40, False),
-    (72e9, 8192, 80, 29568, 152064, 64, False),
+    (0.5e9, 896, 24, 4864, 151936, 14, 2, True),
+    (1.5e9, 1536, 28, 8960, 151936, 12, 2, True),
+    (3e9, 2048, 36, 11008, 151936, 16, 2, True),
+    (7e9, 3584, 28, 18944, 152064, 28, 4, False),
+    (14e9, 5120, 48, 13824, 152064, 40, 8, False),
+    (32e9, 5120, 64, 27648, 152064, 40, 8, False),
+    (72e9, 8192, 80, 29568, 152064, 64, 8, False),
 )
 
 
 def typical_shape(name: str, total_params: int) -> ModelFacts:
     """Facts for a model known only by its size: the shape of the nearest typical decoder."""
-    params, hidden, layers, intermediate, vocab, heads, tied = min(
+    params, hidden, layers, intermediate, vocab, heads, kv_heads, tied = min(
         _TYPICAL_SHAPES, key=lambda row: abs(row[0] - total_params) / row[0]
     )
     return ModelFacts(
@@ -221,6 +223,7 @@ def typical_shape(name: str, total_params: int) -> ModelFacts:
         intermediate_size=intermediate,
         vocab_size=vocab,
         num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         tie_word_embeddings=tied,
         is_multimodal=bool(re.search(r"(?i)[-_]vl\b|-vl-", name)),
         warnings=(f"layer shapes assumed like a typical {params / 1e9:g}B decoder",),

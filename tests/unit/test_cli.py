@@ -1,6 +1,7 @@
 """Option splitting, the JSON plan schema through the real CLI, and the light import path."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -138,7 +139,10 @@ def test_plan_explain_memory_shows_parts_and_the_largest_lever() -> None:
     assert header[:3] == ["zero2", "*", "zero3"]  # LoRA on 8x80: zero2 chosen, marked
     for part in ("weights", "zero3_live_params", "zero_buckets", "logits", "fragmentation_margin"):
         assert f"  {part} " in table
-    assert re.search(r"zero2 \(fits\): micro-batch 4 -> 2 saves \d+\.\d GiB per GPU", table)
+    # the logits of 4 x 4096 tokens over a 152064 vocabulary are the largest part: liger first, then the batch
+    assert re.search(
+        r"zero2 \(fits\): --use_liger_kernel true saves \d+\.\d GiB per GPU \(then: micro-batch 4 -> 2 ", table
+    )
 
 
 @pytest.mark.parametrize(
@@ -250,3 +254,40 @@ def test_plan_warns_when_a_stale_nnodes_beats_slurms() -> None:
         "warning: NNODES=1 from your environment beats Slurm's SLURM_JOB_NUM_NODES=2: using 1 (unset NNODES to use "
         "Slurm's)" in result.stdout
     )
+
+
+def test_only_the_data_over_the_card_plans_with_a_warning_and_exit_0() -> None:
+    """Issue 15: a 2B model, micro-batch 16 x 4096 padding-free tokens on one 24 GiB GPU: the worst case is
+    over the card only by activations and logits, so the plan warns and launches; it is not refused."""
+    args = ["plan", "--json", "--model-params", "2.2e9", "--assume-gpus", "1x24GiB", "--assume-ram", "64GiB"]
+    swift = ["--model", "m", "--per_device_train_batch_size", "16", "--max_length", "4096"]
+    result = run_cli(*args, *swift, "--padding_free", "true", "--attn_impl", "flash_attn")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    chosen = plan["estimates"][plan["strategy"]]
+    assert plan["fits"] and not chosen["fits"] and chosen["fixed_fits"]
+    assert chosen["gpu_fixed_bytes"] < chosen["gpu_free_bytes"] < chosen["gpu_need_bytes"]
+    assert any("do not depend on the data and fit" in w and "Levers" in w for w in plan["warnings"])
+
+
+def test_assumed_machine_takes_no_network_fact_of_this_one() -> None:
+    args = ["plan", "--json", "--model-params", "7e9", "--assume-gpus", "8x80GiB", "--assume-ram", "1TiB"]
+    args += ["--assume-nodes", "2"]
+    env = {**os.environ, "NCCL_SOCKET_IFNAME": "eth7"}
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", *args, "--model", "m"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert "NCCL_IB_DISABLE" not in plan["env"] and "NCCL_SOCKET_IFNAME" not in plan["env"]
+    notes = "\n".join(plan["notes"])
+    assert "InfiniBand on the assumed machine: unknown" in notes
+    assert "network interfaces of the assumed machine: unknown" in notes
+    assert "NCCL_SOCKET_IFNAME are this machine's settings, not taken" in notes
+
+
+def test_assumed_machine_plan_says_its_memlock_is_this_machines() -> None:
+    args = ["plan", "--model-params", "7e9", "--assume-gpus", "8x80GiB", "--assume-ram", "1TiB", "--model", "m"]
+    text = run_cli(*args).stdout
+    assert "memlock (of this machine; the assumed machine's is unknown):" in text
+    assert json.loads(run_cli(*args[:1], "--json", *args[1:]).stdout)["assumed_machine"] is True

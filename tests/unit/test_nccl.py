@@ -5,7 +5,7 @@ from launcher.plan.nccl import nccl_settings
 from launcher.prepare import parse_nccl_env
 
 
-def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=None):  # type: ignore[no-untyped-def]
+def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=None, known=True):  # type: ignore[no-untyped-def]
     result, notes = nccl_settings(
         env=env or {},
         uses_gpus=uses_gpus,
@@ -13,6 +13,7 @@ def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=No
         ib_devices=ib,
         route_interface=iface,
         overrides=overrides or {},
+        machine_known=known,
     )
     return {s.name: s.value for s in result}, notes
 
@@ -51,6 +52,16 @@ def settings(env=None, uses_gpus=True, nnodes=1, ib=(), iface=None, overrides=No
                 "NCCL_P2P_DISABLE": "1",
             },
             id="flag-overrides",
+        ),
+        pytest.param(
+            {"known": False, "nnodes": 2, "env": {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth9"}},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_DEBUG": "WARN"},
+            id="assumed-machine-takes-nothing-of-this-one",
+        ),
+        pytest.param(
+            {"known": False, "overrides": {"NCCL_IB_DISABLE": "1"}},
+            {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"},
+            id="assumed-machine-with-nccl-env",
         ),
     ],
 )
@@ -96,3 +107,12 @@ def test_nccl_env_takes_nccl_and_torch_nccl_variables() -> None:
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
         "NCCL_SOCKET_IFNAME": "eth0",
     }
+
+
+def test_assumed_machine_says_what_is_unknown_there() -> None:
+    _, notes = settings(known=False, nnodes=2, env={"NCCL_IB_HCA": "mlx5_0"})
+    text = "\n".join(notes)
+    assert "InfiniBand on the assumed machine: unknown" in text
+    assert "network interfaces of the assumed machine: unknown" in text
+    assert "NCCL_IB_HCA are this machine's settings, not taken for the assumed machine" in text
+    assert "kept your" not in text

@@ -78,8 +78,10 @@ def test_the_estimates_are_deepspeeds_model_states_plus_hand_computed_terms(n_gp
 
 # The boundaries, from the numbers above (8 GPUs, full): zero2 needs 41.97 GiB per GPU and 364.4 GiB of
 # host RAM (DeepSpeed's 4 bytes x parameters x GPUs per node x 1.5); zero3 30.11 GiB and 48.4 GiB;
-# zero3_offload 8.83 GiB and 215.5 GiB. 4 GPUs: zero2 61.12 GiB, zero3 47.34 GiB. LoRA, 8 GPUs: zero2
-# 22.47 GiB, zero3 9.84 GiB.
+# zero3_offload 8.83 GiB and 215.5 GiB, of it 4.41 GiB fixed (no activations or logits). 4 GPUs: zero2
+# 61.12 GiB, zero3 47.34 GiB. LoRA, 8 GPUs: zero2 22.47 GiB, zero3 9.84 GiB. Below 8.83 GiB only the
+# data-dependent parts are over: zero3_offload is launched with a warning; below 4.41 GiB nothing fits
+# whatever the data.
 @pytest.mark.parametrize(
     ("tuner", "n_gpus", "gpu_gib", "ram_gib", "expected"),
     [
@@ -89,7 +91,8 @@ def test_the_estimates_are_deepspeeds_model_states_plus_hand_computed_terms(n_gp
         pytest.param("full", 8, 30.2, 512, "zero3", id="8x30.2GiB:zero3-30.11<=30.2"),
         pytest.param("full", 8, 30, 512, "zero3_offload", id="8x30GiB:zero3-30.11>30-offload"),
         pytest.param("full", 8, 16, 128, None, id="8x16GiB-128GiB:offload-host-215.5>128-nothing"),
-        pytest.param("full", 8, 8.8, 512, None, id="8x8.8GiB:offload-8.83>8.8-nothing"),
+        pytest.param("full", 8, 8.8, 512, "zero3_offload", id="8x8.8GiB:offload-8.83>8.8-fixed-4.41-fits"),
+        pytest.param("full", 8, 4.4, 512, None, id="8x4.4GiB:offload-fixed-4.41>4.4-nothing"),
         pytest.param("full", 4, 48, 256, "zero3", id="4x48GiB:zero2-61.1>48-zero3-47.3"),
         pytest.param("lora", 8, 22.5, 512, "zero2", id="lora-8x22.5GiB:zero2-22.47<=22.5"),
         pytest.param("lora", 8, 22.4, 512, "zero3", id="lora-8x22.4GiB:zero2-22.47>22.4-zero3"),
@@ -101,7 +104,7 @@ def test_choice_at_the_hand_computed_boundaries(
     plan = plan_7b(tuner, n_gpus, gpu_gib, ram_gib)
     if expected is None:
         assert not plan.fits
-        assert "nothing fits" in plan.strategy_reason and "GiB" in plan.strategy_reason
+        assert "nothing fits whatever the data" in plan.strategy_reason and "GiB" in plan.strategy_reason
     else:
         assert plan.fits and plan.strategy == expected
         assert plan.deepspeed_arg == f"/cfg/{expected}.json"
@@ -119,7 +122,7 @@ def test_nothing_fits_suggests_lora_only_for_full() -> None:
     assert "LoRA" not in choose(32e9, "lora", 1, 24, 64).strategy_reason
 
 
-def test_activations_can_make_a_small_model_not_fit() -> None:
+def test_activations_alone_over_the_card_launch_with_a_warning_not_a_refusal() -> None:
     big_batch = (
         "--per_device_train_batch_size",
         "64",
@@ -128,7 +131,10 @@ def test_activations_can_make_a_small_model_not_fit() -> None:
         "--gradient_checkpointing",
         "false",
     )
-    assert not choose(0.5e9, "full", 1, 24, 64, extra=big_batch).fits
+    plan = choose(0.5e9, "full", 1, 24, 64, extra=big_batch)
+    assert plan.fits, plan.strategy_reason
+    [warning] = [w for w in plan.warnings if "worst case" in w]
+    assert "do not depend on the data and fit" in warning and "micro-batch 64 -> 32 (saves" in warning
 
 
 def test_user_deepspeed_kept_with_warning() -> None:

@@ -1,0 +1,217 @@
+"""swift's training features, read once from its arguments into the terms of the memory estimate.
+
+Contract: pure. `read_features(swift, model, env)` returns what launcher.plan.estimate's TrainShape needs
+beyond sizes and batch: which parameters carry gradients and optimizer state, how sequence parallelism
+splits the tokens, whether batches are padding-free, where logits are computed, the MoE experts
+implementation and the image-token limit, plus warnings for set-ups ms-swift 4.6 itself refuses.
+What each argument does is read from ms-swift 4.6's source:
+
+- `--tuner_type` lora (default) / full / lora_llm (LoRA on the LLM, the ViT and aligner fully trained);
+  `--target_modules` (default `all-linear`; `--target_regex` replaces
+  it); `--modules_to_save`; `--trainable_parameters` (prefixes made trainable whatever froze them);
+  `--freeze_llm` (False), `--freeze_vit` (True), `--freeze_aligner` (True): for full tuning they freeze
+  that part (swift/arguments/tuner_args.py `_init_multimodal_full`); for LoRA with all-linear they keep
+  adapters off that part.
+- `--sequence_parallel_size S` (swift/sequence_parallel): a forward pre-hook splits every sample's tokens
+  S ways; Ulysses all-to-alls q/k/v over gcd(kv heads, S) ranks, and the remaining factor runs ring
+  attention, which needs `--padding_free true`. The loss is gathered, the logits stay local; with
+  CELOSS_PARALLEL_SIZE set, the cross-entropy runs in chunks of that many tokens. use_logits_to_keep is
+  off under sequence parallelism.
+- `--padding_free` / `--packing` (packing implies padding_free): flash-attention's varlen kernel, no
+  padding; swift 4.6 refuses both without a flash `--attn_impl`.
+- `--use_logits_to_keep` (default: on where the model's forward takes `logits_to_keep`, transformers 5):
+  logits only from the first label on.
+- `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
+- IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
+  to it only when it is unset), MAX_PIXELS, `--max_pixels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import gcd
+
+from launcher.model import ModelFacts
+from launcher.plan.swift_args import SwiftArgs
+
+FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
+ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
+VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
+EMBEDDING_NAMES = ("embed_tokens", "lm_head")
+DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
+PIXELS_PER_IMAGE_TOKEN = 28 * 28  # one merged token is 2x2 patches of 14 pixels (the estimate's patch)
+VISION_LORA_PER_HIDDEN = 16  # qkv (vh + 3vh), proj (2vh), fc1 (vh + 4vh), fc2 (4vh + vh): 16vh per layer
+
+
+@dataclass(frozen=True)
+class Features:
+    """The features' part of a TrainShape, and what the plan should warn about."""
+
+    trainable_params: int
+    vision_trainable: bool
+    sequence_parallel: int
+    sequence_ring: bool
+    padding_free: bool
+    packing: bool
+    logits_on_labels: bool
+    loss_chunk_tokens: int
+    experts_impl: str | None
+    eager_attention: bool
+    image_pixels: int
+    warnings: tuple[str, ...] = ()
+
+
+def is_lora(swift: SwiftArgs) -> bool:
+    tuner = swift.get("tuner_type") or swift.get("train_type") or "lora"
+    return tuner != "full"
+
+
+def _words(swift: SwiftArgs, key: str) -> tuple[str, ...]:
+    value = swift.get(key)
+    return tuple(value.replace(",", " ").split()) if value else ()
+
+
+def _int_env(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def lora_params(
+    model: ModelFacts, rank: int, targets: tuple[str, ...], *, llm: bool, vision: bool
+) -> tuple[int, tuple[str, ...]]:
+    """LoRA parameters: rank x (in + out) per targeted linear of each layer, every expert's own in an MoE
+    layer; `all-linear` targets every linear (of the LLM unless frozen, of the ViT when not frozen)."""
+    h, i, layers = model.hidden_size, model.intermediate_size, model.num_layers
+    if not (h and i and layers):
+        return int((model.total_params or 0) * 0.01), ()
+    unknown: list[str] = []
+    if "all-linear" in targets or not targets:
+        names = set(ATTENTION_LINEARS + MLP_LINEARS)
+    else:
+        names = {t for t in targets if t in ATTENTION_LINEARS + MLP_LINEARS}
+        unknown = [t for t in targets if t not in ATTENTION_LINEARS + MLP_LINEARS]
+    total = 0
+    if llm:
+        attention = sum(h + h for name in ATTENTION_LINEARS if name in names)
+        mlp_one = sum(h + i for name in MLP_LINEARS if name in names)
+        if model.num_experts and model.moe_intermediate_size:
+            mlp = model.num_experts * sum(h + model.moe_intermediate_size for n in MLP_LINEARS if n in names)
+        else:
+            mlp = mlp_one
+        total += layers * rank * (attention + mlp)
+    if vision and model.vision_hidden_size and model.vision_layers and "all-linear" in targets:
+        total += model.vision_layers * rank * VISION_LORA_PER_HIDDEN * model.vision_hidden_size
+    return total, tuple(unknown)
+
+
+def _named_params(model: ModelFacts, names: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
+    """Parameters of modules named by prefix (trainable_parameters, modules_to_save): the embeddings, the
+    head, the vision tower; other names are not known without loading the model."""
+    vocab_h = (model.vocab_size or 0) * (model.hidden_size or 0)
+    embeddings = {e for name in names for e in EMBEDDING_NAMES if e in name}
+    vision = any(_is_vision(name) for name in names)
+    unknown = tuple(n for n in names if not _is_vision(n) and not any(e in n for e in EMBEDDING_NAMES))
+    shared = model.tie_word_embeddings and embeddings
+    total = vocab_h * (1 if shared else len(embeddings)) + (model.vision_params if vision else 0)
+    return total, unknown
+
+
+def _is_vision(name: str) -> bool:
+    return any(part in VISION_PREFIXES for part in name.split("."))
+
+
+def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tuple[str, ...]]:
+    """(parameters carrying gradients and optimizer state, whether the vision tower is trained, warnings)."""
+    total = model.total_params or 0
+    warnings: list[str] = []
+    freeze_llm = swift.get_bool("freeze_llm", False) and model.is_multimodal
+    freeze_vit = swift.get_bool("freeze_vit", True)
+    targets = _words(swift, "target_modules") or ("all-linear",)
+    if swift.get("target_regex"):
+        targets = ("all-linear",)
+        warnings.append("--target_regex is counted as all-linear (its matches are not known before loading)")
+    extra_names = _words(swift, "trainable_parameters") + _words(swift, "modules_to_save")
+    extra, unknown_extra = _named_params(model, extra_names)
+    vision_named = any(_is_vision(n) for n in extra_names)
+    if is_lora(swift):
+        rank = swift.get_int("lora_rank", 8) or 8
+        adapters, unknown = lora_params(model, rank, targets, llm=not freeze_llm, vision=not freeze_vit)
+        if unknown:
+            warnings.append(
+                f"--target_modules {' '.join(unknown)}: not a q/k/v/o/gate/up/down projection, its LoRA "
+                "parameters are not counted"
+            )
+        trainable = adapters + extra
+        vision_trained = not freeze_vit or vision_named
+        if (swift.get("tuner_type") or "") == "lora_llm" and not vision_named:
+            # swift/tuner_plugin/lora_llm.py: LoRA on the LLM, the vision tower and aligner fully trained
+            trainable += model.vision_params
+            vision_trained = model.vision_params > 0
+    else:
+        trainable = total
+        if freeze_vit and not vision_named:
+            trainable -= model.vision_params
+        if freeze_llm:
+            trainable -= max(total - model.vision_params, 0)
+            trainable += extra if not vision_named else 0
+        vision_trained = (not freeze_vit or vision_named) and model.vision_params > 0
+    if unknown_extra:
+        warnings.append(
+            f"--trainable_parameters/--modules_to_save {' '.join(unknown_extra)}: their size is not known "
+            "before loading, not counted"
+        )
+    return max(min(trainable, total), 0), vision_trained, tuple(warnings)
+
+
+def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], world_size: int) -> Features:
+    """Every feature of swift's argv (and the swift config's ENV block under `env`) the estimate models."""
+    warnings: list[str] = []
+    trainable, vision_trained, train_warnings = trainable_params(swift, model)
+    warnings.extend(train_warnings)
+    attn = (swift.get("attn_impl") or "").lower()
+    packing = swift.get_bool("packing", False)
+    padding_free = packing or swift.get_bool("padding_free", False)
+    if padding_free and attn not in FLASH_IMPLS:
+        feature = "--packing" if packing else "--padding_free"
+        warnings.append(
+            f"{feature} true needs a flash attention --attn_impl (flash_attn, flash_attention_2/3/4): "
+            f"ms-swift 4.6 refuses it with --attn_impl {attn or 'unset'}"
+        )
+    sp = max(swift.get_int("sequence_parallel_size", 1) or 1, 1)
+    kv_heads = model.num_key_value_heads or model.num_attention_heads
+    ring = sp > 1 and kv_heads is not None and sp // gcd(kv_heads, sp) > 1
+    if sp > 1:
+        if world_size % sp:
+            warnings.append(
+                f"--sequence_parallel_size {sp} does not divide the {world_size} training processes: "
+                "swift's device mesh cannot be built"
+            )
+        if ring and not padding_free:
+            warnings.append(
+                f"--sequence_parallel_size {sp} with {kv_heads} key/value heads needs ring attention, which "
+                "swift runs only with --padding_free true"
+            )
+    logits_on_labels = sp == 1 and swift.get_bool("use_logits_to_keep", True)
+    chunk = (_int_env(env, "CELOSS_PARALLEL_SIZE") or 0) if sp > 1 else 0
+    experts = (swift.get("experts_impl") or "").lower() or None
+    pixels = 0
+    if model.is_multimodal and model.vision_hidden_size:
+        tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
+        given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
+        pixels = tokens * PIXELS_PER_IMAGE_TOKEN if tokens else (given or DEFAULT_MAX_PIXELS)
+    return Features(
+        trainable_params=trainable,
+        vision_trainable=vision_trained,
+        sequence_parallel=sp,
+        sequence_ring=ring,
+        padding_free=padding_free,
+        packing=packing,
+        logits_on_labels=logits_on_labels,
+        loss_chunk_tokens=chunk,
+        experts_impl=experts,
+        eager_attention=attn == "eager",
+        image_pixels=pixels,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,233 @@
+"""swift's features read from its argv (launcher/plan/features.py) and modelled in the estimate.
+
+Expected values by hand from the models' config.json shapes; what each argument does is read from
+ms-swift 4.6's source (the module's docstring says where).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from launcher.model import ModelFacts, Strategy
+from launcher.plan.build import train_shape
+from launcher.plan.estimate import DATA_PARTS, activation_parts, estimate
+from launcher.plan.features import read_features
+from launcher.plan.swift_args import parse_swift_argv
+from launcher.plan.topology import TopologyRequest, resolve_topology
+from tests.conftest import gpus
+
+# Qwen2.5-3B-Instruct (huggingface.co/Qwen/Qwen2.5-3B-Instruct config.json): hidden 2048, 36 layers,
+# intermediate 11008, vocab 151936, 16 heads, 2 key/value heads, tied embeddings.
+QWEN3B = ModelFacts(
+    name="Qwen2.5-3B", total_params=3_085_938_688, source="config", largest_layer_params=151936 * 2048,
+    hidden_size=2048, num_layers=36, intermediate_size=11008, vocab_size=151936, num_attention_heads=16,
+    num_key_value_heads=2, tie_word_embeddings=True,
+)  # fmt: skip
+# Qwen2.5-VL-7B-Instruct: the Qwen2.5-7B decoder (hidden 3584, 28 layers, intermediate 18944, vocab 152064,
+# 28 heads, 4 kv heads) and a 32-layer, 1280-wide ViT of about 676M parameters.
+QWEN_VL7B = ModelFacts(
+    name="Qwen2.5-VL-7B", total_params=8_292_166_656, source="config", largest_layer_params=152064 * 3584,
+    hidden_size=3584, num_layers=28, intermediate_size=18944, vocab_size=152064, num_attention_heads=28,
+    num_key_value_heads=4, is_multimodal=True, vision_params=676_000_000, vision_hidden_size=1280,
+    vision_layers=32,
+)  # fmt: skip
+# Qwen3-30B-A3B: hidden 2048, 48 layers, 128 experts of intermediate 768, 8 per token, 32 heads, 4 kv heads.
+QWEN3_MOE = ModelFacts(
+    name="Qwen3-30B-A3B", total_params=30_532_122_624, source="config", largest_layer_params=151936 * 2048,
+    hidden_size=2048, num_layers=48, intermediate_size=6144, vocab_size=151936, num_attention_heads=32,
+    num_key_value_heads=4, num_experts=128, experts_per_token=8, moe_intermediate_size=768,
+)  # fmt: skip
+
+
+def features(model: ModelFacts, *argv: str, env: dict[str, str] | None = None, world: int = 8):  # type: ignore[no-untyped-def]
+    return read_features(parse_swift_argv(["--model", "m", *argv]), model, env or {}, world)
+
+
+def shape(model: ModelFacts, *argv: str, n_gpus: int = 8, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    topo = resolve_topology(TopologyRequest(), {}, gpus(n_gpus, 80), free_port=1)
+    return train_shape(parse_swift_argv(["--model", "m", *argv]), model, topo, env or {})
+
+
+H3, I3, L3 = 2048, 11008, 36
+H7, I7, L7 = 3584, 18944, 28
+
+
+@pytest.mark.parametrize(
+    ("model", "argv", "expected"),
+    [
+        pytest.param(QWEN3B, (), L3 * 8 * (4 * 2 * H3 + 3 * (H3 + I3)), id="lora-all-linear-default"),
+        pytest.param(QWEN3B, ("--target_modules", "q_proj", "v_proj"), L3 * 8 * 2 * (H3 + H3), id="lora-q-v-only"),
+        pytest.param(
+            QWEN3B,
+            ("--lora_rank", "64", "--target_modules", "all-linear"),
+            L3 * 64 * (4 * 2 * H3 + 3 * (H3 + I3)),
+            id="lora-rank-64",
+        ),
+        pytest.param(
+            QWEN3B,
+            ("--modules_to_save", "embed_tokens", "lm_head"),
+            L3 * 8 * (4 * 2 * H3 + 3 * (H3 + I3)) + 151936 * H3,
+            id="lora-modules-to-save-tied-counted-once",
+        ),
+        pytest.param(QWEN3B, ("--tuner_type", "full"), 3_085_938_688, id="full"),
+        pytest.param(QWEN_VL7B, ("--tuner_type", "full"), 8_292_166_656 - 676_000_000, id="vl-full-vit-frozen"),
+        pytest.param(
+            QWEN_VL7B, ("--tuner_type", "full", "--freeze_vit", "false"), 8_292_166_656, id="vl-full-vit-trained"
+        ),
+        pytest.param(
+            QWEN_VL7B,
+            ("--tuner_type", "full", "--freeze_llm", "true", "--freeze_vit", "false"),
+            676_000_000,
+            id="vl-full-llm-frozen",
+        ),
+        pytest.param(
+            QWEN_VL7B,
+            ("--freeze_vit", "false"),
+            L7 * 8 * (4 * 2 * H7 + 3 * (H7 + I7)) + 32 * 8 * 16 * 1280,
+            id="vl-lora-on-vit-too",
+        ),
+        pytest.param(
+            QWEN_VL7B,
+            ("--freeze_llm", "true", "--freeze_vit", "false"),
+            32 * 8 * 16 * 1280,
+            id="vl-lora-vit-only",
+        ),
+        pytest.param(
+            QWEN_VL7B,
+            ("--trainable_parameters", "visual"),
+            L7 * 8 * (4 * 2 * H7 + 3 * (H7 + I7)) + 676_000_000,
+            id="vl-lora-plus-full-vit-by-prefix",
+        ),
+        pytest.param(
+            QWEN_VL7B,
+            ("--tuner_type", "lora_llm", "--lora_rank", "16"),
+            L7 * 16 * (4 * 2 * H7 + 3 * (H7 + I7)) + 676_000_000,
+            id="vl-lora-llm-full-vit",
+        ),
+        pytest.param(
+            QWEN3_MOE,
+            ("--target_modules", "q_proj", "k_proj", "v_proj", "o_proj"),
+            48 * 8 * 4 * 2 * 2048,
+            id="moe-lora-attention-only",
+        ),
+        pytest.param(QWEN3_MOE, (), 48 * 8 * (4 * 2 * 2048 + 128 * 3 * (2048 + 768)), id="moe-lora-every-expert"),
+    ],
+)
+def test_trainable_parameters(model: ModelFacts, argv: tuple[str, ...], expected: int) -> None:
+    assert features(model, *argv).trainable_params == expected
+
+
+def test_unknown_target_module_and_prefix_are_warned_not_guessed() -> None:
+    found = features(QWEN3B, "--target_modules", "in_proj", "--trainable_parameters", "model.norm")
+    assert any("in_proj" in w and "not counted" in w for w in found.warnings)
+    assert any("model.norm" in w for w in found.warnings)
+
+
+@pytest.mark.parametrize(
+    ("sp", "ring"), [(2, False), (4, True), (8, True)], ids=["sp2-ulysses", "sp4-ring", "sp8-ring"]
+)
+def test_sequence_parallel_uses_ring_beyond_the_kv_heads(sp: int, ring: bool) -> None:
+    # gcd(2 kv heads, S) = 2: S=2 is Ulysses alone, S=4 and 8 add ring attention (swift's _init_device_mesh)
+    found = features(QWEN3B, "--sequence_parallel_size", str(sp), "--padding_free", "true", "--attn_impl", "flash_attn")
+    assert (found.sequence_parallel, found.sequence_ring) == (sp, ring)
+    assert not found.logits_on_labels  # swift turns use_logits_to_keep off under sequence parallelism
+    assert not found.warnings
+
+
+def test_ring_without_padding_free_and_a_size_that_does_not_divide_are_warned() -> None:
+    found = features(QWEN3B, "--sequence_parallel_size", "4", world=6)
+    assert any("ring attention" in w and "--padding_free true" in w for w in found.warnings)
+    assert any("does not divide the 6" in w for w in found.warnings)
+
+
+def test_sequence_parallel_divides_the_data_parts_and_adds_its_buffers() -> None:
+    argv = ("--max_length", "65536", "--padding_free", "true", "--attn_impl", "flash_attn")
+    one = shape(QWEN3B, *argv)
+    eight = shape(QWEN3B, *argv, "--sequence_parallel_size", "8")
+    assert eight.tokens == one.tokens // 8
+    p1, p8 = activation_parts(one), activation_parts(eight)
+    assert p8["gpu_activations"] == pytest.approx(p1["gpu_activations"] / 8, rel=0.01)
+    assert p8["gpu_logits"] == pytest.approx(p1["gpu_logits"] / 8, rel=0.01)
+    # full-length embeddings (65536 x 2048 x 2) + all-to-all copies of q, k, v, out for 8192 local tokens
+    # (kv width 2048 x 2 / 16 = 256), + ring's k/v blocks in flight
+    kv = 256
+    expected = 65536 * H3 * 2 + 2 * (2 * H3 + 2 * kv) * 8192 * 2 + 2 * 2 * kv * 8192 * 2
+    assert p8["gpu_sequence_parallel"] == expected and p1["gpu_sequence_parallel"] == 0
+    zero = None
+    e1 = estimate(Strategy.DDP, one, None, None, zero)
+    e8 = estimate(Strategy.DDP, eight, None, None, zero)
+    assert e1.gpu_fixed_bytes == e8.gpu_fixed_bytes
+    assert e8.gpu_need_bytes < e1.gpu_need_bytes / 4
+
+
+def test_chunked_loss_under_sequence_parallel_keeps_only_a_chunk_in_fp32() -> None:
+    argv = ("--max_length", "65536", "--sequence_parallel_size", "8", "--padding_free", "true")
+    whole = activation_parts(shape(QWEN3B, *argv))["gpu_logits"]
+    chunked = activation_parts(shape(QWEN3B, *argv, env={"CELOSS_PARALLEL_SIZE": "2048"}))["gpu_logits"]
+    assert whole == 8192 * 151936 * 10
+    assert chunked == 8192 * 151936 * 4 + 2048 * 151936 * 8
+
+
+def test_padding_free_runs_no_length_squared_scores_even_with_eager() -> None:
+    eager = shape(QWEN3B, "--attn_impl", "eager", "--max_length", "8192")
+    assert activation_parts(eager)["gpu_attention_scores"] > 0
+    free = shape(QWEN3B, "--attn_impl", "eager", "--max_length", "8192", "--padding_free", "true")
+    assert activation_parts(free)["gpu_attention_scores"] == 0
+    warned = features(QWEN3B, "--attn_impl", "eager", "--padding_free", "true").warnings
+    assert any("needs a flash attention" in w and "eager" in w for w in warned)
+
+
+def test_logits_to_keep_counts_only_label_tokens_when_the_data_says_so() -> None:
+    kept = shape(QWEN3B, "--max_length", "4096")
+    assert kept.logits_on_labels
+    worst = activation_parts(kept)["gpu_logits"]
+    assert worst == 4096 * 151936 * 10  # the worst case: every token a label
+    assert activation_parts(replace(kept, label_fraction=0.25))["gpu_logits"] == worst // 4
+    off = shape(QWEN3B, "--max_length", "4096", "--use_logits_to_keep", "false")
+    assert activation_parts(replace(off, label_fraction=0.25))["gpu_logits"] == worst
+
+
+def test_batched_mm_experts_gather_weights_per_token() -> None:
+    grouped = shape(QWEN3_MOE, "--experts_impl", "grouped_mm", "--max_length", "2048")
+    batched = shape(QWEN3_MOE, "--experts_impl", "batched_mm", "--max_length", "2048")
+    assert activation_parts(grouped)["gpu_moe_experts"] == 0
+    assert activation_parts(batched)["gpu_moe_experts"] == 2048 * 8 * 3 * 2048 * 768 * 2
+
+
+def test_image_token_limit_wins_over_max_pixels() -> None:
+    env = {"IMAGE_MAX_TOKEN_NUM": "1024", "MAX_PIXELS": "1003520"}
+    assert features(QWEN_VL7B, env=env).image_pixels == 1024 * 28 * 28
+    assert features(QWEN_VL7B, env={"MAX_PIXELS": "1003520"}).image_pixels == 1003520
+    # the swift config's ENV block counts as the environment of the workers
+    config = {"ENV": {"IMAGE_MAX_TOKEN_NUM": "256"}, "model": "m"}
+    swift = parse_swift_argv(["cfg.yaml"], config)
+    topo = resolve_topology(TopologyRequest(), {}, gpus(1, 80), free_port=1)
+    assert train_shape(swift, QWEN_VL7B, topo, {}).image_pixels == 256 * 28 * 28
+
+
+def test_data_parts_are_exactly_the_activation_parts() -> None:
+    assert set(activation_parts(shape(QWEN3B))) == DATA_PARTS
+
+
+def test_levers_name_liger_and_a_larger_sequence_parallel_size() -> None:
+    from launcher.plan.estimate import levers
+
+    long = shape(QWEN3B, "--max_length", "65536", "--sequence_parallel_size", "2", "--padding_free", "true")
+    texts = [text for text, _ in levers(Strategy.ZERO2, long, None)]
+    assert "--sequence_parallel_size 2 -> 4" in texts and "--use_liger_kernel true" in texts
+    short = shape(QWEN3B, "--max_length", "2048", "--use_liger_kernel", "true")
+    assert not any("sequence_parallel" in t or "liger" in t for t, _ in levers(Strategy.ZERO2, short, None))
+
+
+def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None:
+    from launcher.plan.build import LaunchPaths, build_plan
+    from tests.conftest import host
+
+    facts = host(gpus(8, 80), ram_gib=1024)
+    swift = parse_swift_argv(["--model", "m", "--sequence_parallel_size", "4", "--per_device_train_batch_size", "2"])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    plan = build_plan(swift, topo, facts, QWEN3B, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
+    # swift's default accumulation counts all 8 processes: ceil(16 / 2 / 8) = 1; 2 data-parallel ranks
+    assert any("a step trains on 4 samples (micro-batch 2 x accumulation 1 x 2)" in n for n in plan.notes)
