@@ -11,22 +11,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from launcher.errors import SafeSftError
 from launcher.model import (
     STRATEGY_ORDER,
+    DeviceMapLayout,
     EnvSetting,
     Estimate,
     HostFacts,
     ModelFacts,
     Plan,
+    Source,
     Sourced,
     Strategy,
     Topology,
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
+from launcher.plan.device_map import estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
-from launcher.plan.strategy import choose_strategy
+from launcher.plan.strategy import choose_layout, choose_strategy
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
@@ -54,6 +58,65 @@ class PlanOptions:
     user_deepspeed_config: Mapping[str, Any] | None = None  # its JSON: the estimate of its rung reads it
     deepspeed_configs: Mapping[str, Mapping[str, Any]] | None = None  # the shipped configs, by rung name
     watchdog: Watchdog = field(default_factory=Watchdog)
+    layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
+    nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
+
+
+LAYOUTS = ("auto", "device_map", "processes")
+
+
+def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions) -> tuple[str, str]:
+    """(auto | device_map | processes, what asked for it): the user's explicit choice of how the GPUs are used.
+
+    Several processes: NPROC_PER_NODE (env or the config's ENV block), safe-sft's --nproc, or --deepspeed
+    (DeepSpeed needs one process per GPU). One process over the GPUs: swift's --device_map. --layout beats both."""
+    if options.layout not in (None, "auto"):
+        return str(options.layout), f"--layout {options.layout}"
+    nproc = env.get("NPROC_PER_NODE") or swift.config_env.get("NPROC_PER_NODE")
+    if nproc is not None:
+        return "processes", f"NPROC_PER_NODE={nproc}"
+    if options.nproc_given:
+        return "processes", "--nproc"
+    if swift.get("deepspeed"):
+        return "processes", f"--deepspeed {swift.get('deepspeed')}"
+    if swift.get("device_map"):
+        return "device_map", f"--device_map {swift.get('device_map')}"
+    return "auto", ""
+
+
+def is_device_map(topology: Topology) -> bool:
+    """swift's own rule (swift.utils.env.is_mp): one process per node with several GPUs splits the model."""
+    return topology.nproc_per_node.value == 1 and len(topology.gpus) > 1
+
+
+def as_device_map(topology: Topology, why: str) -> Topology:
+    """The topology of a device_map run: one process on this node, every selected GPU visible to it."""
+    note = f"one process, the model split over {len(topology.gpus)} GPUs (device_map): {why}"
+    return replace(topology, nproc_per_node=Sourced(1, Source.AUTO, note), swift_nproc_per_node=1)
+
+
+def device_map_estimate(
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts | None,
+    env: Mapping[str, str] | None = None,
+    budgets: tuple[int, ...] | None = None,
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
+    `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
+    if model is None or not model.total_params or len(topology.gpus) < 2:
+        return None
+    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
+    shape = train_shape(swift, model, one, env)
+    pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    if pieces is None:
+        return None
+    if budgets is None:
+        budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
+    free = tuple(g.free_bytes for g in topology.gpus)
+    cpu_free = host.memory.available_bytes if host is not None else None
+    return estimate_device_map(shape, pieces, free, cpu_free, budgets=budgets)
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -198,6 +261,9 @@ def attempt_estimate(
     the DeepSpeed config it runs with (None: no DeepSpeed). None when the model size or the GPUs are unknown."""
     if model is None or not model.total_params or not topology.gpus:
         return None
+    if config is None and is_device_map(topology):
+        found = device_map_estimate(swift, model, topology, host, env)
+        return found[0] if found is not None else None
     shape = train_shape(swift, model, topology, env)
     gpu_free = min(g.free_bytes for g in topology.gpus)
     if config is None:
@@ -243,13 +309,32 @@ def build_plan(
         uses_gpus=uses_gpus,
         is_lora=is_lora(swift),
     )
+    # device_map: swift's own layout with several GPUs and no NPROC_PER_NODE (launcher.plan.device_map)
+    layout, asked_by = layout_request(swift, env, options)
+    split = None
+    if uses_gpus and len(topology.gpus) > 1 and topology.nnodes.value == 1:
+        split = device_map_estimate(swift, model, topology, host, env)
+    elif layout == "device_map" and options.layout == "device_map":
+        raise SafeSftError(
+            f"--layout device_map needs several GPUs on one node ({len(topology.gpus)} GPU(s) selected, "
+            f"{topology.nnodes.value} node(s){', CPU training' if not uses_gpus else ''})",
+            "select two or more GPUs with CUDA_VISIBLE_DEVICES or --gpus on a single node, or drop --layout",
+        )
+    if split is not None or (layout == "device_map" and uses_gpus and len(topology.gpus) > 1):
+        dm_estimate = split[0] if split is not None else None
+        if dm_estimate is not None:
+            estimates = (*estimates, dm_estimate)
+        choice = choose_layout(choice, estimates, dm_estimate, layout, asked_by, gpus=len(topology.gpus))
+    device_map = choice.strategy == Strategy.DEVICE_MAP.value
+    if device_map:
+        topology = as_device_map(topology, asked_by or "the choice below")
     warnings.extend(choice.warnings)
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")
 
     deepspeed_arg: str | None = None
     no_pin = False
-    if choice.strategy is not None and not choice.user_chosen:
+    if choice.strategy is not None and not choice.user_chosen and not device_map:
         deepspeed_arg = posixpath.join(paths.config_dir, f"{choice.strategy}.json")
         if choice.strategy == Strategy.ZERO3_OFFLOAD.value:
             offload = next(e for e in estimates if e.strategy is Strategy.ZERO3_OFFLOAD)
@@ -272,7 +357,15 @@ def build_plan(
     ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
     if ddp_note:
         notes.append(ddp_note)
-    added = {"ddp_timeout": str(ddp_timeout) if ddp_timeout else None, "deepspeed": deepspeed_arg}
+    max_memory = None
+    if device_map and split is not None and not swift.has("max_memory") and swift.get("device_map") in (None, "auto"):
+        max_memory = max_memory_arg(split[1].max_memory)
+        notes.append(f"device_map: --max_memory {max_memory} evens the GPUs' estimated peaks ({_split_text(split[1])})")
+    added = {
+        "ddp_timeout": str(ddp_timeout) if ddp_timeout else None,
+        "deepspeed": deepspeed_arg,
+        "max_memory": max_memory,
+    }
     if (accum := accum_to_pass(batch)) is not None:
         added["gradient_accumulation_steps"] = accum
     swift_final = swift.with_values({key: value for key, value in added.items() if value is not None})
@@ -302,8 +395,19 @@ def build_plan(
         write_no_pin_config=no_pin,
         fits=choice.fits,
         batch=batch,
+        device_map=split[1] if split is not None else None,
+        max_memory_arg=max_memory,
     )
     return plan
+
+
+def _split_text(layout: DeviceMapLayout) -> str:
+    gib = 1 << 30
+    per_gpu = ", ".join(
+        f"GPU {i}: {k} layers, {need / gib:.1f} GiB"
+        for i, (k, need) in enumerate(zip(layout.layers, layout.need_bytes, strict=True))
+    )
+    return f"{per_gpu}; embeddings on GPU {layout.first_gpu}, lm_head and logits on GPU {layout.head_gpu}"
 
 
 def _topology_env(topology: Topology) -> tuple[EnvSetting, ...]:

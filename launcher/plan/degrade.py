@@ -108,6 +108,8 @@ class Settings:
     max_length: int | None = None
     nccl_p2p_disable: bool = False
     allow_shorter_max_length: bool = False
+    max_memory: tuple[int, ...] = ()  # a device_map run: the --max_memory budgets safe-sft passes; () otherwise
+    rebalanced: int = 0  # how many times a device_map run's budgets were moved after an OOM
 
     @property
     def global_batch(self) -> int:
