@@ -26,7 +26,7 @@ from launcher.model import (
     Topology,
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
-from launcher.plan.device_map import estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
+from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
@@ -95,6 +95,18 @@ def as_device_map(topology: Topology, why: str) -> Topology:
     return replace(topology, nproc_per_node=Sourced(1, Source.AUTO, note), swift_nproc_per_node=1)
 
 
+def device_map_pieces(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, env: Mapping[str, str] | None = None
+) -> tuple[TrainShape, Pieces] | None:
+    """The run's shape in one process and the model's pieces as transformers places them over the GPUs."""
+    if model is None or not model.total_params or len(topology.gpus) < 2:
+        return None
+    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
+    shape = train_shape(swift, model, one, env)
+    pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    return None if pieces is None else (shape, pieces)
+
+
 def device_map_estimate(
     swift: SwiftArgs,
     model: ModelFacts | None,
@@ -105,13 +117,10 @@ def device_map_estimate(
 ) -> tuple[Estimate, DeviceMapLayout] | None:
     """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
     `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
-    if model is None or not model.total_params or len(topology.gpus) < 2:
+    found = device_map_pieces(swift, model, topology, env)
+    if found is None:
         return None
-    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
-    shape = train_shape(swift, model, one, env)
-    pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
-    if pieces is None:
-        return None
+    shape, pieces = found
     if budgets is None:
         budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
     free = tuple(g.free_bytes for g in topology.gpus)

@@ -228,7 +228,7 @@ def _settings(data: Any) -> Settings:
     for name, (low, high) in _BOUNDS.items():
         _int(data[name], name, low, high, optional=name in ("vision_budget", "max_length"))
     for name in ("gradient_checkpointing", "save_only_model", "dataloader_pin_memory", "offload_pin_memory",
-                 "nccl_p2p_disable", "allow_shorter_max_length"):  # fmt: skip
+                 "nccl_p2p_disable", "allow_shorter_max_length", "device_map"):  # fmt: skip
         if not isinstance(data[name], bool):
             raise ProtocolError(f"{name}={data[name]!r} is not a boolean", SAME_VERSION)
     if data["vision_env"] not in (None, *VISION_ENVS):

@@ -301,3 +301,53 @@ def parse_max_memory(text: str | None, gpus: int) -> tuple[int, ...] | None:
         except SafeSftError:
             return None
     return tuple(out)
+
+
+REBALANCE_MIN_SPREAD = 0.10  # peaks closer than this share of the GPUs' memory are even: no rebalance
+
+
+def rebalance(
+    shape: TrainShape,
+    pieces: Pieces,
+    budgets: Sequence[int],
+    peaks: Sequence[int],
+    capacities: Sequence[int],
+    calibration: Calibration | None = None,
+) -> DeviceMapLayout | None:
+    """After a CUDA OOM of a device_map run: move layers off the GPU whose measured peak was the largest share
+    of its memory onto the GPUs with the most room, as many as its excess over the mean peak is worth by the
+    estimate of one layer there; within transformers' caps. None when the peaks were even, nothing can move,
+    or the measured peaks are missing."""
+    n = len(budgets)
+    current = place(pieces, budgets)
+    if current is None or len(peaks) != n or len(capacities) != n or not all(capacities) or not any(peaks):
+        return None
+    share = [p / c for p, c in zip(peaks, capacities, strict=True)]
+    hot = max(range(n), key=lambda i: share[i])
+    if share[hot] - min(share) < REBALANCE_MIN_SPREAD or current.layers[hot] == 0:
+        return None
+    with_layer = layout_needs(shape, pieces, current, calibration)[hot]
+    fewer = list(current.layers)
+    fewer[hot] -= 1
+    without = layout_needs(shape, pieces, replace(current, layers=tuple(fewer)), calibration)[hot]
+    per_layer = max(with_layer - without, 1)
+    excess = peaks[hot] - sum(peaks) / n
+    moves = max(1, round(excess / per_layer))
+    layers = list(current.layers)
+    receivers = sorted((i for i in range(n) if i != hot), key=lambda i: share[i])
+    for _ in range(moves):
+        if layers[hot] == 0:
+            break
+        for cool in receivers:
+            trial = list(layers)
+            trial[hot] -= 1
+            trial[cool] += 1
+            placed = place(pieces, budgets_for(pieces, trial, capacities))
+            if placed is not None and list(placed.layers) == trial:
+                layers = trial
+                break
+        else:
+            break
+    if tuple(layers) == current.layers:
+        return None
+    return place(pieces, budgets_for(pieces, layers, capacities))

@@ -71,6 +71,7 @@ def initial_settings(
         max_length=swift.get_int("max_length"),
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
         allow_shorter_max_length=allow_shorter_max_length,
+        device_map=device_map,
         max_memory=budgets or (),
     )
 
