@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from launcher.errors import SafeSftError
@@ -235,7 +235,42 @@ def balance(
             low = mid
         else:
             high, best = mid, found
-    return place(pieces, budgets_for(pieces, best, capacities))
+    return place(pieces, budgets_for(pieces, _spread(best, need, caps, pieces, capacities), capacities))
+
+
+def _spread(
+    layers: list[int], need: Callable[[int, int], int], caps: Sequence[int], pieces: Pieces, capacities: Sequence[int]
+) -> list[int]:
+    """The bisection fills GPUs front first at the best largest share; below that share, move single layers
+    from the fuller GPU to an emptier one while that lowers the larger of the two (within transformers' caps),
+    so the GPUs that do not set the largest share are even too."""
+    n = len(layers)
+    layers = list(layers)
+    for _ in range(n * max(sum(layers), 1)):
+        share = [need(i, layers[i]) / capacities[i] for i in range(n)]
+        order = sorted(range(n), key=lambda i: -share[i])
+        move = next(
+            (
+                (hot, cool)
+                for hot in order
+                if layers[hot]
+                for cool in reversed(order)
+                if cool != hot
+                and (
+                    cool == n - 1
+                    or (pieces.first.weights if cool == 0 else 0) + (layers[cool] + 1) * pieces.layer.weights
+                    <= caps[cool]
+                )
+                and max(need(hot, layers[hot] - 1) / capacities[hot], need(cool, layers[cool] + 1) / capacities[cool])
+                < share[hot]
+            ),
+            None,
+        )
+        if move is None:
+            break
+        layers[move[0]] -= 1
+        layers[move[1]] += 1
+    return layers
 
 
 def estimate_device_map(
