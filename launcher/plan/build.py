@@ -27,6 +27,7 @@ from launcher.model import (
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
+from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
@@ -126,6 +127,20 @@ def device_map_estimate(
     free = tuple(g.free_bytes for g in topology.gpus)
     cpu_free = host.memory.available_bytes if host is not None else None
     return estimate_device_map(shape, pieces, free, cpu_free, budgets=budgets)
+
+
+def device_map_plan_estimate(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts, env: Mapping[str, str]
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The plan's device_map estimate: the balanced split, with its levers (each change's split rebalanced)."""
+    found = device_map_estimate(swift, model, topology, host, env)
+    pieces = device_map_pieces(swift, model, topology, env)
+    if found is None or pieces is None or model is None:
+        return found
+    free = tuple(g.free_bytes for g in topology.gpus)
+    shape = pieces[0]
+    saves = device_map_levers(shape, free, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    return replace(found[0], levers=saves), found[1]
 
 
 def is_lora(swift: SwiftArgs) -> bool:
@@ -322,7 +337,7 @@ def build_plan(
     layout, asked_by = layout_request(swift, env, options)
     split = None
     if uses_gpus and len(topology.gpus) > 1 and topology.nnodes.value == 1:
-        split = device_map_estimate(swift, model, topology, host, env)
+        split = device_map_plan_estimate(swift, model, topology, host, env)
     elif layout == "device_map" and options.layout == "device_map":
         raise SafeSftError(
             f"--layout device_map needs several GPUs on one node ({len(topology.gpus)} GPU(s) selected, "
@@ -336,7 +351,7 @@ def build_plan(
         choice = choose_layout(choice, estimates, dm_estimate, layout, asked_by, gpus=len(topology.gpus))
     device_map = choice.strategy == Strategy.DEVICE_MAP.value
     if device_map:
-        topology = as_device_map(topology, asked_by or "the choice below")
+        topology = as_device_map(topology, asked_by or "the strategy below")
     warnings.extend(choice.warnings)
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")

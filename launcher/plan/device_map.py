@@ -37,6 +37,7 @@ from launcher.plan.estimate import (
     Calibration,
     TrainShape,
     activation_parts,
+    lever_changes,
     weight_parts,
 )
 from launcher.units import parse_size
@@ -386,3 +387,25 @@ def rebalance(
     if tuple(layers) == current.layers:
         return None
     return place(pieces, budgets_for(pieces, layers, capacities))
+
+
+def levers(
+    shape: TrainShape,
+    gpu_free: Sequence[int | None],
+    *,
+    tied: bool = False,
+    vision_params: int = 0,
+    calibration: Calibration | None = None,
+) -> tuple[tuple[str, int], ...]:
+    """What each one-setting change (estimate.py's levers) saves on the fullest GPU, each split rebalanced."""
+
+    def need(s: TrainShape) -> int | None:
+        pieces = pieces_of(s, tied=tied, vision_params=vision_params)
+        found = estimate_device_map(s, pieces, gpu_free, None, calibration=calibration) if pieces else None
+        return found[0].gpu_need_bytes if found is not None else None
+
+    base = need(shape)
+    if base is None:
+        return ()
+    saved = [(text, base - (need(changed) or base)) for text, changed in lever_changes(shape)]
+    return tuple(sorted(((t, s) for t, s in saved if s > 0), key=lambda item: -item[1]))
