@@ -5,6 +5,7 @@ takes the ordinary rungs without the ZeRO stage; and the report says how even th
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
 from launcher.run.gpumon import MemoryTimeline
 from launcher.run.records import AttemptRecord, RunConfig
-from launcher.run.report import attempt_json
+from launcher.run.report import attempt_json, report_json
+from launcher.show_report import load_report, render_report
 from launcher.run.supervisor import Supervisor
 from launcher.units import GiB
 from tests.conftest import gpus, host
@@ -128,3 +130,10 @@ def test_the_report_says_how_even_the_gpus_peaks_were(tmp_path: Path) -> None:
     assert even["max_over_min"] == round(80 / 56, 3)
     processes = attempt_json(oom_record(plan, replace(initial, device_map=False, max_memory=()), peaks))
     assert processes["gpu_evenness"]["device_map"] is False
+    # `safe-sft report` prints a device_map attempt's evenness beside its peaks
+    record = oom_record(plan, initial, peaks)
+    run_dir = tmp_path / "safe-sft" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / "report.json").write_text(json.dumps(report_json([record], None, ["safe-sft"])))
+    shown = render_report(load_report(run_dir))
+    assert "device_map max/min 1.43 (GPU7 highest)" in shown
