@@ -21,8 +21,8 @@ from launcher.prepare import Prepared
 from launcher.run.gpumon import MemoryTimeline
 from launcher.run.records import AttemptRecord, RunConfig
 from launcher.run.report import attempt_json, report_json
-from launcher.show_report import load_report, render_report
 from launcher.run.supervisor import Supervisor
+from launcher.show_report import load_report, render_report
 from launcher.units import GiB
 from tests.conftest import gpus, host
 from tests.unit.test_device_map import QWEN3_235B
