@@ -66,7 +66,7 @@ class PlanOptions:
 LAYOUTS = ("auto", "device_map", "processes")
 
 
-def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions) -> tuple[str, str]:
+def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
     """(auto | device_map | processes, what asked for it): the user's explicit choice of how the GPUs are used.
 
     Several processes: NPROC_PER_NODE (env or the config's ENV block), safe-sft's --nproc, or --deepspeed
@@ -74,6 +74,8 @@ def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOption
     if options.layout not in (None, "auto"):
         return str(options.layout), f"--layout {options.layout}"
     nproc = env.get("NPROC_PER_NODE") or swift.config_env.get("NPROC_PER_NODE")
+    if nproc is not None and nproc.strip() == "1" and gpus > 1:
+        return "device_map", f"NPROC_PER_NODE=1 with {gpus} visible GPUs"
     if nproc is not None:
         return "processes", f"NPROC_PER_NODE={nproc}"
     if options.nproc_given:
@@ -334,7 +336,7 @@ def build_plan(
         is_lora=is_lora(swift),
     )
     # device_map: swift's own layout with several GPUs and no NPROC_PER_NODE (launcher.plan.device_map)
-    layout, asked_by = layout_request(swift, env, options)
+    layout, asked_by = layout_request(swift, env, options, len(topology.gpus))
     split = None
     if uses_gpus and len(topology.gpus) > 1 and topology.nnodes.value == 1:
         split = device_map_plan_estimate(swift, model, topology, host, env)
@@ -352,6 +354,12 @@ def build_plan(
     device_map = choice.strategy == Strategy.DEVICE_MAP.value
     if device_map:
         topology = as_device_map(topology, asked_by or "the strategy below")
+        if swift.get("deepspeed"):
+            warnings.append(
+                f"--deepspeed {swift.get('deepspeed')} with one process over {len(topology.gpus)} GPUs: swift "
+                "refuses it (DeepSpeed is not compatible with device_map); drop it, or set NPROC_PER_NODE to the "
+                "GPU count"
+            )
     warnings.extend(choice.warnings)
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")

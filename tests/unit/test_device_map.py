@@ -309,3 +309,21 @@ def test_plan_json_shows_device_map(tmp_path: Path) -> None:
     assert sum(data["device_map"]["layers"]) == 94 and data["device_map"]["head_gpu"] == 7
     assert ast.literal_eval(data["max_memory_arg"]) == dict(enumerate(data["device_map"]["max_memory"]))
     assert "--max_memory" in data["command"] and "--deepspeed" not in data["command"]
+
+
+def test_nproc_per_node_1_with_several_gpus_is_swifts_device_map() -> None:
+    """swift runs NPROC_PER_NODE=1 with several visible GPUs as one process over them: so does safe-sft."""
+    env = {"NPROC_PER_NODE": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    p = plan(QWEN3_235B, ["--tuner_type", "lora", "--max_length", "2048"], 8, 80, env=env)
+    assert p.strategy == "device_map" and "NPROC_PER_NODE=1 with 4 visible GPUs" in p.strategy_reason
+    assert p.env_dict()["NPROC_PER_NODE"] == "1" and p.env_dict()["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert len(p.topology.gpus) == 4 and p.device_map is not None and len(p.device_map.layers) == 4
+    # with --deepspeed too, swift would refuse it: the plan says so before anything starts
+    with_ds = plan(QWEN3_235B, ["--tuner_type", "lora", "--deepspeed", "zero3"], 8, 80, env=env)
+    assert any("swift refuses it" in w for w in with_ds.warnings)
+    # without CUDA_VISIBLE_DEVICES too: every visible GPU, as swift
+    every = plan(QWEN3_235B, ["--tuner_type", "lora", "--max_length", "2048"], 8, 80, env={"NPROC_PER_NODE": "1"})
+    assert every.strategy == "device_map" and len(every.topology.gpus) == 8
+    # any other count is a count of GPUs, one process each, as before
+    two = plan(QWEN3_235B, ["--tuner_type", "lora", "--max_length", "2048"], 8, 80, env={"NPROC_PER_NODE": "2"})
+    assert len(two.topology.gpus) == 2 and two.env_dict()["NPROC_PER_NODE"] == "2" and two.strategy != "device_map"
