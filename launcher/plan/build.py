@@ -106,7 +106,12 @@ def device_map_pieces(
         return None
     one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
     shape = train_shape(swift, model, one, env)
-    pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    # swift's --quant_bits quantizes at load (bnb by default; quanto too): transformers then keeps 10 % of
+    # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
+    at_load = swift.get_int("quant_bits") is not None and (swift.get("quant_method") or "bnb") in ("bnb", "quanto")
+    pieces = pieces_of(
+        shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
+    )
     return None if pieces is None else (shape, pieces)
 
 

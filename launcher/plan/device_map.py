@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -43,6 +44,7 @@ from launcher.plan.estimate import (
 from launcher.units import parse_size
 
 BALANCE_BUFFER = 1.25  # transformers' get_balanced_memory: the buffer above model / GPUs, in largest modules
+LOAD_QUANT_FACTOR = 0.9  # transformers' bnb/quanto/torchao quantizers: adjust_max_memory takes 90 % of each budget
 STATE_PARTS = ("gpu_weights", "gpu_gradients", "gpu_optimizer")
 
 
@@ -71,13 +73,16 @@ class Pieces:
     num_layers: int
     largest_module: int  # bytes of the largest module transformers will not split (a layer, the embeddings)
     tied: bool
+    load_factor: float = 1.0  # quantizing at load (bnb, quanto, torchao) keeps 10 % of every budget for buffers
 
     @property
     def total_weights(self) -> int:
         return self.first.weights + self.layer.weights * self.num_layers + self.head.weights
 
 
-def pieces_of(shape: TrainShape, *, tied: bool = False, vision_params: int = 0) -> Pieces | None:
+def pieces_of(
+    shape: TrainShape, *, tied: bool = False, vision_params: int = 0, quantized_at_load: bool = False
+) -> Pieces | None:
     """The model's pieces, from estimate.py's whole-model parts in one process; None without its shapes."""
     if not shape.num_layers or not shape.hidden_size or not shape.vocab_size:
         return None
@@ -103,7 +108,7 @@ def pieces_of(shape: TrainShape, *, tied: bool = False, vision_params: int = 0) 
     )
     layer = Piece(rest.weights // n, rest.gradients // n, rest.optimizer // n)
     largest = max(layer.weights, embed * w)
-    return Pieces(first, layer, last, n, largest, tied)
+    return Pieces(first, layer, last, n, largest, tied, LOAD_QUANT_FACTOR if quantized_at_load else 1.0)
 
 
 def gpu_parts(
@@ -143,7 +148,7 @@ def place(pieces: Pieces, budgets: Sequence[int]) -> DeviceMapLayout | None:
     None when the weights do not fit on the GPUs (transformers would offload to disk)."""
     n = len(budgets)
     cap = balanced_cap(pieces, n)
-    caps = [min(b, cap) if i < n - 1 else b for i, b in enumerate(budgets)]
+    caps = [int((min(b, cap) if i < n - 1 else b) * pieces.load_factor) for i, b in enumerate(budgets)]
     caps[0] -= pieces.largest_module  # infer_auto_device_map keeps room for the largest module on GPU 0
     used = [0] * n
     layers = [0] * n
@@ -186,7 +191,8 @@ def budgets_for(pieces: Pieces, layers: Sequence[int], capacities: Sequence[int]
     out = []
     for i, k in enumerate(layers[:-1]):
         weights = k * pieces.layer.weights + (pieces.first.weights if i == 0 else 0)
-        out.append(weights + pieces.layer.weights // 2 + (pieces.largest_module if i == 0 else 0))
+        room = weights + pieces.layer.weights // 2 + (pieces.largest_module if i == 0 else 0)
+        out.append(math.ceil(room / pieces.load_factor))
     out.append(max(capacities[n - 1], pieces.head.weights + layers[-1] * pieces.layer.weights))
     return tuple(out)
 
@@ -200,6 +206,7 @@ def balance(
     if n < 2:
         return None
     cap = balanced_cap(pieces, n)
+    cap = int(cap * pieces.load_factor)
     caps = [cap - pieces.largest_module] + [cap] * (n - 2)
 
     def need(gpu: int, k: int) -> int:

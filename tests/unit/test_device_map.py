@@ -100,6 +100,14 @@ def test_placement_follows_transformers_rule() -> None:
     capped = place(pieces, [80 * GiB] * 4)
     assert capped is not None and capped.layers == (1, 5, 2, 0) and capped.head_gpu == 2
     assert place(pieces, [10 * 2**20] * 4) is None  # the weights do not fit: transformers would go to disk
+    # quantizing at load (bnb): transformers takes 90 % of every budget, and the budgets allow for it
+    bnb = pieces_of(SMALL, quantized_at_load=True)
+    assert bnb is not None and bnb.load_factor == 0.9
+    for layers in [(0, 3, 3, 2), (0, 2, 2, 4)]:
+        budgets = budgets_for(bnb, layers, [80 * GiB] * 4)
+        assert budgets[1] > budgets_for(pieces, layers, [80 * GiB] * 4)[1]
+        placed = place(bnb, budgets)
+        assert placed is not None and placed.layers == layers
 
 
 # Qwen3-VL-235B-A22B as its config.json gives it: hidden 4096, 94 layers, 128 experts (8 per token) of
