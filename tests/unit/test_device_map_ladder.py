@@ -137,3 +137,26 @@ def test_the_report_says_how_even_the_gpus_peaks_were(tmp_path: Path) -> None:
     (run_dir / "report.json").write_text(json.dumps(report_json([record], None, ["safe-sft"])))
     shown = render_report(load_report(run_dir))
     assert "device_map max/min 1.43 (GPU7 highest)" in shown
+
+
+def test_a_supervised_device_map_attempt_is_one_process_over_every_gpu(tmp_path: Path) -> None:
+    from tests.unit.test_supervisor import FakeProcess
+
+    swift, plan = device_map_plan(tmp_path)
+    spawned: list[tuple[list[str], dict[str, str]]] = []
+
+    def spawn(command: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append((command, env))
+        return FakeProcess(0, "")
+
+    prepared = Prepared(swift=swift, host=FACTS, model=QWEN3_235B, plan=plan)
+    sup = Supervisor(prepared, RunConfig(sample_interval=0), {}, run_dir=tmp_path / "safe-sft" / "r", spawn=spawn,
+                     sleep=lambda _: None)  # fmt: skip
+    result = sup.run()
+    assert result.outcome == "succeeded"
+    command, env = spawned[0]
+    assert command[command.index("--nproc_per_node") + 1] == "1" and "--deepspeed" not in command
+    assert env["NPROC_PER_NODE"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert ast.literal_eval(command[command.index("--max_memory") + 1]) == dict(enumerate(plan.device_map.max_memory))
+    est = result.attempts[0].estimate
+    assert est is not None and est.strategy.value == "device_map"  # the attempt's own estimate is device_map's
