@@ -110,7 +110,8 @@ def resolve_topology(
             warnings=warnings,
         )
 
-    selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
+    single_node = nnodes.value == 1
+    selected, visible = _select_gpus(request, layers, gpus, nproc_hint, single_node)
     if nproc_hint is not None and nproc_hint.value == 1 and len(selected) > 1 and request.gpus is None:
         # swift's own layout: one process, several visible GPUs, the model split over them (device_map)
         return Topology(
@@ -177,6 +178,7 @@ def _select_gpus(
     layers: _Layers,
     gpus: tuple[GpuInfo, ...],
     nproc_hint: Sourced[int] | None,
+    single_node: bool = True,
 ) -> tuple[tuple[GpuInfo, ...], Sourced[str]]:
     user_visible = layers.pick_str(None, "CUDA_VISIBLE_DEVICES", layers.slurm_step_gpus())
     candidates = gpus
@@ -193,9 +195,10 @@ def _select_gpus(
 
     choice = request.gpus
     source = Source.FLAG if choice is not None else Source.AUTO
-    if choice is None and nproc_hint is not None and not (nproc_hint.value == 1 and len(candidates) > 1):
-        # NPROC_PER_NODE=N picks the first N visible GPUs, except 1 with several visible: swift runs that as one
-        # process over all of them (device_map)
+    one_over_several = nproc_hint is not None and nproc_hint.value == 1 and len(candidates) > 1 and single_node
+    if choice is None and nproc_hint is not None and not one_over_several:
+        # NPROC_PER_NODE=N picks the first N visible GPUs, except 1 with several visible on one node: swift runs
+        # that as one process over all of them (device_map; on several nodes it would be MP + DDP, not planned)
         choice, source = str(nproc_hint.value), nproc_hint.source
 
     if choice is None or choice == "auto":

@@ -335,3 +335,11 @@ def test_nproc_per_node_1_with_several_gpus_is_swifts_device_map() -> None:
     # any other count is a count of GPUs, one process each, as before
     two = plan(QWEN3_235B, ["--tuner_type", "lora", "--max_length", "2048"], 8, 80, env={"NPROC_PER_NODE": "2"})
     assert len(two.topology.gpus) == 2 and two.env_dict()["NPROC_PER_NODE"] == "2" and two.strategy != "device_map"
+
+
+def test_several_nodes_keep_one_gpu_per_process() -> None:
+    """NPROC_PER_NODE=1 on several nodes stays one GPU per process (swift's MP + DDP is not planned)."""
+    facts = host(gpus(4, 80), ram_gib=1024)
+    env = {"NPROC_PER_NODE": "1", "NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "10.0.0.1"}
+    topo = resolve_topology(TopologyRequest(), env, facts.gpus.gpus, free_port=1)
+    assert topo.nproc_per_node.value == 1 and len(topo.gpus) == 1
