@@ -31,7 +31,7 @@ from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers, lora_trainable_params
 from launcher.plan.nccl import nccl_settings
-from launcher.plan.strategy import choose_layout, choose_strategy
+from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
@@ -61,9 +61,6 @@ class PlanOptions:
     watchdog: Watchdog = field(default_factory=Watchdog)
     layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
     nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
-
-
-LAYOUTS = ("auto", "device_map", "processes")
 
 
 def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
@@ -340,31 +337,11 @@ def build_plan(
         uses_gpus=uses_gpus,
         is_lora=is_lora(swift),
     )
-    # device_map: swift's own layout with several GPUs and no NPROC_PER_NODE (launcher.plan.device_map)
-    layout, asked_by = layout_request(swift, env, options, len(topology.gpus))
-    split = None
-    if uses_gpus and len(topology.gpus) > 1 and topology.nnodes.value == 1:
-        split = device_map_plan_estimate(swift, model, topology, host, env)
-    elif layout == "device_map" and options.layout == "device_map":
-        raise SafeSftError(
-            f"--layout device_map needs several GPUs on one node ({len(topology.gpus)} GPU(s) selected, "
-            f"{topology.nnodes.value} node(s){', CPU training' if not uses_gpus else ''})",
-            "select two or more GPUs with CUDA_VISIBLE_DEVICES or --gpus on a single node, or drop --layout",
-        )
-    if split is not None or (layout == "device_map" and uses_gpus and len(topology.gpus) > 1):
-        dm_estimate = split[0] if split is not None else None
-        if dm_estimate is not None:
-            estimates = (*estimates, dm_estimate)
-        choice = choose_layout(choice, estimates, dm_estimate, layout, asked_by, gpus=len(topology.gpus))
+    choice, estimates, topology, split, dm_warnings = _with_device_map(
+        choice, estimates, swift, topology, host, model, env, options, uses_gpus
+    )
     device_map = choice.strategy == Strategy.DEVICE_MAP.value
-    if device_map:
-        topology = as_device_map(topology, asked_by or "the strategy below")
-        if swift.get("deepspeed"):
-            warnings.append(
-                f"--deepspeed {swift.get('deepspeed')} with one process over {len(topology.gpus)} GPUs: swift "
-                "refuses it (DeepSpeed is not compatible with device_map); drop it, or set NPROC_PER_NODE to the "
-                "GPU count"
-            )
+    warnings.extend(dm_warnings)
     warnings.extend(choice.warnings)
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")
@@ -436,6 +413,48 @@ def build_plan(
         max_memory_arg=max_memory,
     )
     return plan
+
+
+def _with_device_map(
+    choice: Choice,
+    estimates: tuple[Estimate, ...],
+    swift: SwiftArgs,
+    topology: Topology,
+    host: HostFacts,
+    model: ModelFacts | None,
+    env: Mapping[str, str],
+    options: PlanOptions,
+    uses_gpus: bool,
+) -> tuple[Choice, tuple[Estimate, ...], Topology, tuple[Estimate, DeviceMapLayout] | None, list[str]]:
+    """device_map beside ZeRO with several GPUs on one node (launcher.plan.device_map): its estimate added,
+    the choice between them (choose_layout), and a device_map run's topology (one process over the GPUs)."""
+    layout, asked_by = layout_request(swift, env, options, len(topology.gpus))
+    several = uses_gpus and len(topology.gpus) > 1
+    split = None
+    if several and topology.nnodes.value == 1:
+        split = device_map_plan_estimate(swift, model, topology, host, env)
+    elif options.layout == "device_map":
+        raise SafeSftError(
+            f"--layout device_map needs several GPUs on one node ({len(topology.gpus)} GPU(s) selected, "
+            f"{topology.nnodes.value} node(s){', CPU training' if not uses_gpus else ''})",
+            "select two or more GPUs with CUDA_VISIBLE_DEVICES or --gpus on a single node, or drop --layout",
+        )
+    if split is None and not (layout == "device_map" and several):
+        return choice, estimates, topology, None, []
+    dm_estimate = split[0] if split is not None else None
+    if dm_estimate is not None:
+        estimates = (*estimates, dm_estimate)
+    choice = choose_layout(choice, estimates, dm_estimate, layout, asked_by, gpus=len(topology.gpus))
+    warnings = []
+    if choice.strategy == Strategy.DEVICE_MAP.value:
+        topology = as_device_map(topology, asked_by or "the strategy below")
+        if swift.get("deepspeed"):
+            warnings.append(
+                f"--deepspeed {swift.get('deepspeed')} with one process over {len(topology.gpus)} GPUs: swift "
+                "refuses it (DeepSpeed is not compatible with device_map); drop it, or set NPROC_PER_NODE to the "
+                "GPU count"
+            )
+    return choice, estimates, topology, split, warnings
 
 
 def _split_text(layout: DeviceMapLayout) -> str:
