@@ -83,6 +83,13 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--model-params", envvar="SAFE_SFT_MODEL_PARAMS", help="Parameter count, e.g. 7.6e9."),
         click.option("--nccl-env", multiple=True, envvar="SAFE_SFT_NCCL_ENV", help="KEY=VAL, overrides a default."),
         click.option("--force", is_flag=True, envvar="SAFE_SFT_FORCE", help="Launch even when nothing fits."),
+        click.option(
+            "--layout",
+            type=click.Choice(["auto", "device_map", "processes"]),
+            envvar="SAFE_SFT_LAYOUT",
+            help="Several GPUs: one process with the model split over them (device_map, what swift sft does "
+            "without NPROC_PER_NODE), one process per GPU (processes), or auto (the faster that fits).",
+        ),
         click.option("--assume-gpus", envvar="SAFE_SFT_ASSUME_GPUS", help="Plan for other GPUs, e.g. 8x80GiB."),
         click.option("--assume-ram", envvar="SAFE_SFT_ASSUME_RAM", help="Plan for other host RAM, e.g. 512GiB."),
         click.option("--assume-nodes", type=int, envvar="SAFE_SFT_ASSUME_NODES", help="Plan for N nodes."),
@@ -127,6 +134,7 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
         model_params=kwargs["model_params"],
         nccl_env=tuple(kwargs["nccl_env"]),
         force=kwargs["force"],
+        layout=kwargs["layout"],
         assume_gpus=kwargs["assume_gpus"],
         assume_ram=kwargs["assume_ram"],
         assume_nodes=kwargs["assume_nodes"],

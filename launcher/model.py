@@ -189,6 +189,7 @@ class Strategy(str, Enum):
     ZERO3 = "zero3"
     ZERO3_OFFLOAD = "zero3_offload"
     DDP = "ddp"  # no DeepSpeed: estimated so a plain run can be checked, never chosen by the planner
+    DEVICE_MAP = "device_map"  # one process, the model split over the node's GPUs (swift's own layout)
 
 
 STRATEGY_ORDER: tuple[Strategy, ...] = (Strategy.ZERO2, Strategy.ZERO3, Strategy.ZERO3_OFFLOAD)
@@ -228,6 +229,18 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class DeviceMapLayout:
+    """One process, the model split over the GPUs (launcher.plan.device_map): where the parts land."""
+
+    layers: tuple[int, ...]  # decoder layers per GPU, in CUDA_VISIBLE_DEVICES order
+    first_gpu: int  # holds the embeddings (and the vision tower)
+    head_gpu: int  # holds the lm_head and the logits
+    max_memory: tuple[int, ...]  # the budgets (bytes of weights per GPU) that give this placement
+    need_bytes: tuple[int, ...] = ()  # each GPU's estimated need
+    free_bytes: tuple[int | None, ...] = ()  # each GPU's free memory
+
+
+@dataclass(frozen=True)
 class EnvSetting:
     name: str
     value: str
@@ -251,6 +264,8 @@ class Plan:
     batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
     ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
     assumed_machine: bool = False  # planned with --assume-*: this machine's network and limits not taken
+    device_map: DeviceMapLayout | None = None  # the device_map strategy's split (chosen or not), per GPU
+    max_memory_arg: str | None = None  # the --max_memory safe-sft adds for a device_map run
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

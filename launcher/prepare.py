@@ -36,6 +36,7 @@ class LaunchOptions:
     model_params: str | None = None
     nccl_env: tuple[str, ...] = ()
     force: bool = False
+    layout: str | None = None  # --layout: auto | device_map | processes
     assume_gpus: str | None = None
     assume_ram: str | None = None
     assume_nodes: int | None = None
@@ -152,6 +153,8 @@ def prepare(
             user_deepspeed_config=user_deepspeed.config if user_deepspeed else None,
             deepspeed_configs=load_templates(),
             watchdog=options.watchdog,
+            layout=options.layout,
+            nproc_given=options.topology.nproc is not None,
         ),
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.masking import mask_argv, mask_env
-from launcher.model import GlobalBatch, ModelFacts, Plan, Sourced, Topology
+from launcher.model import DeviceMapLayout, GlobalBatch, ModelFacts, Plan, Sourced, Topology
 from launcher.plan.batch import describe as describe_batch
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
@@ -60,6 +60,20 @@ def batch_to_json(batch: GlobalBatch | None) -> dict[str, Any] | None:
     }
 
 
+def device_map_to_json(layout: DeviceMapLayout | None) -> dict[str, Any] | None:
+    """The device_map split (launcher.plan.device_map), per GPU in CUDA_VISIBLE_DEVICES order."""
+    if layout is None:
+        return None
+    return {
+        "layers": list(layout.layers),
+        "embeddings_gpu": layout.first_gpu,
+        "head_gpu": layout.head_gpu,
+        "max_memory": list(layout.max_memory),
+        "need_bytes": list(layout.need_bytes),
+        "free_bytes": list(layout.free_bytes),
+    }
+
+
 def plan_to_json(
     plan: Plan, model: ModelFacts | None, current_env: Mapping[str, str], memlock: MemlockStatus | None
 ) -> dict[str, Any]:
@@ -105,6 +119,8 @@ def plan_to_json(
             }
             for e in plan.estimates
         },
+        "device_map": device_map_to_json(plan.device_map),
+        "max_memory_arg": plan.max_memory_arg,
         "batch": batch_to_json(plan.batch),
         "env": {s.name: mask_env(s.name, s.value) for s in plan.env},
         "env_reasons": {s.name: s.reason for s in plan.env},

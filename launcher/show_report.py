@@ -144,6 +144,9 @@ def _peaks(attempt: dict[str, Any]) -> str:
     memory = attempt.get("memory") or {}
     gpus = memory.get("gpus") or []
     parts = [f"GPU{g['index']} {fmt_bytes(g['peak_bytes'])}" for g in gpus]
+    even = attempt.get("gpu_evenness")
+    if isinstance(even, dict) and even.get("device_map") and isinstance(even.get("max_over_min"), _NUMBER):
+        parts.append(f"device_map max/min {even['max_over_min']:.2f} (GPU{even.get('highest_gpu')} highest)")
     if memory.get("host_peak_bytes"):
         parts.append(f"host {fmt_bytes(memory['host_peak_bytes'])}")
     return ", ".join(parts) or "-"

@@ -13,14 +13,16 @@ A library for scripts/fit_memory.py, scripts/bench_memory.py and tests/unit/test
   estimate says "fits" and the run ran out of GPU memory, and the estimate/measured ratio.
 
 Mapping a row to the planner's terms: `single` is one process without DeepSpeed (the planner's `ddp`
-with one GPU); `device_map` (one process, layers spread over the GPUs) is the single-process estimate
-with weights, gradients and optimizer state split over the GPUs; a row's ZeRO config is the shipped one
+with one GPU); `device_map` (one process, layers spread over the GPUs) is launcher/plan/device_map.py's
+estimate of swift's own placement (no max_memory), the GPU with the largest need (the `old` baseline
+keeps spreading the single-process estimate's states evenly); a row's ZeRO config is the shipped one
 (the rows rarely state theirs). A `total_all_gpus_gib` figure is divided by the GPU count.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections.abc import Callable, Iterable
@@ -35,6 +37,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from memory_baselines import estimate_566cec5 as old_estimate  # noqa: E402
 
 from launcher.model import Strategy  # noqa: E402
+from launcher.plan import device_map  # noqa: E402
 from launcher.plan import estimate as new_estimate  # noqa: E402
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings  # noqa: E402
 from launcher.probe.model_size import typical_shape  # noqa: E402
@@ -192,14 +195,34 @@ def _spread(row: Row, parts: dict[str, int], context: int, fragmentation: float)
     return (spread + context) * (1 + fragmentation)
 
 
-def estimate_new(row: Row, calibration: new_estimate.Calibration | None = None) -> float:
+def model_gpus(row: Row) -> int:
+    """The GPUs one model copy is split over: all of them, or N where DDP processes each split it (MP + DDP)."""
+    notes = " ".join(map(str, row.raw.get("inferred", [])))
+    found = re.search(r"each model split over (\d+) GPUs", notes)
+    return int(found.group(1)) if found else int(row.raw["gpus"])
+
+
+def estimate_device_map(row: Row, calibration: new_estimate.Calibration) -> float | None:
+    """device_map rows through launcher/plan/device_map.py: swift's own placement (device_map='auto', no
+    max_memory, each GPU's budget its card), the GPU whose need is largest."""
+    shape = train_shape(row)
+    pieces = device_map.pieces_of(shape)
+    if pieces is None:
+        return None
+    card = int(row.card_gib * GiB)
+    n = model_gpus(row)
+    found = device_map.estimate_device_map(shape, pieces, [card] * n, None, budgets=[card] * n, calibration=calibration)
+    return None if found is None else found[0].gpu_need_bytes / GiB
+
+
+def estimate_new(row: Row, calibration: new_estimate.Calibration | None = None) -> float | None:
     calibration = calibration or new_estimate.Calibration()
+    if row.strategy == "device_map":
+        return estimate_device_map(row, calibration)
     strategy = _strategy(row)
     shape = train_shape(row)
     zero = None if strategy is Strategy.DDP else zero_settings(SHIPPED_ZERO[strategy.value], shape.hidden_size)
     est = new_estimate.estimate(strategy, shape, None, None, zero, calibration)
-    if row.strategy == "device_map":
-        return _spread(row, est.parts, calibration.cuda_context_bytes, calibration.fragmentation) / GiB
     return est.gpu_need_bytes / GiB
 
 

@@ -11,23 +11,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from launcher.errors import SafeSftError
 from launcher.model import (
     STRATEGY_ORDER,
+    DeviceMapLayout,
     EnvSetting,
     Estimate,
     HostFacts,
     ModelFacts,
     Plan,
+    Source,
     Sourced,
     Strategy,
     Topology,
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
+from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
+from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers
 from launcher.plan.features import is_lora, read_features
 from launcher.plan.nccl import nccl_settings
-from launcher.plan.strategy import choose_strategy
+from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
@@ -55,6 +60,96 @@ class PlanOptions:
     user_deepspeed_config: Mapping[str, Any] | None = None  # its JSON: the estimate of its rung reads it
     deepspeed_configs: Mapping[str, Mapping[str, Any]] | None = None  # the shipped configs, by rung name
     watchdog: Watchdog = field(default_factory=Watchdog)
+    layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
+    nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
+
+
+def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
+    """(auto | device_map | processes, what asked for it): the user's explicit choice of how the GPUs are used.
+
+    Several processes: NPROC_PER_NODE (env or the config's ENV block), safe-sft's --nproc, or --deepspeed
+    (DeepSpeed needs one process per GPU), or --sequence_parallel_size over 1. One process over the GPUs:
+    swift's --device_map. --layout beats both."""
+    if options.layout not in (None, "auto"):
+        return str(options.layout), f"--layout {options.layout}"
+    nproc = env.get("NPROC_PER_NODE") or swift.config_env.get("NPROC_PER_NODE")
+    if nproc is not None and nproc.strip() == "1" and gpus > 1:
+        return "device_map", f"NPROC_PER_NODE=1 with {gpus} visible GPUs"
+    if nproc is not None:
+        return "processes", f"NPROC_PER_NODE={nproc}"
+    if options.nproc_given:
+        return "processes", "--nproc"
+    sequence_parallel = swift.get_int("sequence_parallel_size") or 1
+    if sequence_parallel > 1:  # swift splits each sample over processes: it needs one process per GPU
+        return "processes", f"--sequence_parallel_size {sequence_parallel}"
+    if swift.get("deepspeed"):
+        return "processes", f"--deepspeed {swift.get('deepspeed')}"
+    if swift.get("device_map"):
+        return "device_map", f"--device_map {swift.get('device_map')}"
+    return "auto", ""
+
+
+def is_device_map(topology: Topology) -> bool:
+    """swift's own rule (swift.utils.env.is_mp): one process per node with several GPUs splits the model."""
+    return topology.nproc_per_node.value == 1 and len(topology.gpus) > 1
+
+
+def as_device_map(topology: Topology, why: str) -> Topology:
+    """The topology of a device_map run: one process on this node, every selected GPU visible to it."""
+    note = f"one process, the model split over {len(topology.gpus)} GPUs (device_map): {why}"
+    return replace(topology, nproc_per_node=Sourced(1, Source.AUTO, note), swift_nproc_per_node=1)
+
+
+def device_map_pieces(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, env: Mapping[str, str] | None = None
+) -> tuple[TrainShape, Pieces] | None:
+    """The run's shape in one process and the model's pieces as transformers places them over the GPUs."""
+    if model is None or not model.total_params or len(topology.gpus) < 2:
+        return None
+    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
+    shape = train_shape(swift, model, one, env)
+    # swift's --quant_bits quantizes at load (bnb by default; quanto too): transformers then keeps 10 % of
+    # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
+    at_load = swift.get_int("quant_bits") is not None and (swift.get("quant_method") or "bnb") in ("bnb", "quanto")
+    pieces = pieces_of(
+        shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
+    )
+    return None if pieces is None else (shape, pieces)
+
+
+def device_map_estimate(
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts | None,
+    env: Mapping[str, str] | None = None,
+    budgets: tuple[int, ...] | None = None,
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
+    `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
+    found = device_map_pieces(swift, model, topology, env)
+    if found is None:
+        return None
+    shape, pieces = found
+    if budgets is None:
+        budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
+    free = tuple(g.free_bytes for g in topology.gpus)
+    cpu_free = host.memory.available_bytes if host is not None else None
+    return estimate_device_map(shape, pieces, free, cpu_free, budgets=budgets)
+
+
+def device_map_plan_estimate(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts, env: Mapping[str, str]
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The plan's device_map estimate: the balanced split, with its levers (each change's split rebalanced)."""
+    found = device_map_estimate(swift, model, topology, host, env)
+    pieces = device_map_pieces(swift, model, topology, env)
+    if found is None or pieces is None or model is None:
+        return found
+    free = tuple(g.free_bytes for g in topology.gpus)
+    shape = pieces[0]
+    saves = device_map_levers(shape, free, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    return replace(found[0], levers=saves), found[1]
 
 
 def output_dir_of(swift: SwiftArgs) -> str:
@@ -179,6 +274,9 @@ def attempt_estimate(
     the DeepSpeed config it runs with (None: no DeepSpeed). None when the model size or the GPUs are unknown."""
     if model is None or not model.total_params or not topology.gpus:
         return None
+    if config is None and is_device_map(topology):
+        found = device_map_estimate(swift, model, topology, host, env)
+        return found[0] if found is not None else None
     shape = train_shape(swift, model, topology, env)
     gpu_free = min(g.free_bytes for g in topology.gpus)
     if config is None:
@@ -231,13 +329,18 @@ def build_plan(
         uses_gpus=uses_gpus,
         is_lora=is_lora(swift),
     )
+    choice, estimates, topology, split, dm_warnings = _with_device_map(
+        choice, estimates, swift, topology, host, model, env, options, uses_gpus
+    )
+    device_map = choice.strategy == Strategy.DEVICE_MAP.value
+    warnings.extend(dm_warnings)
     warnings.extend(choice.warnings)
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")
 
     deepspeed_arg: str | None = None
     no_pin = False
-    if choice.strategy is not None and not choice.user_chosen:
+    if choice.strategy is not None and not choice.user_chosen and not device_map:
         deepspeed_arg = posixpath.join(paths.config_dir, f"{choice.strategy}.json")
         if choice.strategy == Strategy.ZERO3_OFFLOAD.value:
             offload = next(e for e in estimates if e.strategy is Strategy.ZERO3_OFFLOAD)
@@ -268,7 +371,15 @@ def build_plan(
     ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
     if ddp_note:
         notes.append(ddp_note)
-    added = {"ddp_timeout": str(ddp_timeout) if ddp_timeout else None, "deepspeed": deepspeed_arg}
+    max_memory = None
+    if device_map and split is not None and not swift.has("max_memory") and swift.get("device_map") in (None, "auto"):
+        max_memory = max_memory_arg(split[1].max_memory)
+        notes.append(f"device_map: --max_memory {max_memory} evens the GPUs' estimated peaks ({_split_text(split[1])})")
+    added = {
+        "ddp_timeout": str(ddp_timeout) if ddp_timeout else None,
+        "deepspeed": deepspeed_arg,
+        "max_memory": max_memory,
+    }
     if (accum := accum_to_pass(batch)) is not None:
         added["gradient_accumulation_steps"] = accum
     swift_final = swift.with_values({key: value for key, value in added.items() if value is not None})
@@ -300,8 +411,61 @@ def build_plan(
         fits=choice.fits,
         batch=batch,
         assumed_machine=not host.network.known,
+        device_map=split[1] if split is not None else None,
+        max_memory_arg=max_memory,
     )
     return plan
+
+
+def _with_device_map(
+    choice: Choice,
+    estimates: tuple[Estimate, ...],
+    swift: SwiftArgs,
+    topology: Topology,
+    host: HostFacts,
+    model: ModelFacts | None,
+    env: Mapping[str, str],
+    options: PlanOptions,
+    uses_gpus: bool,
+) -> tuple[Choice, tuple[Estimate, ...], Topology, tuple[Estimate, DeviceMapLayout] | None, list[str]]:
+    """device_map beside ZeRO with several GPUs on one node (launcher.plan.device_map): its estimate added,
+    the choice between them (choose_layout), and a device_map run's topology (one process over the GPUs)."""
+    layout, asked_by = layout_request(swift, env, options, len(topology.gpus))
+    several = uses_gpus and len(topology.gpus) > 1
+    split = None
+    if several and topology.nnodes.value == 1:
+        split = device_map_plan_estimate(swift, model, topology, host, env)
+    elif options.layout == "device_map":
+        raise SafeSftError(
+            f"--layout device_map needs several GPUs on one node ({len(topology.gpus)} GPU(s) selected, "
+            f"{topology.nnodes.value} node(s){', CPU training' if not uses_gpus else ''})",
+            "select two or more GPUs with CUDA_VISIBLE_DEVICES or --gpus on a single node, or drop --layout",
+        )
+    if split is None and not (layout == "device_map" and several):
+        return choice, estimates, topology, None, []
+    dm_estimate = split[0] if split is not None else None
+    if dm_estimate is not None:
+        estimates = (*estimates, dm_estimate)
+    choice = choose_layout(choice, estimates, dm_estimate, layout, asked_by, gpus=len(topology.gpus))
+    warnings = []
+    if choice.strategy == Strategy.DEVICE_MAP.value:
+        topology = as_device_map(topology, asked_by or "the strategy below")
+        if swift.get("deepspeed"):
+            warnings.append(
+                f"--deepspeed {swift.get('deepspeed')} with one process over {len(topology.gpus)} GPUs: swift "
+                "refuses it (DeepSpeed is not compatible with device_map); drop it, or set NPROC_PER_NODE to the "
+                "GPU count"
+            )
+    return choice, estimates, topology, split, warnings
+
+
+def _split_text(layout: DeviceMapLayout) -> str:
+    gib = 1 << 30
+    per_gpu = ", ".join(
+        f"GPU {i}: {k} layers, {need / gib:.1f} GiB"
+        for i, (k, need) in enumerate(zip(layout.layers, layout.need_bytes, strict=True))
+    )
+    return f"{per_gpu}; embeddings on GPU {layout.first_gpu}, lm_head and logits on GPU {layout.head_gpu}"
 
 
 def _topology_env(topology: Topology) -> tuple[EnvSetting, ...]:

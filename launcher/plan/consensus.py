@@ -28,7 +28,7 @@ ACTIONS = ("finish", "retry", "stop")
 SAME_VERSION = "run one safe-sft version on all nodes"  # the fix for any malformed message
 _BOUNDS = {"micro_batch": (1, 1 << 16), "grad_accum": (1, 1 << 20), "world_size": (1, 1 << 20),
            "dataloader_num_workers": (0, 1024), "eval_batch": (1, 1 << 16), "vision_budget": (1, 1 << 40),
-           "max_length": (1, 1 << 24)}  # fmt: skip
+           "max_length": (1, 1 << 24), "rebalanced": (0, 1 << 10)}  # fmt: skip
 
 
 class ProtocolError(SafeSftError):
@@ -228,7 +228,7 @@ def _settings(data: Any) -> Settings:
     for name, (low, high) in _BOUNDS.items():
         _int(data[name], name, low, high, optional=name in ("vision_budget", "max_length"))
     for name in ("gradient_checkpointing", "save_only_model", "dataloader_pin_memory", "offload_pin_memory",
-                 "nccl_p2p_disable", "allow_shorter_max_length"):  # fmt: skip
+                 "nccl_p2p_disable", "allow_shorter_max_length", "device_map"):  # fmt: skip
         if not isinstance(data[name], bool):
             raise ProtocolError(f"{name}={data[name]!r} is not a boolean", SAME_VERSION)
     if data["vision_env"] not in (None, *VISION_ENVS):
@@ -236,7 +236,12 @@ def _settings(data: Any) -> Settings:
     deepspeed = data["deepspeed"]
     if deepspeed is not None and deepspeed not in RUNG_NAMES:
         raise ProtocolError(f"deepspeed {deepspeed!r} is not a known ZeRO strategy", SAME_VERSION)
-    return Settings(**data)
+    budgets = data["max_memory"]  # a device_map run's budgets (JSON has lists, Settings tuples)
+    if not isinstance(budgets, list) or len(budgets) > 1024:
+        raise ProtocolError(f"max_memory {budgets!r} is not a list of byte budgets", SAME_VERSION)
+    for budget in budgets:
+        _int(budget, "max_memory", 0, 1 << 50)
+    return Settings(**{**data, "max_memory": tuple(budgets)})
 
 
 def decode_decision(text: str, run_id: str, attempt: int) -> Decision:

@@ -6,6 +6,10 @@ resumed run sees the same samples per optimizer step. The rungs, per kind:
 With a memory estimate, a GPU OOM takes the guided ladder's step instead (launcher.plan.guided: the cheapest
 settings predicted to fit, several knobs at once); these rungs are its fallback. Without one:
 
+- device_map runs (one process, the model split over the GPUs), after cuda_oom, cuda_oom_load or
+  cuda_oom_eval: first rebalance (move layers off the GPU whose peak was the largest share of its memory,
+  through --max_memory; at most MAX_REBALANCES times, only while the peaks were uneven), then the rungs
+  below without the ZeRO ones (safe-sft chose device_map because ZeRO fits only with offload).
 - cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
   (zero2 -> zero3 -> zero3_offload); half the image budget where the model's processor reads one from
   the environment (MAX_PIXELS for Qwen2/2.5-VL, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later; no rung for
@@ -108,6 +112,9 @@ class Settings:
     max_length: int | None = None
     nccl_p2p_disable: bool = False
     allow_shorter_max_length: bool = False
+    device_map: bool = False  # one process, the model split over the GPUs: no ZeRO rung applies
+    max_memory: tuple[int, ...] = ()  # a device_map run: the --max_memory budgets safe-sft passes; () otherwise
+    rebalanced: int = 0  # how many times a device_map run's budgets were moved after an OOM
 
     @property
     def global_batch(self) -> int:
@@ -131,6 +138,10 @@ class GiveUp:
 
 Rung = Callable[[Settings], Step | None]
 OOM_PHASE = {FailureKind.CUDA_OOM: "step", FailureKind.CUDA_OOM_LOAD: "load", FailureKind.CUDA_OOM_SAVE: "save"}
+# a device_map run's GPUs out of balance: rebalance first (launcher.plan.device_map.rebalance, from the
+# attempt's per-GPU peaks), then the ordinary rungs; a checkpoint write's OOM takes save_only_model instead
+REBALANCE_KINDS = frozenset({FailureKind.CUDA_OOM, FailureKind.CUDA_OOM_LOAD, FailureKind.CUDA_OOM_EVAL})
+MAX_REBALANCES = 2
 
 
 def _smaller_micro_batch(s: Settings) -> Step | None:
@@ -161,6 +172,8 @@ def _checkpointing_on(s: Settings) -> Step | None:
 
 def _higher_zero(s: Settings) -> Step | None:
     """move to the next ZeRO stage (zero2 -> zero3 -> zero3_offload)"""
+    if s.device_map:
+        return None  # one process over the GPUs: safe-sft chose it because ZeRO fits only with offload
     current = s.deepspeed
     if current in ZERO_LADDER:
         index = ZERO_LADDER.index(current)
@@ -312,6 +325,7 @@ def next_step(
     *,
     gpus_have_room_for_zero3: bool = False,
     memory: Memory | None = None,
+    rebalance: Rung | None = None,
 ) -> Step | GiveUp:
     """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures. With
     `memory` (an estimate and the failed attempt's figures), a GPU OOM takes the guided ladder's step
@@ -330,6 +344,10 @@ def next_step(
             return _same_again(settings)
         return GiveUp(f"{kind.value} twice in a row")
 
+    if rebalance is not None and settings.device_map and kind in REBALANCE_KINDS:
+        moved = rebalance(settings)
+        if moved is not None:
+            return moved
     if memory is not None and kind in OOM_PHASE:
         from launcher.plan.guided import guided_step  # guided builds on this module's Settings and Step
 
@@ -369,4 +387,10 @@ def describe_ladder(kind: FailureKind) -> list[str]:
         return ["the same settings once more", "NCCL_P2P_DISABLE=1", "then give up"]
     if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
         return ["the same settings once more", "then give up"]
-    return [str(rung.__doc__) for rung in _rungs(kind, True)]
+    rungs = [str(rung.__doc__) for rung in _rungs(kind, True)]
+    if kind in REBALANCE_KINDS:
+        rungs.append(
+            "device_map runs (one process, the model split over the GPUs): first move layers off the GPU that "
+            "ran out (--max_memory), then the rungs above without the ZeRO stage"
+        )
+    return rungs

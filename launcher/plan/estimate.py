@@ -400,6 +400,15 @@ def levers(
 ) -> tuple[tuple[str, int], ...]:
     """What each one-setting change saves per GPU, the largest first: (description, bytes saved)."""
     base = estimate(strategy, shape, None, None, zero, calibration).gpu_need_bytes
+    saved = [
+        (text, base - estimate(strategy, changed, None, None, zero, calibration).gpu_need_bytes)
+        for text, changed in lever_changes(shape)
+    ]
+    return tuple(sorted(((t, s) for t, s in saved if s > 0), key=lambda item: -item[1]))
+
+
+def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
+    """The one-setting changes the levers try, each with the shape it gives."""
     changes: list[tuple[str, TrainShape]] = []
     if shape.micro_batch > 1:
         half = max(shape.micro_batch // 2, 1)
@@ -432,11 +441,7 @@ def levers(
                 replace(shape, sequence_parallel=doubled),
             )
         )
-    saved = [
-        (text, base - estimate(strategy, changed, None, None, zero, calibration).gpu_need_bytes)
-        for text, changed in changes
-    ]
-    return tuple(sorted(((t, s) for t, s in saved if s > 0), key=lambda item: -item[1]))
+    return changes
 
 
 CORRECTION_BOUNDS = (0.5, 2.0)  # a run's own measurement may move its estimate this far, no further

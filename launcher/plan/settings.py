@@ -11,10 +11,11 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from launcher.model import ModelFacts, Plan
+from launcher.model import ModelFacts, Plan, Strategy
 from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings, vision_budget_for
+from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
 
@@ -30,7 +31,7 @@ class Resume:
 def plan_swift_args(swift: SwiftArgs, plan: Plan) -> SwiftArgs:
     """The user's arguments with what the plan adds: the chosen DeepSpeed config, the watchdog's ddp_timeout,
     the accumulation that keeps the global batch."""
-    added = {"ddp_timeout": plan.ddp_timeout_arg, "deepspeed": plan.deepspeed_arg}
+    added = {"ddp_timeout": plan.ddp_timeout_arg, "deepspeed": plan.deepspeed_arg, "max_memory": plan.max_memory_arg}
     if plan.batch is not None and (accum := accum_to_pass(plan.batch)) is not None:
         added["gradient_accumulation_steps"] = accum
     return swift.with_values({key: value for key, value in added.items() if value is not None})
@@ -51,12 +52,15 @@ def initial_settings(
     user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
     vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
     budget = user_env.get(vision.env, "") if vision else ""
+    device_map = plan.strategy == Strategy.DEVICE_MAP.value
+    gpus = len(plan.topology.gpus)
+    budgets = parse_max_memory(plan.max_memory_arg, gpus) if device_map else None
     return Settings(
         micro_batch=micro,
         grad_accum=accum,
         world_size=world,
         gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
-        deepspeed=user_deepspeed.rung if user_deepspeed else plan.strategy,
+        deepspeed=None if device_map else user_deepspeed.rung if user_deepspeed else plan.strategy,
         save_only_model=swift.get_bool("save_only_model", False),
         dataloader_num_workers=swift.get_int("dataloader_num_workers", 1) or 0,
         dataloader_pin_memory=swift.get_bool("dataloader_pin_memory", True),
@@ -67,6 +71,8 @@ def initial_settings(
         max_length=swift.get_int("max_length"),
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
         allow_shorter_max_length=allow_shorter_max_length,
+        device_map=device_map,
+        max_memory=budgets or (),
     )
 
 
@@ -152,6 +158,8 @@ def attempt_args(
     )
     if deepspeed.value is not None:
         updates["deepspeed"] = deepspeed.value
+    if settings.max_memory != initial.max_memory and settings.max_memory:
+        updates["max_memory"] = max_memory_arg(settings.max_memory)
     if settings.save_only_model != initial.save_only_model:
         updates["save_only_model"] = _flag(settings.save_only_model)
     if settings.dataloader_num_workers != initial.dataloader_num_workers:

@@ -12,7 +12,7 @@ naming the numbers and the levers: real samples are mostly shorter, and the ladd
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from launcher.model import STRATEGY_ORDER, Estimate, Strategy
 from launcher.units import fmt_bytes
@@ -132,3 +132,49 @@ def _shortfall(est: Estimate) -> str:
     if not est.gpu_fits:
         return f"{fmt_bytes(est.gpu_need_bytes)} per GPU > {fmt_bytes(est.gpu_free_bytes)} free"
     return f"{fmt_bytes(est.cpu_need_bytes)} host RAM > {fmt_bytes(est.cpu_free_bytes)} available"
+
+
+# ---- device_map: one process, the model split over the GPUs (launcher.plan.device_map) ---------------
+
+FAST_ZERO = (Strategy.ZERO2.value, Strategy.ZERO3.value)
+
+
+def choose_layout(
+    zero: Choice,
+    estimates: tuple[Estimate, ...],
+    device_map: Estimate | None,
+    layout: str,
+    asked_by: str,
+    *,
+    gpus: int,
+) -> Choice:
+    """Between ZeRO's processes (`zero`, choose_strategy's choice) and device_map, with several GPUs on one node.
+
+    `layout` is the user's explicit choice (device_map | processes; asked_by names it) or auto. Auto: plain
+    `swift sft` would run device_map here; ZeRO without offload is usually faster (every GPU computes, where
+    device_map runs one GPU at a time), so the fastest of zero2/zero3 that fits wins; else device_map if it
+    fits (no offload: faster than zero3_offload); else choose_strategy's choice stands."""
+    swift_does = f"plain swift sft runs one process with the model split over the {gpus} GPUs (device_map)"
+    if layout == "processes" and not zero.user_chosen:
+        return replace(zero, reason=f"{zero.reason}; one process per GPU as {asked_by} asks")
+    if layout == "device_map":
+        warnings: tuple[str, ...] = ()
+        if device_map is not None and not device_map.fits:
+            warnings = (f"device_map ({asked_by}) may not fit: {describe(device_map)}",)
+        why = f"you chose device_map ({asked_by}): one process, the model split over the {gpus} GPUs"
+        if device_map is not None:
+            why += f"; {describe(device_map)}"
+        return Choice(Strategy.DEVICE_MAP.value, why, True, warnings, True)
+    if zero.user_chosen or device_map is None:
+        return zero
+    if zero.fits and zero.worst_case_fits and zero.strategy in FAST_ZERO:
+        return replace(zero, reason=f"{zero.reason}; {swift_does}, which is slower when ZeRO fits")
+    if device_map.fits:
+        rejected = "; ".join(
+            f"{e.strategy.value} does not fit: {_shortfall(e)}"
+            for e in estimates
+            if e.strategy.value in FAST_ZERO and not e.fits
+        )
+        why = f"{swift_does}, and so does safe-sft: {describe(device_map)}"
+        return Choice(Strategy.DEVICE_MAP.value, f"{why} ({rejected}; device_map needs no offload)", True)
+    return replace(zero, reason=f"{zero.reason}; device_map ({swift_does}) does not fit: {_shortfall(device_map)}")

@@ -2,7 +2,8 @@
 
 Precedence for every value: safe-sft flag > the user's environment > the swift config's ENV block >
 Slurm > default. Each value carries its source. DeepSpeed needs one process per GPU, so the process
-count and the GPU selection are decided together.
+count and the GPU selection are decided together; NPROC_PER_NODE=1 with several visible GPUs is swift's
+one process over them (device_map), kept as such.
 """
 
 from __future__ import annotations
@@ -109,7 +110,21 @@ def resolve_topology(
             warnings=warnings,
         )
 
-    selected, visible = _select_gpus(request, layers, gpus, nproc_hint)
+    single_node = nnodes.value == 1
+    selected, visible = _select_gpus(request, layers, gpus, nproc_hint, single_node)
+    if nproc_hint is not None and nproc_hint.value == 1 and len(selected) > 1 and request.gpus is None:
+        # swift's own layout: one process, several visible GPUs, the model split over them (device_map)
+        return Topology(
+            nproc_per_node=Sourced(1, nproc_hint.source, f"one process over {len(selected)} GPUs (device_map)"),
+            nnodes=nnodes,
+            node_rank=node_rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            visible_devices=visible,
+            gpus=selected,
+            swift_nproc_per_node=1,
+            warnings=warnings,
+        )
     if nproc_hint is not None and nproc_hint.value != len(selected):
         raise SafeSftError(
             f"NPROC_PER_NODE={nproc_hint.value} ({nproc_hint.source.value}) but {len(selected)} GPU(s) "
@@ -163,6 +178,7 @@ def _select_gpus(
     layers: _Layers,
     gpus: tuple[GpuInfo, ...],
     nproc_hint: Sourced[int] | None,
+    single_node: bool = True,
 ) -> tuple[tuple[GpuInfo, ...], Sourced[str]]:
     user_visible = layers.pick_str(None, "CUDA_VISIBLE_DEVICES", layers.slurm_step_gpus())
     candidates = gpus
@@ -179,7 +195,10 @@ def _select_gpus(
 
     choice = request.gpus
     source = Source.FLAG if choice is not None else Source.AUTO
-    if choice is None and nproc_hint is not None:
+    one_over_several = nproc_hint is not None and nproc_hint.value == 1 and len(candidates) > 1 and single_node
+    if choice is None and nproc_hint is not None and not one_over_several:
+        # NPROC_PER_NODE=N picks the first N visible GPUs, except 1 with several visible on one node: swift runs
+        # that as one process over all of them (device_map; on several nodes it would be MP + DDP, not planned)
         choice, source = str(nproc_hint.value), nproc_hint.source
 
     if choice is None or choice == "auto":

@@ -67,8 +67,9 @@ class MemoryTimeline:
             return (
                 f"GPU memory is uneven: GPU {top} peaked at {fmt_bytes(self.gpu_peak[top])} of "
                 f"{fmt_bytes(total)} while GPU {low} peaked at {fmt_bytes(self.gpu_peak[low])}. "
-                "Use DeepSpeed ZeRO-3 rather than device_map model parallelism (one process per GPU), and check "
-                "MAX_PIXELS and max_length for long or large samples"
+                "DeepSpeed ZeRO-3 (one process per GPU) spreads memory evenly where it fits; a device_map run "
+                "(one process over the GPUs) gets a --max_memory that evens its GPUs, rebalanced after an OOM; "
+                "and check MAX_PIXELS and max_length for long or large samples"
             )
         return None
 

@@ -56,6 +56,8 @@ def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, A
             "vision_env": s.vision_env,
             "vision_budget": s.vision_budget,
             "max_length": s.max_length,
+            "device_map": s.device_map,
+            "max_memory": list(s.max_memory) or None,
         },
         "change": None if record.change is None else {"what": record.change, "why": record.change_reason},
         "predicted_need_bytes": record.predicted_need_bytes,  # the guided ladder's per-GPU prediction
@@ -84,6 +86,7 @@ def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, A
         "log": record.log_path,
         "memory": None if record.memory is None else record.memory.to_json(),
         "estimate": estimate_json(record),
+        "gpu_evenness": evenness_json(record),
         "diagnostics": record.diagnostics,
         "decision": record.decision,
         "preempted": record.preempted,
@@ -105,6 +108,24 @@ def _resumed_json(record: AttemptRecord) -> dict[str, Any] | None:
         "why_weights_only": why,
         "optimizer_state_reset": reset,
         "reported_by_swift": record.resolved is not None,
+    }
+
+
+def evenness_json(record: AttemptRecord) -> dict[str, Any] | None:
+    """How even the GPUs' measured peaks were (NVML indices): the highest over the lowest, and which GPU was
+    highest. What a device_map run's --max_memory is for (seed 001); None with fewer than two GPUs measured."""
+    peaks = record.memory.gpu_peak if record.memory is not None else {}
+    if len(peaks) < 2:
+        return None
+    high = max(peaks, key=lambda i: peaks[i])
+    low = min(peaks, key=lambda i: peaks[i])
+    return {
+        "device_map": record.settings.device_map,
+        "max_over_min": round(peaks[high] / peaks[low], 3) if peaks[low] else None,
+        "highest_gpu": high,
+        "highest_peak_bytes": peaks[high],
+        "lowest_gpu": low,
+        "lowest_peak_bytes": peaks[low],
     }
 
 

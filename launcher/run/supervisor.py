@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
@@ -18,9 +19,16 @@ from typing import Any, BinaryIO
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Strategy
-from launcher.plan.build import attempt_estimate, train_shape
+from launcher.plan.build import (
+    attempt_estimate,
+    device_map_estimate,
+    device_map_pieces,
+    is_device_map,
+    train_shape,
+)
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
-from launcher.plan.degrade import GiveUp, Settings, next_step
+from launcher.plan.degrade import MAX_REBALANCES, GiveUp, Rung, Settings, Step, next_step
+from launcher.plan.device_map import place, rebalance
 from launcher.plan.ds_config import zero_settings
 from launcher.plan.estimate import corrected, estimate, measured_correction
 from launcher.plan.guided import Memory
@@ -190,6 +198,7 @@ class Supervisor:
                 history,
                 gpus_have_room_for_zero3=self._zero3_fits(attempts),
                 memory=self._memory(base, initial, record, attempts),
+                rebalance=self._rebalance(base, initial, record),
             )
             if isinstance(step, GiveUp):
                 reason = step.reason
@@ -300,6 +309,9 @@ class Supervisor:
         )  # fmt: skip
         config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         env = {**self.prepared.swift.config_env, **self.base_env, **args.env}
+        if config is None and is_device_map(self.prepared.plan.topology):
+            found = device_map_estimate(args.swift, model, self.prepared.plan.topology, None, env)
+            return found[0].gpu_need_bytes if found is not None else None
         shape = train_shape(args.swift, model, self.prepared.plan.topology, env)
         if config is None:
             return estimate(Strategy.DDP, shape, None, None).gpu_need_bytes
@@ -308,6 +320,38 @@ class Supervisor:
         if zero.stage == 3:
             strategy = Strategy.ZERO3_OFFLOAD if zero.offload_param or zero.offload_optimizer else Strategy.ZERO3
         return estimate(strategy, shape, None, None, zero).gpu_need_bytes
+
+    def _rebalance(self, base: SwiftArgs, initial: Settings, record: AttemptRecord) -> Rung | None:
+        """A device_map run's first rung after a CUDA OOM: move layers off the GPU that ran out, read from this
+        attempt's per-GPU peaks (launcher.plan.device_map.rebalance). None without peaks or a model size."""
+        topology = self.prepared.plan.topology
+        if not is_device_map(topology) or record.memory is None or not record.memory.gpu_peak:
+            return None
+        peaks = tuple(record.memory.gpu_peak.get(g.index, 0) for g in topology.gpus)
+        capacities = tuple(g.total_bytes for g in topology.gpus)
+        env = {**self.prepared.swift.config_env, **self.base_env}
+        found = device_map_pieces(base, self.prepared.model, topology, env)
+        if found is None:
+            return None
+        shape, pieces = found
+
+        def step(s: Settings) -> Step | None:
+            if not s.max_memory or s.rebalanced >= MAX_REBALANCES:
+                return None
+            now, moved = place(pieces, s.max_memory), rebalance(shape, pieces, s.max_memory, peaks, capacities)
+            if now is None or moved is None:
+                return None
+            hot = max(range(len(peaks)), key=lambda i: peaks[i] / max(capacities[i], 1))
+            old, new = (",".join(str(k) for k in layout.layers) for layout in (now, moved))
+            return Step(
+                replace(s, max_memory=moved.max_memory, rebalanced=s.rebalanced + 1),
+                f"device_map layers per GPU {old} -> {new} (--max_memory rebalanced)",
+                f"GPU {hot} peaked at {fmt_bytes(peaks[hot])} of {fmt_bytes(capacities[hot])} while GPU "
+                f"{min(range(len(peaks)), key=lambda i: peaks[i])} peaked at {fmt_bytes(min(peaks))}: "
+                "move layers off the GPU that ran out",
+            )
+
+        return step
 
     def _interrupted(self, attempts: list[AttemptRecord]) -> RunResult:
         """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""

@@ -43,7 +43,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_plan_json_schema_7b_full_and_lora() -> None:
     common = ["--json", "--model-params", "7e9", "--assume-gpus", "4x24GiB", "--assume-ram", "256GiB"]
-    full = run_cli("plan", *common, "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "full")
+    # one process per GPU asked for: device_map would fit here without offload (test_device_map.py)
+    full = run_cli(
+        "plan", "--layout", "processes", *common, "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "full"
+    )
     assert full.returncode == 0, full.stderr
     plan = json.loads(full.stdout)
     assert plan["strategy"] in ("zero3", "zero3_offload")
@@ -51,7 +54,8 @@ def test_plan_json_schema_7b_full_and_lora() -> None:
     for key in ("nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port"):
         assert set(plan["topology"][key]) >= {"value", "source"}
     assert plan["topology"]["nproc_per_node"]["value"] == 4
-    assert set(plan["estimates"]) == {"zero2", "zero3", "zero3_offload", "ddp"}  # ddp: what no DeepSpeed needs
+    # ddp: what no DeepSpeed needs; device_map: one process over the 4 GPUs, estimated though not chosen
+    assert set(plan["estimates"]) == {"zero2", "zero3", "zero3_offload", "ddp", "device_map"}
     assert not plan["estimates"]["ddp"]["fits"]
     parts = plan["estimates"]["zero3"]["parts"]
     assert {"gpu_zero3_live_params", "gpu_zero_buckets", "gpu_logits"} <= set(parts)

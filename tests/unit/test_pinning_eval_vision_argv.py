@@ -31,7 +31,9 @@ def after(argv: list[str], kind: FailureKind, *, memlock_hard: int | None = None
     shape = typical_shape("m", int(7e9))
     from launcher.plan.build import PlanOptions
 
-    plan = build_plan(swift, topo, facts, shape, env={}, paths=PATHS, options=PlanOptions(watchdog=Watchdog(0, 0)))
+    plan = build_plan(
+        swift, topo, facts, shape, env={}, paths=PATHS, options=PlanOptions(watchdog=Watchdog(0, 0), layout="processes")
+    )
     initial = initial_settings(swift, plan, model or shape, env or {})
     step = next_step(initial, kind)
     if isinstance(step, GiveUp):

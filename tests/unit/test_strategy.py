@@ -51,7 +51,8 @@ def plan_7b(tuner: str, n_gpus: int, gpu_gib: float, ram_gib: float):  # type: i
     facts = host(gpus(n_gpus, gpu_gib), ram_gib=ram_gib)
     swift = parse_swift_argv(["--model", "m", "--tuner_type", tuner, "--max_length", str(SEQ)])
     topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
-    return build_plan(swift, topo, facts, QWEN7B, env={}, paths=PATHS)
+    # one process per GPU, as NPROC_PER_NODE would ask: these are ZeRO's boundaries (device_map: test_device_map.py)
+    return build_plan(swift, topo, facts, QWEN7B, env={}, paths=PATHS, options=PlanOptions(layout="processes"))
 
 
 @pytest.mark.parametrize("n_gpus", [4, 8])
@@ -149,7 +150,8 @@ def test_low_memlock_uses_offload_without_pinning() -> None:
     facts = host(gpus(4, 24), ram_gib=256, memlock_hard=8 * 1024 * 1024)
     swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--output_dir", "/runs/x"])
     topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
-    plan = build_plan(swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=PATHS)
+    options = PlanOptions(layout="processes")  # device_map would fit without offload (test_device_map.py)
+    plan = build_plan(swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=PATHS, options=options)
     assert plan.strategy == "zero3_offload"
     assert plan.write_no_pin_config
     assert plan.deepspeed_arg == "/runs/x/safe-sft/zero3_offload_nopin.json"

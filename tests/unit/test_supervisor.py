@@ -8,7 +8,7 @@ from pathlib import Path
 
 from launcher.configs import read_user_deepspeed
 from launcher.model import FailureKind
-from launcher.plan.build import LaunchPaths, build_plan
+from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
@@ -228,8 +228,9 @@ def test_low_memlock_offload_config_is_written_once_where_the_plan_points(tmp_pa
     swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--output_dir", str(tmp_path)])
     topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
     plan = build_plan(
-        swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=LaunchPaths("python", "w", "/cfg")
-    )
+        swift, topo, facts, typical_shape("m", int(7e9)), env={}, paths=LaunchPaths("python", "w", "/cfg"),
+        options=PlanOptions(layout="processes"),  # the offload path: device_map would fit (test_device_map.py)
+    )  # fmt: skip
     spawned: list[list[str]] = []
 
     def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:

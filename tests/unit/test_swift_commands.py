@@ -3,7 +3,7 @@
 tests/data/swift_commands/table.jsonl holds the command lines (written for this project; the `pub-*` rows
 are ms-swift's own examples' set-ups, with the memory those examples publish and the quote it is read
 from); models.json the models' shapes from their config.json. Each row says what the plan must do: a
-strategy (`zero2`, `zero3`, `zero3_offload`), `user` (the user's own --deepspeed kept), `not_refused`
+strategy (`zero2`, `zero3`, `zero3_offload`, `device_map`), `user` (the user's own --deepspeed kept), `not_refused`
 (launched, whichever strategy), or `refused` (exit 3: nothing fits whatever the data). A row with a
 published figure must not be refused, and the figure must lie between what the estimate says no data
 can change (`gpu_fixed_bytes`) and its worst case (`gpu_need_bytes`, every sample at max_length); a
@@ -30,7 +30,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "swift_commands"
 ROWS = [json.loads(line) for line in (DATA / "table.jsonl").read_text().splitlines() if line.strip()]
 MODELS: dict[str, dict[str, Any]] = json.loads((DATA / "models.json").read_text())
 PATHS = LaunchPaths(python="python", worker="worker.py", config_dir="/cfg")
-STRATEGIES = ("zero2", "zero3", "zero3_offload")
+STRATEGIES = ("zero2", "zero3", "zero3_offload", "device_map")
 EXPECTATIONS = (*STRATEGIES, "user", "not_refused", "refused")
 # The published figure may sit this far outside [fixed, worst case]: nvidia-smi style figures, GB vs GiB.
 TOLERANCE = 0.15

@@ -77,7 +77,8 @@ def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu
             TopologyRequest(),
             {"NPROC_PER_NODE": "1"},
             {"NPROC_PER_NODE": "3"},
-            (1, 1, 0, "127.0.0.1", 45678, "0"),
+            # one process over every visible GPU: swift's device_map (tests/unit/test_device_map.py)
+            (1, 1, 0, "127.0.0.1", 45678, "0,1,2,3"),
             id="env-beats-config",
         ),
         pytest.param(TopologyRequest(gpus="2,0"), {}, {}, (2, 1, 0, "127.0.0.1", 45678, "2,0"), id="gpus-list-flag"),
