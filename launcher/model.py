@@ -127,6 +127,69 @@ class ModelFacts:
     vision_layers: int | None = None
 
 
+@dataclass(frozen=True)
+class RowText:
+    """One sampled dataset row as characters by script (tokens are estimated from these in launcher.plan)."""
+
+    latin: int  # ASCII letters, spaces and punctuation
+    wide: int  # 3-4 byte UTF-8 characters: CJK ideographs, kana, Hangul, Indic and Thai scripts, emoji
+    digits: int
+    other: int  # 2-byte UTF-8 characters: accented Latin, Greek, Cyrillic, Arabic, Hebrew
+    messages: int  # turns as the template writes them (system, user, assistant, tool)
+    images: int = 0
+    other_media: bool = False  # videos or audios: their tokens are not estimated
+
+
+class SampleStatus(str, Enum):
+    SAMPLED = "sampled"
+    NOT_LOCAL = "not_local"  # a hub id: swift downloads it
+    NOT_READ = "not_read"  # local, but not read here (a directory, a format the planner does not read, an error)
+
+
+@dataclass(frozen=True)
+class DatasetSample:
+    """What was read of one `--dataset` value (launcher.probe.dataset)."""
+
+    spec: str  # as given, `#N` included
+    status: SampleStatus
+    path: str | None = None
+    take: int | None = None  # `path#N`: swift trains on N rows of it
+    rows: tuple[RowText, ...] = ()
+    malformed: int = 0  # rows skipped: not JSON, not a row swift reads
+    too_long: int = 0  # rows longer than the read limit: counted as max_length tokens
+    rows_in_file: int | None = None
+    rows_in_file_exact: bool = False  # the whole file was read; else estimated from the bytes per row read
+    note: str = ""  # how it was read, or why not
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    datasets: tuple[DatasetSample, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataLengths:
+    """The data's lengths in tokens (estimated from characters) and one micro-batch at a high percentile."""
+
+    datasets: tuple[DatasetSample, ...]
+    complete: bool  # every dataset was sampled: the figures speak for the whole training set
+    max_length: int
+    truncation_strategy: str  # swift's: delete (rows above max_length dropped), left/right (cut), split
+    rows_sampled: int = 0
+    rows_malformed: int = 0
+    longer_than_max_length: int = 0  # sampled rows above max_length before truncation
+    tokens_per_sample: tuple[tuple[int, int], ...] = ()  # (percentile, tokens): p50, p95, p99, p100 (max)
+    image_tokens: int = 0  # tokens one image takes in the LLM sequence (the image budget)
+    mode: str = "padded"  # padded (to the longest sample), padding_free (summed), packing (max_length each)
+    micro_batch: int = 1
+    percentile: int = 99
+    batch_tokens: int | None = None  # one micro-batch at the percentile; None: not known (or packing)
+    batch_longest: int | None = None
+    batch_images: int | None = None
+    worst_case_tokens: int = 0  # micro_batch x max_length
+
+
 # ---- topology and plan (built by launcher.plan) ----------------------------------------------------
 
 
@@ -203,6 +266,9 @@ class Estimate:
     cpu_free_bytes: int | None
     parts: dict[str, int] = field(default_factory=dict)  # per-GPU breakdown, for display
     levers: tuple[tuple[str, int], ...] = ()  # (one-setting change, GPU bytes it saves), the largest first
+    # the same estimate at the data's sampled lengths (launcher.plan.data_lengths); None: not sampled
+    gpu_need_at_data_bytes: int | None = None
+    parts_at_data: dict[str, int] | None = None
 
     @property
     def gpu_fits(self) -> bool:
@@ -215,6 +281,17 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.gpu_fits and self.cpu_fits
+
+    @property
+    def gpu_need_for_choice(self) -> int:
+        """The need the strategy choice weighs: at the data's lengths where they were sampled, else the worst case."""
+        return self.gpu_need_bytes if self.gpu_need_at_data_bytes is None else self.gpu_need_at_data_bytes
+
+    @property
+    def fits_at_data(self) -> bool:
+        """Fits at the data's sampled lengths (the worst case where the data was not sampled)."""
+        gpu = self.gpu_free_bytes is not None and self.gpu_need_for_choice <= self.gpu_free_bytes
+        return gpu and self.cpu_fits
 
 
 @dataclass(frozen=True)
@@ -240,6 +317,7 @@ class Plan:
     fits: bool = True  # False: no strategy fits the estimate (launch only with --force)
     batch: GlobalBatch | None = None  # the global batch, kept at plain swift's where the world size differs
     ddp_timeout_arg: str | None = None  # the --ddp_timeout safe-sft adds for its watchdog (docs/watch.md)
+    data_lengths: DataLengths | None = None  # the sampled data's lengths (None: no --dataset given)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -20,6 +20,7 @@ from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
+from launcher.probe.dataset import probe_datasets
 from launcher.probe.model_size import probe_model
 from launcher.probe.network import route_interface
 from launcher.swift_config import load_swift_config
@@ -127,6 +128,8 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get("model")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
+    datasets = swift.get_values("dataset")
+    data = probe_datasets(datasets, Path.cwd()) if datasets else None
     iface = route_interface(topology.master_addr.value) if topology.nnodes.value > 1 else None
     plan = build_plan(
         swift,
@@ -144,6 +147,7 @@ def prepare(
             deepspeed_configs=load_templates(),
             watchdog=options.watchdog,
         ),
+        data=data,
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)
 

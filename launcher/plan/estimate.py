@@ -95,6 +95,11 @@ class TrainShape:
     vision_trainable: bool = False  # --freeze_vit false
     fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full
     vocab_logits: bool = True  # False for --task_type seq_cls / embedding / reranker: no vocabulary head
+    # One micro-batch at the data's sampled lengths (launcher.plan.data_lengths); None: the worst case,
+    # micro_batch samples of seq_len tokens with one image each
+    batch_tokens: int | None = None  # tokens in it: padded to its longest sample, or summed padding-free
+    batch_longest: int | None = None  # its longest sample: eager attention is quadratic in it
+    batch_images: int | None = None  # images in it: the vision tower's activations
 
     @property
     def total_gpus(self) -> int:
@@ -106,7 +111,7 @@ class TrainShape:
 
     @property
     def tokens(self) -> int:
-        return self.micro_batch * self.seq_len
+        return self.micro_batch * self.seq_len if self.batch_tokens is None else self.batch_tokens
 
 
 @dataclass(frozen=True)
@@ -244,7 +249,7 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
     scores = 0.0
     if shape.eager_attention and not shape.packing and shape.num_heads:
         # packing runs flash-attention's variable-length kernel: no length^2 term
-        per_layer = shape.num_heads * shape.seq_len**2 * shape.micro_batch
+        per_layer = shape.num_heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
     logit_bytes = LOGIT_BYTES + (2 if shape.weight_bytes == 4 else 0)
@@ -258,7 +263,8 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         logits = tokens * (shape.vocab_size or 0) * logit_bytes
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
-        patches = shape.micro_batch * shape.image_pixels / VISION_PATCH**2
+        images = shape.micro_batch if shape.batch_images is None else shape.batch_images
+        patches = images * shape.image_pixels / VISION_PATCH**2
         vh = shape.vision_hidden_size
         per_layer_v = patches * (ATTN_BYTES_PER_HIDDEN * vh + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
         vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)

@@ -1,0 +1,162 @@
+"""The data's lengths in tokens, estimated from characters, and one micro-batch of them at a high percentile.
+
+Contract: pure. `data_lengths(facts, ...)` turns the sampled rows (launcher.probe.dataset) into tokens per
+sample as swift would train them (the templated conversation plus its images, capped or dropped at
+max_length by `--truncation_strategy`), and into the tokens of one micro-batch at PERCENTILE: padded to
+its longest sample without `--padding_free`, the sum of its samples with it, and max_length per sample
+with `--packing` (nothing changes). No tokenizer is loaded: tokens come from characters by script.
+The micro-batch figure is drawn from the sample with a fixed seed, so a plan is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import accumulate
+
+from launcher.model import DataFacts, DataLengths, DatasetSample, RowText, SampleStatus
+
+# Tokens per character, by script (launcher.probe.dataset counts them by UTF-8 length). Byte-level BPE
+# tokenizers with 100k+ vocabularies (Qwen2/2.5/3, Llama-3, DeepSeek-V3) write English prose at about 4
+# characters a token (OpenAI's rule of thumb for cl100k, which Qwen's vocabulary extends). Qwen writes
+# 1.3-1.8 Chinese characters a token and Llama-2's 32k vocabulary 1.5-2 tokens a character, so one token
+# per wide (3-4 byte: CJK, kana, Hangul, Indic, Thai, emoji) character is a middle that errs high for the
+# Qwen family swift mostly trains. Qwen and Llama-2 split numbers into single digits: one token a digit
+# (high for Llama-3's 3-digit groups). 2-byte scripts (Cyrillic, Greek, Arabic, Hebrew, accented Latin)
+# take about 2 characters a token in these vocabularies.
+TOKENS_PER_CHAR = {"latin": 0.25, "wide": 1.0, "digits": 1.0, "other": 0.5}
+# The template: ChatML writes `<|im_start|>role\n` and `<|im_end|>\n` around each turn (5 tokens), Llama-3
+# a header and `<|eot_id|>` (5); per row a BOS or the default system prompt (Qwen2.5's is 17 tokens).
+TOKENS_PER_TURN = 5
+TOKENS_PER_ROW = 24
+# A micro-batch above the 99th percentile comes about once in 100 steps: the fragmentation margin and
+# the OOM ladder cover those; the max_length worst case is shown beside it.
+PERCENTILE = 99
+SHOWN_PERCENTILES = (50, 95, 99, 100)
+DRAWS = 2000  # simulated micro-batches: 20 lie above the 99th percentile
+SEED = 0
+
+
+def row_tokens(row: RowText, image_tokens: int) -> int | None:
+    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
+    if row.other_media:
+        return None
+    text = (
+        row.latin * TOKENS_PER_CHAR["latin"]
+        + row.wide * TOKENS_PER_CHAR["wide"]
+        + row.digits * TOKENS_PER_CHAR["digits"]
+        + row.other * TOKENS_PER_CHAR["other"]
+    )
+    return math.ceil(text) + row.messages * TOKENS_PER_TURN + TOKENS_PER_ROW + row.images * image_tokens
+
+
+def trained_lengths(length: int | None, max_length: int, truncation: str) -> list[int]:
+    """What swift trains of a row this long: dropped (delete, the default), cut (left/right), or split."""
+    if length is None:
+        return [max_length]
+    if length <= max_length:
+        return [length]
+    if truncation in ("left", "right"):
+        return [max_length]
+    if truncation == "split":
+        full, rest = divmod(length, max_length)
+        return [max_length] * full + ([rest] if rest else [])
+    return []  # delete: swift drops the row
+
+
+def weighted_percentile(values: Sequence[int], weights: Sequence[float], percentile: float) -> int:
+    """Nearest-rank percentile of `values` where each counts `weights` times."""
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(w for _, w in pairs)
+    target = total * percentile / 100
+    running = 0.0
+    for value, weight in pairs:
+        running += weight
+        if running >= target - 1e-9:
+            return value
+    return pairs[-1][0]
+
+
+def percentile_of(values: list[int], percentile: float) -> int:
+    ordered = sorted(values)
+    rank = max(math.ceil(len(ordered) * percentile / 100), 1)
+    return ordered[rank - 1]
+
+
+def dataset_weight(sample: DatasetSample) -> float:
+    """How many rows swift trains on from this dataset: `#N`, else the rows in its file."""
+    if sample.take is not None:
+        return float(sample.take)
+    return float(sample.rows_in_file or len(sample.rows) + sample.too_long)
+
+
+def micro_batch_at(
+    lengths: Sequence[int],
+    images: Sequence[int],
+    weights: Sequence[float],
+    micro_batch: int,
+    padding_free: bool,
+    percentile: int = PERCENTILE,
+) -> tuple[int, int, int]:
+    """(tokens, longest sample, images) of one micro-batch at `percentile`, each from DRAWS random batches."""
+    cumulative = list(accumulate(weights))
+    drawn = random.Random(SEED).choices(range(len(lengths)), cum_weights=cumulative, k=DRAWS * micro_batch)
+    drawn_lengths = [lengths[i] for i in drawn]
+    drawn_images = [images[i] for i in drawn]
+    spans = range(0, len(drawn), micro_batch)
+    longest = [max(drawn_lengths[j : j + micro_batch]) for j in spans]
+    if padding_free:
+        tokens = [sum(drawn_lengths[j : j + micro_batch]) for j in spans]
+    else:
+        tokens = [top * micro_batch for top in longest]
+    pictures = [sum(drawn_images[j : j + micro_batch]) for j in spans]
+    return percentile_of(tokens, percentile), percentile_of(longest, percentile), percentile_of(pictures, percentile)
+
+
+def data_lengths(
+    facts: DataFacts,
+    *,
+    max_length: int,
+    truncation_strategy: str,
+    micro_batch: int,
+    padding_free: bool,
+    packing: bool,
+    image_tokens: int,
+) -> DataLengths:
+    sampled = [d for d in facts.datasets if d.status is SampleStatus.SAMPLED]
+    lengths: list[int] = []
+    images: list[int] = []
+    weights: list[float] = []
+    longer = 0
+    for dataset in sampled:
+        per_row = dataset_weight(dataset) / max(len(dataset.rows) + dataset.too_long, 1)
+        rows = [(row_tokens(r, image_tokens), r.images) for r in dataset.rows] + [(None, 0)] * dataset.too_long
+        for length, pictures in rows:
+            longer += length is None or length > max_length
+            for trained in trained_lengths(length, max_length, truncation_strategy):
+                lengths.append(trained)
+                images.append(pictures)
+                weights.append(per_row)
+    mode = "packing" if packing else "padding_free" if padding_free else "padded"
+    base = DataLengths(
+        datasets=facts.datasets,
+        complete=bool(facts.datasets) and len(sampled) == len(facts.datasets),
+        max_length=max_length,
+        truncation_strategy=truncation_strategy,
+        rows_sampled=sum(len(d.rows) + d.too_long for d in sampled),
+        rows_malformed=sum(d.malformed for d in facts.datasets),
+        longer_than_max_length=longer,
+        image_tokens=image_tokens,
+        mode=mode,
+        micro_batch=micro_batch,
+        worst_case_tokens=micro_batch * max_length,
+    )
+    if not lengths:
+        return base
+    shown = tuple((p, weighted_percentile(lengths, weights, p)) for p in SHOWN_PERCENTILES)
+    if packing:  # every packed sample is max_length tokens: the worst case is the case
+        return replace(base, tokens_per_sample=shown, batch_tokens=micro_batch * max_length, batch_longest=max_length)
+    tokens, top, pictures = micro_batch_at(lengths, images, weights, micro_batch, padding_free)
+    return replace(base, tokens_per_sample=shown, batch_tokens=tokens, batch_longest=top, batch_images=pictures)
