@@ -138,6 +138,7 @@ class RowText:
     messages: int  # turns as the template writes them (system, user, assistant, tool)
     images: int = 0
     other_media: bool = False  # videos or audios: their tokens are not estimated
+    weight: float = 1.0  # how many of the file's rows it stands for, relative to its dataset's other rows
 
 
 class SampleStatus(str, Enum):
@@ -154,11 +155,12 @@ class DatasetSample:
     status: SampleStatus
     path: str | None = None
     take: int | None = None  # `path#N`: swift trains on N rows of it
-    rows: tuple[RowText, ...] = ()
+    rows: tuple[RowText, ...] = field(default=(), repr=False)
     malformed: int = 0  # rows skipped: not JSON, not a row swift reads
     too_long: int = 0  # rows longer than the read limit: counted as max_length tokens
     rows_in_file: int | None = None
     rows_in_file_exact: bool = False  # the whole file was read; else estimated from the bytes per row read
+    bytes_read: int = 0
     note: str = ""  # how it was read, or why not
 
 

@@ -76,6 +76,7 @@ def data_lengths_to_json(lengths: DataLengths | None) -> dict[str, Any] | None:
                 "rows_malformed": d.malformed,
                 "rows_in_file": d.rows_in_file,
                 "rows_in_file_exact": d.rows_in_file_exact,
+                "bytes_read": d.bytes_read,
                 "note": d.note,
             }
             for d in lengths.datasets

@@ -131,14 +131,16 @@ def data_lengths(
     weights: list[float] = []
     longer = 0
     for dataset in sampled:
-        per_row = dataset_weight(dataset) / max(len(dataset.rows) + dataset.too_long, 1)
-        rows = [(row_tokens(r, image_tokens), r.images) for r in dataset.rows] + [(None, 0)] * dataset.too_long
-        for length, pictures in rows:
+        mean = sum(r.weight for r in dataset.rows) / len(dataset.rows) if dataset.rows else 1.0
+        rows = [(row_tokens(r, image_tokens), r.images, r.weight) for r in dataset.rows]
+        rows += [(None, 0, mean)] * dataset.too_long
+        scale = dataset_weight(dataset) / max(sum(weight for _, _, weight in rows), 1e-9)
+        for length, pictures, weight in rows:
             longer += length is None or length > max_length
             for trained in trained_lengths(length, max_length, truncation_strategy):
                 lengths.append(trained)
                 images.append(pictures)
-                weights.append(per_row)
+                weights.append(weight * scale)
     mode = "packing" if packing else "padding_free" if padding_free else "padded"
     base = DataLengths(
         datasets=facts.datasets,

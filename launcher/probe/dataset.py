@@ -115,6 +115,8 @@ def probe_dataset(given: str, cwd: Path, budget: int = MAX_BYTES) -> DatasetSamp
         return DatasetSample(
             spec, SampleStatus.NOT_READ, str(path), take, note="a directory (swift loads it as a dataset repo)"
         )
+    if not path.is_file():  # a FIFO or a device would block or never end
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="not a regular file")
     kind = READ_FORMATS.get(path.suffix.lower())
     if kind is None:
         return DatasetSample(
@@ -141,34 +143,38 @@ def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.Buffere
         if whole and not complete:  # the whole file read, and the list breaks off: the rest is malformed
             malformed += 1
         how = "the whole file" if whole else f"its first {used:,} bytes (a JSON list is read from its start)"
-        raw: Iterable[object] = records
+        raw: Iterable[tuple[object, float]] = ((r, 1.0) for r in records)
         read_bytes = used
     elif kind == "csv":
         data = handle.read(budget)
         if not whole:
             data = data[: data.rfind(b"\n") + 1]
-        raw, read_bytes = _csv_rows(data), len(data)
+        raw, read_bytes = ((r, 1.0) for r in _csv_rows(data)), len(data)
         how = "the whole file" if whole else f"its first {read_bytes:,} bytes"
     else:
         if whole:
-            lines, read_bytes, too_long = [line for line in handle.read().split(b"\n") if line.strip()], size, 0
+            lines, read_bytes, too_long = [(line, 1.0) for line in handle.read(budget).split(b"\n")], size, 0
         else:
             lines, read_bytes, too_long = _windows(handle, size, budget)
+        lines = [(line, weight) for line, weight in lines if line.strip()]
+        represented = sum(weight for _, weight in lines)  # the rows of the file these lines stand for
         lines = _spread(lines, MAX_ROWS)  # parse no more rows than are kept
         how = "the whole file" if whole else f"{read_bytes:,} bytes in {WINDOWS} windows spread over it"
         raw = _line_records(lines, text=kind == "text")
     count = 0
-    for record in raw:
+    for record, weight in raw:
         count += 1
         try:
-            rows.append(row_text(record))
+            rows.append(row_text(record, weight))
         except Malformed:
             malformed += 1
     rows = _spread(rows, MAX_ROWS)
     parsed = count + too_long - malformed  # the rows swift trains on (it skips what it cannot read)
     in_file: int | None = parsed
     exact = whole
-    if not whole:
+    if not whole and kind in ("lines", "text"):
+        in_file = int(represented * parsed / max(count + too_long, 1)) if parsed > 0 else None
+    elif not whole:
         in_file = int(size * parsed / read_bytes) if read_bytes and parsed > 0 else None
     if not rows and not too_long:
         return DatasetSample(
@@ -184,6 +190,7 @@ def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.Buffere
         too_long=too_long,
         rows_in_file=in_file,
         rows_in_file_exact=exact,
+        bytes_read=read_bytes,
         note=f"read {how}",
     )
 
@@ -195,20 +202,28 @@ def _spread(rows: list[T], limit: int) -> list[T]:
     return [rows[i * len(rows) // limit] for i in range(limit)]
 
 
-def _windows(handle: io.BufferedReader, size: int, budget: int) -> tuple[list[bytes], int, int]:
-    """Whole lines from WINDOWS windows spread over the file, at most about `budget` bytes in all."""
+def _windows(handle: io.BufferedReader, size: int, budget: int) -> tuple[list[tuple[bytes, float]], int, int]:
+    """Whole lines from WINDOWS windows spread over the file, at most about `budget` bytes in all, each with
+    the number of the file's rows it stands for: a window stands for size / WINDOWS bytes, so in a file
+    sorted by length a row of a window of long rows stands for fewer rows than one of short rows."""
     per = max(budget // WINDOWS, 1)
     per_rows = -(-MAX_ROWS // WINDOWS)
-    lines: list[bytes] = []
+    lines: list[tuple[bytes, float]] = []
     used = too_long = 0
+    end, aligned = 0, True  # where the previous window stopped; whether that is a line boundary
     for k in range(WINDOWS):
-        handle.seek(k * size // WINDOWS)
-        if k:  # the line the window starts in is partial
-            skipped = handle.readline(LINE_LIMIT)
+        if used >= budget:
+            break
+        offset = k * size // WINDOWS
+        handle.seek(max(offset, end))  # a long line may have carried the last window past this one's start
+        if offset > end or not aligned:
+            skipped = handle.readline(LINE_LIMIT)  # the line the window starts in is partial
             used += len(skipped)
             if not skipped.endswith(b"\n"):
+                end, aligned = handle.tell(), False
                 continue
         start, first = used, len(lines)
+        aligned = True
         while used - start < per and len(lines) - first < per_rows and used < budget + LINE_LIMIT:
             line = handle.readline(LINE_LIMIT)
             if not line:
@@ -216,23 +231,27 @@ def _windows(handle: io.BufferedReader, size: int, budget: int) -> tuple[list[by
             used += len(line)
             if not line.endswith(b"\n") and len(line) == LINE_LIMIT:
                 too_long += 1
-                handle.readline(LINE_LIMIT)  # the rest, where short; a longer one ends this window
+                rest = handle.readline(LINE_LIMIT)  # where short, the rest; a longer line ends this window
+                used += len(rest)
+                aligned = not rest or rest.endswith(b"\n")
                 break
-            lines.append(line)
+            lines.append((line, 0.0))
+        end = handle.tell()
+        window = lines[first:]
+        read = sum(len(line) for line, _ in window)
+        lines[first:] = [(line, size / WINDOWS / read) for line, _ in window]
     return lines, used, too_long
 
 
-def _line_records(lines: Iterable[bytes], *, text: bool) -> Iterator[object]:
-    for line in lines:
-        if not line.strip():
-            continue
+def _line_records(lines: Iterable[tuple[bytes, float]], *, text: bool) -> Iterator[tuple[object, float]]:
+    for line, weight in lines:
         if text:
-            yield {"text": line.decode("utf-8", "replace").rstrip("\r\n")}
+            yield {"text": line.decode("utf-8", "replace").rstrip("\r\n")}, weight
             continue
         try:
-            yield json.loads(line)
+            yield json.loads(line), weight
         except ValueError:
-            yield None  # malformed
+            yield None, weight  # malformed
 
 
 def _json_list(data: bytes) -> tuple[list[object], int, bool]:
@@ -316,8 +335,10 @@ class _Counter:
         if any(row.get(key) for key in OTHER_MEDIA_KEYS):
             self.other_media = True
 
-    def row(self) -> RowText:
-        return RowText(self.latin, self.wide, self.digits, self.other, self.messages, self.images, self.other_media)
+    def row(self, weight: float) -> RowText:
+        return RowText(
+            self.latin, self.wide, self.digits, self.other, self.messages, self.images, self.other_media, weight
+        )
 
 
 def _maybe_json(value: object) -> object:
@@ -330,7 +351,7 @@ def _maybe_json(value: object) -> object:
     return value
 
 
-def row_text(record: object) -> RowText:
+def row_text(record: object, weight: float = 1.0) -> RowText:
     """One row as swift's preprocessors read it: its turns' text, the system prompt, tools and media."""
     if not isinstance(record, Mapping):
         raise Malformed("not an object")
@@ -355,7 +376,7 @@ def row_text(record: object) -> RowText:
                     raise Malformed("a message with neither role/content nor user/assistant")
                 counter.messages += len(turns)
                 counter.text(turns)
-        return counter.row()
+        return counter.row(weight)
     query = next((record[k] for k in QUERY_KEYS if record.get(k)), None)
     if "instruction" in record and "input" in record:  # swift's AlpacaPreprocessor joins the two
         query = "\n".join(str(record[k]) for k in ("instruction", "input") if record.get(k))
@@ -373,4 +394,4 @@ def row_text(record: object) -> RowText:
         if turn is not None:
             counter.messages += 1
             counter.text(turn if isinstance(turn, str) else json.dumps(turn, ensure_ascii=False))
-    return counter.row()
+    return counter.row(weight)
