@@ -136,6 +136,7 @@ def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.Buffere
         handle.seek(0)
         kind = "list" if first == b"[" else "lines"
     whole = size <= budget
+    represented = 0.0
     rows: list[RowText] = []
     malformed = too_long = 0
     if kind == "list":
@@ -172,8 +173,9 @@ def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.Buffere
     parsed = count + too_long - malformed  # the rows swift trains on (it skips what it cannot read)
     in_file: int | None = parsed
     exact = whole
-    if not whole and kind in ("lines", "text"):
-        in_file = int(represented * parsed / max(count + too_long, 1)) if parsed > 0 else None
+    if kind in ("lines", "text") and represented > count + too_long:  # more lines than were parsed
+        in_file = round(represented * parsed / max(count + too_long, 1)) if parsed > 0 else None
+        exact = False
     elif not whole:
         in_file = int(size * parsed / read_bytes) if read_bytes and parsed > 0 else None
     if not rows and not too_long:
