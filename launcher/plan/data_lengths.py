@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import accumulate
 
@@ -66,17 +67,20 @@ def trained_lengths(length: int | None, max_length: int, truncation: str) -> lis
     return []  # delete: swift drops the row
 
 
-def weighted_percentile(values: Sequence[int], weights: Sequence[float], percentile: float) -> int:
-    """Nearest-rank percentile of `values` where each counts `weights` times."""
+def weighted_percentiles(values: Sequence[int], weights: Sequence[float], percentiles: Sequence[float]) -> list[int]:
+    """Nearest-rank percentiles of `values` where each counts `weights` times (one sort for them all)."""
     pairs = sorted(zip(values, weights, strict=True))
     total = sum(w for _, w in pairs)
-    target = total * percentile / 100
-    running = 0.0
-    for value, weight in pairs:
-        running += weight
-        if running >= target - 1e-9:
-            return value
-    return pairs[-1][0]
+    cumulative = list(accumulate(w for _, w in pairs))
+    out = []
+    for percentile in percentiles:
+        target = total * percentile / 100 - 1e-9 * total
+        out.append(pairs[min(bisect_left(cumulative, target), len(pairs) - 1)][0])
+    return out
+
+
+def weighted_percentile(values: Sequence[int], weights: Sequence[float], percentile: float) -> int:
+    return weighted_percentiles(values, weights, [percentile])[0]
 
 
 def percentile_of(values: list[int], percentile: float) -> int:
@@ -92,6 +96,11 @@ def dataset_weight(sample: DatasetSample) -> float:
     return float(sample.rows_in_file or len(sample.rows) + sample.too_long)
 
 
+def _batches(values: list[int], size: int) -> Iterator[tuple[int, ...]]:
+    """Consecutive groups of `size` (the draws of one micro-batch each)."""
+    return zip(*[iter(values)] * size, strict=False)
+
+
 def micro_batch_at(
     lengths: Sequence[int],
     images: Sequence[int],
@@ -101,17 +110,18 @@ def micro_batch_at(
     percentile: int = PERCENTILE,
 ) -> tuple[int, int, int]:
     """(tokens, longest sample, images) of one micro-batch at `percentile`, each from DRAWS random batches."""
-    cumulative = list(accumulate(weights))
-    drawn = random.Random(SEED).choices(range(len(lengths)), cum_weights=cumulative, k=DRAWS * micro_batch)
-    drawn_lengths = [lengths[i] for i in drawn]
-    drawn_images = [images[i] for i in drawn]
-    spans = range(0, len(drawn), micro_batch)
-    longest = [max(drawn_lengths[j : j + micro_batch]) for j in spans]
+    rng, population, k = random.Random(SEED), range(len(lengths)), DRAWS * micro_batch
+    if min(weights) == max(weights):  # one dataset read whole: plain draws are twice as fast
+        drawn = rng.choices(population, k=k)
+    else:
+        drawn = rng.choices(population, cum_weights=list(accumulate(weights)), k=k)
+    drawn_lengths = list(map(lengths.__getitem__, drawn))
+    longest = list(map(max, _batches(drawn_lengths, micro_batch)))
     if padding_free:
-        tokens = [sum(drawn_lengths[j : j + micro_batch]) for j in spans]
+        tokens = list(map(sum, _batches(drawn_lengths, micro_batch)))
     else:
         tokens = [top * micro_batch for top in longest]
-    pictures = [sum(drawn_images[j : j + micro_batch]) for j in spans]
+    pictures = list(map(sum, _batches(list(map(images.__getitem__, drawn)), micro_batch)))
     return percentile_of(tokens, percentile), percentile_of(longest, percentile), percentile_of(pictures, percentile)
 
 
@@ -157,7 +167,7 @@ def data_lengths(
     )
     if not lengths:
         return base
-    shown = tuple((p, weighted_percentile(lengths, weights, p)) for p in SHOWN_PERCENTILES)
+    shown = tuple(zip(SHOWN_PERCENTILES, weighted_percentiles(lengths, weights, SHOWN_PERCENTILES), strict=True))
     if packing:  # every packed sample is max_length tokens: the worst case is the case
         return replace(base, tokens_per_sample=shown, batch_tokens=micro_batch * max_length, batch_longest=max_length)
     tokens, top, pictures = micro_batch_at(lengths, images, weights, micro_batch, padding_free)

@@ -17,7 +17,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ FILE_LIKE = re.compile(r"\.(jsonl|json|csv|txt|parquet|arrow|tsv)$", re.IGNORECA
 
 MESSAGE_KEYS = ("messages", "conversations", "conversation")
 ROLE_KEYS = ("role", "from")
+TURN_KEYS = frozenset({"role", "content", "from", "value"})
 SHAREGPT_KEYS = ("user", "human", "assistant", "gpt", "bot")
 SYSTEM_KEYS = ("system", "system_prompt")
 QUERY_KEYS = ("query", "prompt", "input", "instruction", "question", "problem")
@@ -301,19 +302,15 @@ def chars(text: str) -> tuple[int, int, int, int]:
 
 class _Counter:
     def __init__(self) -> None:
-        self.latin = self.wide = self.digits = self.other = 0
+        self.strings: list[str] = []  # counted once, joined: one chars() call per row
         self.messages = self.images = 0
         self.other_media = False
 
     def text(self, value: object) -> None:
         """Every string inside `value` (tool calls and nested content included), media blocks counted apart."""
-        if isinstance(value, str):
-            latin, wide, digits, other = chars(value)
-            self.latin += latin
-            self.wide += wide
-            self.digits += digits
-            self.other += other
-        elif isinstance(value, Mapping):
+        if type(value) is str:
+            self.strings.append(value)
+        elif isinstance(value, dict):
             block = value.get("type")
             if block in IMAGE_BLOCKS:
                 self.images += 1
@@ -327,7 +324,7 @@ class _Counter:
             for item in value:
                 self.text(item)
 
-    def media(self, row: Mapping[str, Any]) -> None:
+    def media(self, row: dict[str, Any]) -> None:
         for key in IMAGE_KEYS:
             images = row.get(key)
             if isinstance(images, list):
@@ -338,9 +335,8 @@ class _Counter:
             self.other_media = True
 
     def row(self, weight: float) -> RowText:
-        return RowText(
-            self.latin, self.wide, self.digits, self.other, self.messages, self.images, self.other_media, weight
-        )
+        latin, wide, digits, other = chars("".join(self.strings))
+        return RowText(latin, wide, digits, other, self.messages, self.images, self.other_media, weight)
 
 
 def _maybe_json(value: object) -> object:
@@ -355,7 +351,7 @@ def _maybe_json(value: object) -> object:
 
 def row_text(record: object, weight: float = 1.0) -> RowText:
     """One row as swift's preprocessors read it: its turns' text, the system prompt, tools and media."""
-    if not isinstance(record, Mapping):
+    if not isinstance(record, dict):
         raise Malformed("not an object")
     counter = _Counter()
     counter.media(record)
@@ -366,10 +362,10 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
             counter.messages += key != "tools"
     if messages_key is not None:
         messages = _maybe_json(record[messages_key])
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise Malformed("messages is not a list of objects")
         for message in messages:
-            if any(k in message for k in ("role", "content", "from", "value")):
+            if not message.keys().isdisjoint(TURN_KEYS):
                 counter.messages += 1
                 counter.text(message)
             else:  # ShareGPT pairs: {"user": ..., "assistant": ...}
