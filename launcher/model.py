@@ -178,6 +178,7 @@ class DataLengths:
     complete: bool  # every dataset was sampled: the figures speak for the whole training set
     max_length: int
     truncation_strategy: str  # swift's: delete (rows above max_length dropped), left/right (cut), split
+    max_length_assumed: bool = False  # --max_length not set: the plan's assumed length, rows above it counted at it
     rows_sampled: int = 0
     rows_malformed: int = 0
     longer_than_max_length: int = 0  # sampled rows above max_length before truncation

@@ -85,6 +85,7 @@ def data_lengths_to_json(lengths: DataLengths | None) -> dict[str, Any] | None:
         "rows_malformed": lengths.rows_malformed,
         "max_length": lengths.max_length,
         "truncation_strategy": lengths.truncation_strategy,
+        "max_length_assumed": lengths.max_length_assumed,
         "longer_than_max_length": lengths.longer_than_max_length,
         "tokens_per_sample": {f"p{p}" if p < 100 else "max": n for p, n in lengths.tokens_per_sample} or None,
         "image_tokens": lengths.image_tokens,
@@ -123,7 +124,12 @@ def render_data_lengths(lengths: DataLengths) -> list[str]:
     if lengths.tokens_per_sample:
         shown = ", ".join(f"{'p' + str(p) if p < 100 else 'max'} {n:,}" for p, n in lengths.tokens_per_sample)
         lines.append(f"tokens per sample (estimated from characters, no tokenizer): {shown}")
-        if lengths.longer_than_max_length:
+        if lengths.longer_than_max_length and lengths.max_length_assumed:
+            lines.append(
+                f"{lengths.longer_than_max_length:,} sampled rows longer than the {lengths.max_length:,} tokens "
+                "assumed for the unset --max_length: counted at that length (swift's own limit is the model's)"
+            )
+        elif lengths.longer_than_max_length:
             fate = {"delete": "swift drops them", "split": "swift splits them"}.get(
                 lengths.truncation_strategy, "swift truncates them"
             )

@@ -179,7 +179,10 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
     return data_lengths(
         data,
         max_length=max_length,
-        truncation_strategy=swift.get("truncation_strategy") or "delete",
+        # --max_length unset: swift's limit is the model's, far above the length assumed here, so a longer
+        # row is trained, not dropped: count it at the assumed length, as the worst case does
+        truncation_strategy=swift.get("truncation_strategy") or ("delete" if swift.has("max_length") else "right"),
+        max_length_assumed=not swift.has("max_length"),
         micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,

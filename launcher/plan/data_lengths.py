@@ -134,6 +134,7 @@ def data_lengths(
     padding_free: bool,
     packing: bool,
     image_tokens: int,
+    max_length_assumed: bool = False,
 ) -> DataLengths:
     sampled = [d for d in facts.datasets if d.status is SampleStatus.SAMPLED]
     lengths: list[int] = []
@@ -156,6 +157,7 @@ def data_lengths(
         datasets=facts.datasets,
         complete=bool(facts.datasets) and len(sampled) == len(facts.datasets),
         max_length=max_length,
+        max_length_assumed=max_length_assumed,
         truncation_strategy=truncation_strategy,
         rows_sampled=sum(len(d.rows) + d.too_long for d in sampled),
         rows_malformed=sum(d.malformed for d in facts.datasets),

@@ -214,3 +214,21 @@ def test_packing_plans_at_max_length_whatever_the_data() -> None:
     argv = [*ISSUE_RUN, "--packing", "true"]
     plan = plan_with(CAPTIONS, argv=argv)
     assert all(e.gpu_need_at_data_bytes == e.gpu_need_bytes for e in plan.estimates)
+
+
+def test_an_unset_max_length_counts_longer_rows_at_the_assumed_length() -> None:
+    rows = [text_row(1000)] * 90 + [text_row(9000)] * 10
+    argv = ["--model", "m", "--per_device_train_batch_size", "1", "--dataset", "d.jsonl"]
+    plan = plan_with(facts(*rows), argv=argv)
+    lengths = plan.data_lengths
+    assert lengths is not None and lengths.max_length_assumed and lengths.max_length == 2048
+    assert lengths.longer_than_max_length == 10
+    assert dict(lengths.tokens_per_sample)[100] == 2048  # trained (swift's own limit is the model's), not dropped
+
+
+def test_dataset_values_as_swift_reads_them_from_the_cli_and_a_config_file() -> None:
+    cli = parse_swift_argv(["--dataset", "a.jsonl", "b.jsonl#500", "--max_length", "10"])
+    assert cli.get_values("dataset") == ("a.jsonl", "b.jsonl#500")
+    config = parse_swift_argv(["train.yaml"], {"dataset": ["my data.jsonl", "org/x#5"], "max_length": 10})
+    assert config.get_values("dataset") == ("my data.jsonl", "org/x#5")
+    assert config.get_values("val_dataset") == ()
