@@ -133,7 +133,7 @@ def probe_dataset(given: str, cwd: Path, budget: int = MAX_BYTES) -> DatasetSamp
 def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.BufferedReader, budget: int) -> DatasetSample:
     size = path.stat().st_size
     if kind in ("lines", "json"):
-        first = handle.read(64).lstrip()[:1]
+        first = handle.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]  # a UTF-8 BOM before the list
         handle.seek(0)
         kind = "list" if first == b"[" else "lines"
     whole = size <= budget

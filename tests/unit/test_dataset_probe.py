@@ -226,3 +226,11 @@ def test_several_datasets_share_the_byte_budget(tmp_path: Path) -> None:
 def test_a_url_with_credentials_is_masked(tmp_path: Path) -> None:
     sample = probe_dataset("https://user:pw@host/d.jsonl", tmp_path)
     assert sample.status is SampleStatus.NOT_LOCAL and "pw" not in sample.spec
+
+
+def test_a_utf8_bom_before_a_list_or_lines(tmp_path: Path) -> None:
+    row = b'{"query": "a", "response": "b"}'
+    (tmp_path / "l.jsonl").write_bytes(b"\xef\xbb\xbf" + row + b"\n" + row + b"\n")
+    (tmp_path / "j.json").write_bytes(b'\xef\xbb\xbf[{"query": "a", "response": "b"}]')
+    assert len(probe_dataset("l.jsonl", tmp_path).rows) == 2
+    assert len(probe_dataset("j.json", tmp_path).rows) == 1
