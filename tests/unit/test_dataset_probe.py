@@ -219,7 +219,7 @@ def test_several_datasets_share_the_byte_budget(tmp_path: Path) -> None:
     for name in ("a", "b", "c", "d"):
         write_jsonl(tmp_path / f"{name}.jsonl", [{"query": "q" * 500, "response": "r" * 500}] * 20_000)
     facts = probe_datasets([f"{n}.jsonl" for n in "abcd"], tmp_path)
-    assert sum(d.bytes_read for d in facts.datasets) <= 12 * 1024 * 1024 + 4 * LINE_LIMIT
+    assert sum(d.bytes_read for d in facts.datasets) <= 8 * 1024 * 1024 + 4 * LINE_LIMIT
     assert all(d.status is SampleStatus.SAMPLED for d in facts.datasets)
 
 

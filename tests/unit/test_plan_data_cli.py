@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def run_plan(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def data_dir(tmp_path: Path) -> Path:
     rng = random.Random(0)
     with (tmp_path / "train.jsonl").open("w", encoding="utf-8") as handle:
-        handle.write("{broken\n")  # the first line: among the 2,000 parsed, as a malformed row is only counted there
+        handle.write("{broken\n")  # the first line: among the 1,000 parsed, as a malformed row is only counted there
         for i in range(3000):
             question = "Explain the word " * rng.randint(2, 40)
             answer = ("这是一个回答。" if i % 3 == 0 else "This is an answer. ") * rng.randint(5, 60)
@@ -50,8 +51,8 @@ def test_the_plan_json_holds_the_data_and_both_figures(data_dir: Path) -> None:
     plan = json.loads(result.stdout)
     data = plan["data_lengths"]
     assert data["estimated_from"] == "characters" and data["complete"]
-    assert data["rows_sampled"] == 1999 and data["rows_malformed"] == 1
-    assert data["datasets"][0]["rows_in_file"] == 2999 and not data["datasets"][0]["rows_in_file_exact"]
+    assert data["rows_sampled"] == 999 and data["rows_malformed"] == 1
+    assert abs(data["datasets"][0]["rows_in_file"] - 3000) < 150 and not data["datasets"][0]["rows_in_file_exact"]
     tokens = data["tokens_per_sample"]
     assert 0 < tokens["p50"] <= tokens["p95"] <= tokens["p99"] <= tokens["max"] < 8192
     batch = data["micro_batch"]
@@ -70,7 +71,7 @@ def test_the_plan_text_and_explain_memory_show_both(data_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "\nData\n" in out
-    assert "train.jsonl: 1,999 of ~2,999 rows sampled, 1 malformed skipped" in out
+    assert re.search(r"train\.jsonl: 999 of ~[23],\d{3} rows sampled, 1 malformed skipped", out)
     assert "tokens per sample (estimated from characters, no tokenizer): p50" in out
     assert "one micro-batch of 8 (padded to its longest sample): p99" in out
     assert "worst case 65,536 (8 x max_length 8,192)" in out
