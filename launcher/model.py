@@ -139,6 +139,7 @@ class RowText:
     images: int = 0
     other_media: bool = False  # videos or audios: their tokens are not estimated
     weight: float = 1.0  # how many of the file's rows it stands for, relative to its dataset's other rows
+    labels: RowText | None = None  # the assistant's turns alone: what swift trains on (its labels)
 
 
 class SampleStatus(str, Enum):
@@ -190,6 +191,9 @@ class DataLengths:
     batch_tokens: int | None = None  # one micro-batch at the percentile; None: not known (or packing)
     batch_longest: int | None = None
     batch_images: int | None = None
+    # padding-free: the assistant's tokens in one micro-batch at the percentile, where swift's use_logits_to_keep
+    # computes logits; None: not known (padded micro-batches keep logits from their earliest first label on)
+    batch_label_tokens: int | None = None
     worst_case_tokens: int = 0  # micro_batch x max_length
 
 

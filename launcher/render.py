@@ -96,6 +96,7 @@ def data_lengths_to_json(lengths: DataLengths | None) -> dict[str, Any] | None:
             "tokens": lengths.batch_tokens,
             "longest_sample": lengths.batch_longest,
             "images": lengths.batch_images,
+            "label_tokens": lengths.batch_label_tokens,
             "worst_case_tokens": lengths.worst_case_tokens,
         },
         "text": render_data_lengths(lengths),
@@ -143,6 +144,11 @@ def render_data_lengths(lengths: DataLengths) -> list[str]:
             f"one micro-batch of {lengths.micro_batch} ({_MODE_TEXT[lengths.mode]}): p{lengths.percentile} "
             f"{lengths.batch_tokens:,} tokens{images}; worst case {lengths.worst_case_tokens:,} "
             f"({lengths.micro_batch} x max_length {lengths.max_length:,})"
+        )
+    if lengths.batch_label_tokens is not None:
+        lines.append(
+            f"of them the assistant's (labels: logits with use_logits_to_keep): p{lengths.percentile} "
+            f"{lengths.batch_label_tokens:,} tokens"
         )
     if not lengths.complete:
         lines.append("memory estimated at the max_length worst case only: not every dataset was sampled")

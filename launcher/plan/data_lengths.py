@@ -40,17 +40,26 @@ DRAWS = 2000  # simulated micro-batches: 20 lie above the 99th percentile
 SEED = 0
 
 
-def row_tokens(row: RowText, image_tokens: int) -> int | None:
-    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
-    if row.other_media:
-        return None
+def _turn_tokens(row: RowText) -> int:
     text = (
         row.latin * TOKENS_PER_CHAR["latin"]
         + row.wide * TOKENS_PER_CHAR["wide"]
         + row.digits * TOKENS_PER_CHAR["digits"]
         + row.other * TOKENS_PER_CHAR["other"]
     )
-    return math.ceil(text) + row.messages * TOKENS_PER_TURN + TOKENS_PER_ROW + row.images * image_tokens
+    return math.ceil(text) + row.messages * TOKENS_PER_TURN
+
+
+def row_tokens(row: RowText, image_tokens: int) -> int | None:
+    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
+    if row.other_media:
+        return None
+    return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens
+
+
+def label_tokens(row: RowText) -> int:
+    """Tokens of the row's assistant turns (the labels swift trains on, with each turn's end marker)."""
+    return _turn_tokens(row.labels) if row.labels else 0
 
 
 def trained_lengths(length: int | None, max_length: int, truncation: str) -> list[int]:
@@ -142,18 +151,21 @@ def data_lengths(
 ) -> DataLengths:
     sampled = [d for d in facts.datasets if d.status is SampleStatus.SAMPLED]
     lengths: list[int] = []
+    labels: list[int] = []
     images: list[int] = []
     weights: list[float] = []
     longer = 0
     for dataset in sampled:
         mean = sum(r.weight for r in dataset.rows) / len(dataset.rows) if dataset.rows else 1.0
-        rows = [(row_tokens(r, image_tokens), r.images, r.weight) for r in dataset.rows]
-        rows += [(None, 0, mean)] * dataset.too_long
-        scale = dataset_weight(dataset) / max(sum(weight for _, _, weight in rows), 1e-9)
-        for length, pictures, weight in rows:
+        rows = [(row_tokens(r, image_tokens), label_tokens(r), r.images, r.weight) for r in dataset.rows]
+        rows += [(None, max_length, 0, mean)] * dataset.too_long
+        scale = dataset_weight(dataset) / max(sum(row[3] for row in rows), 1e-9)
+        for length, label, pictures, weight in rows:
             longer += length is None or length > max_length
             for trained in trained_lengths(length, max_length, truncation_strategy):
                 lengths.append(trained)
+                # a cut or split row keeps its share of labels; a row not estimated (videos) is all labels
+                labels.append(trained if length is None else min(trained, label * trained // max(length, 1)))
                 images.append(pictures)
                 weights.append(weight * scale)
     mode = "packing" if packing else "padding_free" if padding_free else "padded"
@@ -177,4 +189,14 @@ def data_lengths(
     if packing:  # every packed sample is max_length tokens: the worst case is the case
         return replace(base, tokens_per_sample=shown, batch_tokens=micro_batch * max_length, batch_longest=max_length)
     tokens, top, pictures = micro_batch_at(lengths, images, weights, micro_batch, padding_free)
-    return replace(base, tokens_per_sample=shown, batch_tokens=tokens, batch_longest=top, batch_images=pictures)
+    # padding-free, swift's use_logits_to_keep computes logits at the label positions alone; padded, from the
+    # batch's earliest first label on, which these figures do not follow: there the worst case stays
+    label_batch = micro_batch_at(labels, [0] * len(labels), weights, micro_batch, True)[0] if padding_free else None
+    return replace(
+        base,
+        tokens_per_sample=shown,
+        batch_tokens=tokens,
+        batch_longest=top,
+        batch_images=pictures,
+        batch_label_tokens=label_batch,
+    )

@@ -35,6 +35,7 @@ FILE_LIKE = re.compile(r"\.(jsonl|json|csv|txt|parquet|arrow|tsv)$", re.IGNORECA
 
 MESSAGE_KEYS = ("messages", "conversations", "conversation")
 ROLE_KEYS = ("role", "from")
+ANSWER_ROLES = frozenset({"assistant", "gpt", "bot", "function_call", "tool_call"})  # swift trains on these turns
 TURN_KEYS = frozenset({"role", "content", "from", "value"})
 SHAREGPT_KEYS = ("user", "human", "assistant", "gpt", "bot")
 SYSTEM_KEYS = ("system", "system_prompt")
@@ -303,6 +304,9 @@ def chars(text: str) -> tuple[int, int, int, int]:
 class _Counter:
     def __init__(self) -> None:
         self.strings: list[str] = []  # counted once, joined: one chars() call per row
+        self.label_strings: list[str] = []
+        self.label_turns = 0
+        self.labelling = False
         self.messages = self.images = 0
         self.other_media = False
 
@@ -310,6 +314,8 @@ class _Counter:
         """Every string inside `value` (tool calls and nested content included), media blocks counted apart."""
         if type(value) is str:
             self.strings.append(value)
+            if self.labelling:
+                self.label_strings.append(value)
         elif isinstance(value, dict):
             block = value.get("type")
             if block in IMAGE_BLOCKS:
@@ -324,6 +330,12 @@ class _Counter:
             for item in value:
                 self.text(item)
 
+    def answer(self, value: object) -> None:
+        """An assistant turn: its text is what swift trains on (the labels)."""
+        self.labelling, self.label_turns = True, self.label_turns + 1
+        self.text(value)
+        self.labelling = False
+
     def media(self, row: dict[str, Any]) -> None:
         for key in IMAGE_KEYS:
             images = row.get(key)
@@ -336,7 +348,8 @@ class _Counter:
 
     def row(self, weight: float) -> RowText:
         latin, wide, digits, other = chars("".join(self.strings))
-        return RowText(latin, wide, digits, other, self.messages, self.images, self.other_media, weight)
+        labels = RowText(*chars("".join(self.label_strings)), self.label_turns) if self.label_turns else None
+        return RowText(latin, wide, digits, other, self.messages, self.images, self.other_media, weight, labels)
 
 
 def _maybe_json(value: object) -> object:
@@ -367,13 +380,15 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
         for message in messages:
             if not message.keys().isdisjoint(TURN_KEYS):
                 counter.messages += 1
-                counter.text(message)
+                trained = message.get("role", message.get("from")) in ANSWER_ROLES
+                (counter.answer if trained else counter.text)(message)
             else:  # ShareGPT pairs: {"user": ..., "assistant": ...}
-                turns = [message[k] for k in SHAREGPT_KEYS if k in message]
+                turns = [k for k in SHAREGPT_KEYS if k in message]
                 if not turns:
                     raise Malformed("a message with neither role/content nor user/assistant")
                 counter.messages += len(turns)
-                counter.text(turns)
+                for key in turns:
+                    (counter.answer if key in ANSWER_ROLES else counter.text)(message[key])
         return counter.row(weight)
     query = next((record[k] for k in QUERY_KEYS if record.get(k)), None)
     if "instruction" in record and "input" in record:  # swift's AlpacaPreprocessor joins the two
@@ -386,10 +401,15 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
         raise Malformed("no messages, query or response")
     if not isinstance(history, list):
         raise Malformed("history is not a list of pairs")
-    counter.text(history)
+    for pair in history:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise Malformed("history is not a list of pairs")
+        counter.text(pair[0])
+        counter.answer(pair[1])
     counter.messages += 2 * len(history)
-    for turn in (query, response):
+    for turn, trained in ((query, False), (response, True)):
         if turn is not None:
             counter.messages += 1
-            counter.text(turn if isinstance(turn, str) else json.dumps(turn, ensure_ascii=False))
+            text = turn if isinstance(turn, str) else json.dumps(turn, ensure_ascii=False)
+            (counter.answer if trained else counter.text)(text)
     return counter.row(weight)

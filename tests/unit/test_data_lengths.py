@@ -232,3 +232,18 @@ def test_dataset_values_as_swift_reads_them_from_the_cli_and_a_config_file() -> 
     config = parse_swift_argv(["train.yaml"], {"dataset": ["my data.jsonl", "org/x#5"], "max_length": 10})
     assert config.get_values("dataset") == ("my data.jsonl", "org/x#5")
     assert config.get_values("val_dataset") == ()
+
+
+def test_label_tokens_of_a_padding_free_micro_batch() -> None:
+    # a 300-token row whose answer is 40 tokens of text plus its turn's end marker
+    row = RowText(latin=4 * (300 - OVERHEAD), wide=0, digits=0, other=0, messages=2, labels=RowText(160, 0, 0, 0, 1))
+    common = dict(max_length=4096, truncation_strategy="delete", micro_batch=4, packing=False, image_tokens=0)
+    free = data_lengths(facts(*[row] * 20), padding_free=True, **common)  # type: ignore[arg-type]
+    assert (free.batch_tokens, free.batch_label_tokens) == (4 * 300, 4 * (40 + TOKENS_PER_TURN))
+    padded = data_lengths(facts(*[row] * 20), padding_free=False, **common)  # type: ignore[arg-type]
+    assert padded.batch_label_tokens is None  # logits from the batch's earliest first label on: not modelled
+    cut = data_lengths(
+        facts(row), max_length=150, truncation_strategy="right", micro_batch=1, padding_free=True,
+        packing=False, image_tokens=0,
+    )  # fmt: skip
+    assert cut.batch_label_tokens == 45 * 150 // 300  # a cut row keeps its share of labels

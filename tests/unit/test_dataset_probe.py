@@ -29,43 +29,52 @@ def write_jsonl(path: Path, rows: list[object]) -> Path:
     return path
 
 
+def answer(latin: int, digits: int = 0, turns: int = 1) -> RowText:
+    """The assistant's turns of a row: what swift trains on."""
+    return RowText(latin, 0, digits, 0, turns)
+
+
 LAYOUTS = [
     pytest.param(
         {"messages": [{"role": "user", "content": "abcd"}, {"role": "assistant", "content": "efgh"}]},
-        RowText(8, 0, 0, 0, 2),
+        RowText(8, 0, 0, 0, 2, labels=answer(4)),
         id="messages",
     ),
     pytest.param(
         {"conversations": [{"from": "human", "value": "abcd"}, {"from": "gpt", "value": "efgh"}]},
-        RowText(8, 0, 0, 0, 2),
+        RowText(8, 0, 0, 0, 2, labels=answer(4)),
         id="sharegpt-from-value",
     ),
     pytest.param(
         {"conversation": [{"human": "abcd", "assistant": "efgh"}, {"human": "ij", "assistant": "kl"}]},
-        RowText(12, 0, 0, 0, 4),
+        RowText(12, 0, 0, 0, 4, labels=answer(6, turns=2)),
         id="sharegpt-pairs",
     ),
     pytest.param(
         {"system": "sys", "query": "abcd", "response": "efgh", "history": [["q1", "r1"]]},
-        RowText(3 + 8 + 2, 0, 2, 0, 5),
+        RowText(3 + 8 + 2, 0, 2, 0, 5, labels=answer(5, digits=1, turns=2)),
         id="query-response-history",
     ),
     pytest.param(
         {"instruction": "abcd", "input": "ef", "output": "ghij"},
-        RowText(4 + 1 + 2 + 4, 0, 0, 0, 2),  # swift joins instruction and input with a newline
+        RowText(4 + 1 + 2 + 4, 0, 0, 0, 2, labels=answer(4)),  # swift joins instruction and input with a newline
         id="alpaca",
     ),
-    pytest.param({"prompt": "ab", "completion": "cd"}, RowText(4, 0, 0, 0, 2), id="prompt-completion"),
+    pytest.param(
+        {"prompt": "ab", "completion": "cd"}, RowText(4, 0, 0, 0, 2, labels=answer(2)), id="prompt-completion"
+    ),
     pytest.param(
         {
             "messages": [{"role": "user", "content": "<image>ab"}, {"role": "assistant", "content": "cd"}],
             "images": ["a.jpg", "b.jpg"],
         },
-        RowText(11, 0, 0, 0, 2, images=2),
+        RowText(11, 0, 0, 0, 2, images=2, labels=answer(2)),
         id="messages-images",
     ),
     pytest.param(
-        {"query": "ab", "response": "cd", "image": "a.jpg"}, RowText(4, 0, 0, 0, 2, images=1), id="single-image"
+        {"query": "ab", "response": "cd", "image": "a.jpg"},
+        RowText(4, 0, 0, 0, 2, images=1, labels=answer(2)),
+        id="single-image",
     ),
     pytest.param(
         {
@@ -77,7 +86,7 @@ LAYOUTS = [
                 {"role": "assistant", "content": "cd"},
             ]
         },
-        RowText(4, 0, 0, 0, 2, images=1),
+        RowText(4, 0, 0, 0, 2, images=1, labels=answer(2)),
         id="openai-content-blocks",
     ),
     pytest.param(
@@ -85,12 +94,12 @@ LAYOUTS = [
             "messages": [{"role": "user", "content": "<video>"}, {"role": "assistant", "content": "ab"}],
             "videos": ["v.mp4"],
         },
-        RowText(9, 0, 0, 0, 2, other_media=True),
+        RowText(9, 0, 0, 0, 2, other_media=True, labels=answer(2)),
         id="video",
     ),
     pytest.param(
         {"messages": json.dumps([{"role": "user", "content": "ab"}, {"role": "assistant", "content": "cd"}])},
-        RowText(4, 0, 0, 0, 2),
+        RowText(4, 0, 0, 0, 2, labels=answer(2)),
         id="messages-as-json-string",
     ),
 ]

@@ -58,6 +58,7 @@ def test_the_plan_json_holds_the_data_and_both_figures(data_dir: Path) -> None:
     batch = data["micro_batch"]
     assert batch["mode"] == "padded" and batch["size"] == 8 and batch["percentile"] == 99
     assert batch["tokens"] == 8 * batch["longest_sample"] and batch["worst_case_tokens"] == 8 * 8192
+    assert batch["label_tokens"] is None  # padded: logits from the earliest first label on, not modelled
     zero2 = plan["estimates"]["zero2"]
     assert not zero2["fits"] and zero2["fits_at_data"]  # the worst case keeps its meaning
     assert zero2["gpu_need_at_data_bytes"] < zero2["gpu_need_bytes"] / 3
