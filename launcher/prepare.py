@@ -129,7 +129,7 @@ def prepare(
     model_name = swift.get("model")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values("dataset")
-    data = probe_datasets(datasets, Path.cwd()) if datasets else None
+    data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     iface = route_interface(topology.master_addr.value) if topology.nnodes.value > 1 else None
     plan = build_plan(
         swift,

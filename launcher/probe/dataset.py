@@ -17,7 +17,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -92,20 +92,33 @@ def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
     return None, take
 
 
-def probe_datasets(specs: Sequence[str], cwd: Path) -> DataFacts:
-    """Sample every `--dataset` value; hub ids and unreadable files are said, not raised."""
+def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) -> DataFacts:
+    """Sample every `--dataset` value; hub ids and unreadable files are said, not raised. `columns` is swift's
+    `--columns` JSON (old name -> swift's name), applied to every row before it is read."""
+    mapping = _columns(columns)
     budget = max(min(MAX_BYTES, TOTAL_BYTES // max(len(specs), 1)), 256 * 1024)
     samples: list[DatasetSample] = []
     warnings: list[str] = []
     for spec in specs:
-        sample = probe_dataset(spec, cwd, budget)
+        sample = probe_dataset(spec, cwd, budget, mapping)
         samples.append(sample)
         if sample.status is SampleStatus.NOT_READ:
             warnings.append(f"--dataset {sample.spec}: {sample.note} (its lengths are not in the estimate)")
     return DataFacts(datasets=tuple(samples), warnings=tuple(warnings))
 
 
-def probe_dataset(given: str, cwd: Path, budget: int = MAX_BYTES) -> DatasetSample:
+def _columns(text: str | None) -> dict[str, str]:
+    """swift's --columns: a JSON object of column renames; anything else is swift's to report."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def probe_dataset(
+    given: str, cwd: Path, budget: int = MAX_BYTES, columns: Mapping[str, str] | None = None
+) -> DatasetSample:
     path, take = parse_spec(given, cwd)
     spec = mask_value(given)  # what is shown: a URL's credentials masked
     if path is None:
@@ -126,12 +139,20 @@ def probe_dataset(given: str, cwd: Path, budget: int = MAX_BYTES) -> DatasetSamp
         )
     try:
         with path.open("rb") as handle:
-            return _read(spec, path, take, kind, handle, budget)
+            return _read(spec, path, take, kind, handle, budget, columns or {})
     except OSError as err:
         return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note=f"cannot read: {err.strerror or err}")
 
 
-def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.BufferedReader, budget: int) -> DatasetSample:
+def _read(
+    spec: str,
+    path: Path,
+    take: int | None,
+    kind: str,
+    handle: io.BufferedReader,
+    budget: int,
+    columns: Mapping[str, str],
+) -> DatasetSample:
     size = path.stat().st_size
     if kind in ("lines", "json"):
         first = handle.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]  # a UTF-8 BOM before the list
@@ -167,6 +188,8 @@ def _read(spec: str, path: Path, take: int | None, kind: str, handle: io.Buffere
     count = 0
     for record, weight in raw:
         count += 1
+        if columns and isinstance(record, dict):
+            record = {columns.get(key, key): value for key, value in record.items()}
         try:
             rows.append(row_text(record, weight))
         except Malformed:

@@ -212,7 +212,7 @@ def test_a_huge_file_is_read_in_bounded_windows_spread_over_it(tmp_path: Path) -
     assert abs(sample.rows_in_file - 150_000) < 0.25 * 150_000  # windows of a sorted file vary in row size
     sampled_max = max(r.latin for r in sample.rows)
     assert sampled_max > lengths[int(0.99 * len(lengths))]  # the tail at the file's end was seen
-    assert elapsed < 1.0
+    assert elapsed < 2.0  # about 30 ms of CPU; the margin is for a loaded machine
 
 
 def test_a_row_over_the_read_limit_counts_as_too_long(tmp_path: Path) -> None:
@@ -243,3 +243,11 @@ def test_a_utf8_bom_before_a_list_or_lines(tmp_path: Path) -> None:
     (tmp_path / "j.json").write_bytes(b'\xef\xbb\xbf[{"query": "a", "response": "b"}]')
     assert len(probe_dataset("l.jsonl", tmp_path).rows) == 2
     assert len(probe_dataset("j.json", tmp_path).rows) == 1
+
+
+def test_swift_columns_rename_before_the_row_is_read(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "d.jsonl", [{"src": "abcd", "tgt": "ef"}] * 3)
+    assert probe_datasets(["d.jsonl"], tmp_path).datasets[0].status is SampleStatus.NOT_READ
+    facts = probe_datasets(["d.jsonl"], tmp_path, '{"src": "query", "tgt": "response"}')
+    assert facts.datasets[0].rows[0] == RowText(6, 0, 0, 0, 2, labels=answer(2))
+    assert probe_datasets(["d.jsonl"], tmp_path, "{not json").datasets[0].status is SampleStatus.NOT_READ
