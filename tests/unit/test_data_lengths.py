@@ -189,12 +189,12 @@ CAPTIONS = facts(*[text_row(60, images=1)] * 900, *[text_row(300, images=1)] * 1
 
 
 def test_the_issue_run_is_planned_at_its_data_and_keeps_the_worst_case_beside() -> None:
-    refused = plan_with(None)
-    assert not refused.fits  # the max_length worst case alone: 16 x 4096 tokens of fp32 logits
+    worst = next(e for e in plan_with(None).estimates if e.strategy is Strategy.ZERO2)
+    assert not worst.fits  # the max_length worst case: 16 x 4096 tokens of fp32 logits
     plan = plan_with(CAPTIONS)
-    assert plan.fits and plan.strategy == "zero2"
+    assert plan.fits and plan.strategy == "zero2" and "at the data's lengths" in plan.strategy_reason
     zero2 = next(e for e in plan.estimates if e.strategy is Strategy.ZERO2)
-    assert zero2.gpu_need_bytes == next(e for e in refused.estimates if e.strategy is Strategy.ZERO2).gpu_need_bytes
+    assert zero2.gpu_need_bytes == worst.gpu_need_bytes and zero2.fits_at_data and not zero2.fits
     assert zero2.gpu_need_at_data_bytes is not None and zero2.gpu_need_at_data_bytes < zero2.gpu_need_bytes / 3
     assert zero2.parts_at_data is not None
     assert zero2.parts_at_data["gpu_weights"] == zero2.parts["gpu_weights"]
@@ -206,8 +206,9 @@ def test_the_issue_run_is_planned_at_its_data_and_keeps_the_worst_case_beside() 
 def test_without_every_dataset_sampled_the_plan_keeps_the_worst_case() -> None:
     hub = DatasetSample("org/name", SampleStatus.NOT_LOCAL, note="not sampled, not a local file")
     plan = plan_with(DataFacts((*CAPTIONS.datasets, hub)))
-    assert not plan.fits
     assert all(e.gpu_need_at_data_bytes is None for e in plan.estimates)
+    assert "at the data's lengths" not in plan.strategy_reason
+    assert not any("not at the max_length worst case" in w for w in plan.warnings)
 
 
 def test_packing_plans_at_max_length_whatever_the_data() -> None:
