@@ -129,6 +129,76 @@ class ModelFacts:
     vision_layers: int | None = None
 
 
+@dataclass(frozen=True)
+class RowText:
+    """One sampled dataset row as characters by script (tokens are estimated from these in launcher.plan)."""
+
+    latin: int  # ASCII letters, spaces and punctuation
+    wide: int  # 3-4 byte UTF-8 characters: CJK ideographs, kana, Hangul, Indic and Thai scripts, emoji
+    digits: int
+    other: int  # 2-byte UTF-8 characters: accented Latin, Greek, Cyrillic, Arabic, Hebrew
+    messages: int  # turns as the template writes them (system, user, assistant, tool)
+    images: int = 0
+    other_media: bool = False  # videos or audios: their tokens are not estimated
+    weight: float = 1.0  # how many of the file's rows it stands for, relative to its dataset's other rows
+    labels: RowText | None = None  # the assistant's turns alone: what swift trains on (its labels)
+
+
+class SampleStatus(str, Enum):
+    SAMPLED = "sampled"
+    NOT_LOCAL = "not_local"  # a hub id: swift downloads it
+    NOT_READ = "not_read"  # local, but not read here (a directory, a format the planner does not read, an error)
+
+
+@dataclass(frozen=True)
+class DatasetSample:
+    """What was read of one `--dataset` value (launcher.probe.dataset)."""
+
+    spec: str  # as given, `#N` included
+    status: SampleStatus
+    path: str | None = None
+    take: int | None = None  # `path#N`: swift trains on N rows of it
+    rows: tuple[RowText, ...] = field(default=(), repr=False)
+    malformed: int = 0  # rows skipped: not JSON, not a row swift reads
+    too_long: int = 0  # rows longer than the read limit: counted as max_length tokens
+    rows_in_file: int | None = None
+    rows_in_file_exact: bool = False  # the whole file was read; else estimated from the bytes per row read
+    bytes_read: int = 0
+    note: str = ""  # how it was read, or why not
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    datasets: tuple[DatasetSample, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataLengths:
+    """The data's lengths in tokens (estimated from characters) and one micro-batch at a high percentile."""
+
+    datasets: tuple[DatasetSample, ...]
+    complete: bool  # every dataset was sampled: the figures speak for the whole training set
+    max_length: int
+    truncation_strategy: str  # swift's: delete (rows above max_length dropped), left/right (cut), split
+    max_length_assumed: bool = False  # --max_length not set: the plan's assumed length, rows above it counted at it
+    rows_sampled: int = 0
+    rows_malformed: int = 0
+    longer_than_max_length: int = 0  # sampled rows above max_length before truncation
+    tokens_per_sample: tuple[tuple[int, int], ...] = ()  # (percentile, tokens): p50, p95, p99, p100 (max)
+    image_tokens: int = 0  # tokens one image takes in the LLM sequence (the image budget)
+    mode: str = "padded"  # padded (to the longest sample), padding_free (summed), packing (max_length each)
+    micro_batch: int = 1
+    percentile: int = 99
+    batch_tokens: int | None = None  # one micro-batch at the percentile; None: not known (or packing)
+    batch_longest: int | None = None
+    batch_images: int | None = None
+    # padding-free: the assistant's tokens in one micro-batch at the percentile, where swift's use_logits_to_keep
+    # computes logits; None: not known (padded micro-batches keep logits from their earliest first label on)
+    batch_label_tokens: int | None = None
+    worst_case_tokens: int = 0  # micro_batch x max_length
+
+
 # ---- topology and plan (built by launcher.plan) ----------------------------------------------------
 
 
@@ -208,6 +278,9 @@ class Estimate:
     levers: tuple[tuple[str, int], ...] = ()  # (one-setting change, GPU bytes it saves), the largest first
     # per GPU, what no data can change (model states, buffers, context, their margin); None: not split
     gpu_fixed_bytes: int | None = None
+    # the same estimate at the data's sampled lengths (launcher.plan.data_lengths); None: not sampled
+    gpu_need_at_data_bytes: int | None = None
+    parts_at_data: dict[str, int] | None = None
 
     @property
     def gpu_fits(self) -> bool:
@@ -226,6 +299,17 @@ class Estimate:
     @property
     def fits(self) -> bool:
         return self.gpu_fits and self.cpu_fits
+
+    @property
+    def gpu_need_for_choice(self) -> int:
+        """The need the strategy choice weighs: at the data's lengths where they were sampled, else the worst case."""
+        return self.gpu_need_bytes if self.gpu_need_at_data_bytes is None else self.gpu_need_at_data_bytes
+
+    @property
+    def fits_at_data(self) -> bool:
+        """Fits at the data's sampled lengths (the worst case where the data was not sampled)."""
+        gpu = self.gpu_free_bytes is not None and self.gpu_need_for_choice <= self.gpu_free_bytes
+        return gpu and self.cpu_fits
 
 
 @dataclass(frozen=True)
@@ -266,6 +350,7 @@ class Plan:
     assumed_machine: bool = False  # planned with --assume-*: this machine's network and limits not taken
     device_map: DeviceMapLayout | None = None  # the device_map strategy's split (chosen or not), per GPU
     max_memory_arg: str | None = None  # the --max_memory safe-sft adds for a device_map run
+    data_lengths: DataLengths | None = None  # the sampled data's lengths (None: no --dataset given)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -20,6 +20,7 @@ from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
+from launcher.probe.dataset import probe_datasets
 from launcher.probe.model_size import probe_model
 from launcher.probe.network import route_interface
 from launcher.swift_config import load_swift_config
@@ -136,6 +137,8 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get("model")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
+    datasets = swift.get_values("dataset")
+    data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     probe_route = topology.nnodes.value > 1 and host.network.known
     iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(
@@ -156,6 +159,7 @@ def prepare(
             layout=options.layout,
             nproc_given=options.topology.nproc is not None,
         ),
+        data=data,
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)
 

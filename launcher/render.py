@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.masking import mask_argv, mask_env
-from launcher.model import DeviceMapLayout, GlobalBatch, ModelFacts, Plan, Sourced, Topology
+from launcher.model import DataLengths, DeviceMapLayout, GlobalBatch, ModelFacts, Plan, SampleStatus, Sourced, Topology
 from launcher.plan.batch import describe as describe_batch
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
@@ -74,6 +74,101 @@ def device_map_to_json(layout: DeviceMapLayout | None) -> dict[str, Any] | None:
     }
 
 
+def data_lengths_to_json(lengths: DataLengths | None) -> dict[str, Any] | None:
+    if lengths is None:
+        return None
+    return {
+        "estimated_from": "characters",
+        "complete": lengths.complete,
+        "datasets": [
+            {
+                "dataset": d.spec,
+                "status": d.status.value,
+                "path": d.path,
+                "take": d.take,
+                "rows_sampled": len(d.rows) + d.too_long,
+                "rows_malformed": d.malformed,
+                "rows_in_file": d.rows_in_file,
+                "rows_in_file_exact": d.rows_in_file_exact,
+                "bytes_read": d.bytes_read,
+                "note": d.note,
+            }
+            for d in lengths.datasets
+        ],
+        "rows_sampled": lengths.rows_sampled,
+        "rows_malformed": lengths.rows_malformed,
+        "max_length": lengths.max_length,
+        "truncation_strategy": lengths.truncation_strategy,
+        "max_length_assumed": lengths.max_length_assumed,
+        "longer_than_max_length": lengths.longer_than_max_length,
+        "tokens_per_sample": {f"p{p}" if p < 100 else "max": n for p, n in lengths.tokens_per_sample} or None,
+        "image_tokens": lengths.image_tokens,
+        "micro_batch": {
+            "mode": lengths.mode,
+            "size": lengths.micro_batch,
+            "percentile": lengths.percentile,
+            "tokens": lengths.batch_tokens,
+            "longest_sample": lengths.batch_longest,
+            "images": lengths.batch_images,
+            "label_tokens": lengths.batch_label_tokens,
+            "worst_case_tokens": lengths.worst_case_tokens,
+        },
+        "text": render_data_lengths(lengths),
+    }
+
+
+_MODE_TEXT = {
+    "padded": "padded to its longest sample",
+    "padding_free": "padding-free: its samples' sum",
+    "packing": "packing: every sample max_length",
+}
+
+
+def render_data_lengths(lengths: DataLengths) -> list[str]:
+    """The Data section's lines: what was sampled, tokens per sample, one micro-batch at the percentile."""
+    lines = []
+    for d in lengths.datasets:
+        if d.status is SampleStatus.SAMPLED:
+            rows = len(d.rows) + d.too_long
+            total = "" if d.rows_in_file is None else f" of {'' if d.rows_in_file_exact else '~'}{d.rows_in_file:,}"
+            bad = f", {d.malformed} malformed skipped" if d.malformed else ""
+            long = f", {d.too_long} over the read limit counted as max_length" if d.too_long else ""
+            lines.append(f"{d.spec}: {rows:,}{total} rows sampled{bad}{long} ({d.note})")
+        else:
+            lines.append(f"{d.spec}: {d.note}")
+    if lengths.tokens_per_sample:
+        shown = ", ".join(f"{'p' + str(p) if p < 100 else 'max'} {n:,}" for p, n in lengths.tokens_per_sample)
+        lines.append(f"tokens per sample (estimated from characters, no tokenizer): {shown}")
+        if lengths.longer_than_max_length and lengths.max_length_assumed:
+            lines.append(
+                f"{lengths.longer_than_max_length:,} sampled rows longer than the {lengths.max_length:,} tokens "
+                "assumed for the unset --max_length: counted at that length (swift's own limit is the model's)"
+            )
+        elif lengths.longer_than_max_length:
+            fate = {"delete": "swift drops them", "split": "swift splits them"}.get(
+                lengths.truncation_strategy, "swift truncates them"
+            )
+            lines.append(
+                f"{lengths.longer_than_max_length:,} sampled rows longer than max_length {lengths.max_length:,}: "
+                f"{fate} (--truncation_strategy {lengths.truncation_strategy})"
+            )
+    if lengths.batch_tokens is not None:
+        images = f", {lengths.batch_images} images" if lengths.batch_images else ""
+        lines.append(
+            f"one micro-batch of {lengths.micro_batch} ({_MODE_TEXT[lengths.mode]}): p{lengths.percentile} "
+            f"{lengths.batch_tokens:,} tokens{images}; worst case {lengths.worst_case_tokens:,} "
+            f"({lengths.micro_batch} x max_length {lengths.max_length:,})"
+        )
+    if lengths.batch_label_tokens is not None:
+        lines.append(
+            f"of them the assistant's (labels: logits with use_logits_to_keep): p{lengths.percentile} "
+            f"{lengths.batch_label_tokens:,} tokens"
+        )
+    if not lengths.complete:
+        lines.append("memory estimated at the max_length worst case only: not every dataset was sampled")
+    return lines
+
+
 def plan_to_json(
     plan: Plan, model: ModelFacts | None, current_env: Mapping[str, str], memlock: MemlockStatus | None
 ) -> dict[str, Any]:
@@ -115,6 +210,9 @@ def plan_to_json(
                 "fits": e.fits,
                 "fixed_fits": e.fixed_fits,
                 "parts": e.parts,
+                "gpu_need_at_data_bytes": e.gpu_need_at_data_bytes,
+                "fits_at_data": e.fits_at_data if e.gpu_need_at_data_bytes is not None else None,
+                "parts_at_data": e.parts_at_data,
                 "levers": [{"change": text, "saves_bytes": saved} for text, saved in e.levers],
             }
             for e in plan.estimates
@@ -122,6 +220,7 @@ def plan_to_json(
         "device_map": device_map_to_json(plan.device_map),
         "max_memory_arg": plan.max_memory_arg,
         "batch": batch_to_json(plan.batch),
+        "data_lengths": data_lengths_to_json(plan.data_lengths),
         "env": {s.name: mask_env(s.name, s.value) for s in plan.env},
         "env_reasons": {s.name: s.reason for s in plan.env},
         "env_diff": env_diff(plan, current_env),
@@ -172,13 +271,27 @@ def render_plan(
         if model.largest_layer_params:
             lines.append(f"  largest layer {fmt_params(model.largest_layer_params)}, dtype {model.dtype or 'unknown'}")
 
+    if plan.data_lengths is not None:
+        lines += ["", "Data"] + [f"  {line}" for line in render_data_lengths(plan.data_lengths)]
+
     if plan.estimates:
+        at_data = any(e.gpu_need_at_data_bytes is not None for e in plan.estimates)
         lines += ["", "Memory (per GPU; host RAM per node)"]
-        lines.append(f"  {'strategy':<15}{'GPU need':>12}{'GPU free':>12}{'host need':>12}{'host free':>12}  fits")
+        data_head = f"{'at data':>12}" if at_data else ""
+        lines.append(
+            f"  {'strategy':<15}{'GPU need':>12}{data_head}{'GPU free':>12}{'host need':>12}{'host free':>12}  fits"
+        )
         for e in plan.estimates:
+            data_cell = f"{fmt_bytes(e.gpu_need_at_data_bytes):>12}" if at_data else ""
+            fits = "yes" if e.fits else "at data" if at_data and e.fits_at_data else "no"
             lines.append(
-                f"  {e.strategy.value:<15}{fmt_bytes(e.gpu_need_bytes):>12}{fmt_bytes(e.gpu_free_bytes):>12}"
-                f"{fmt_bytes(e.cpu_need_bytes):>12}{fmt_bytes(e.cpu_free_bytes):>12}  {'yes' if e.fits else 'no'}"
+                f"  {e.strategy.value:<15}{fmt_bytes(e.gpu_need_bytes):>12}{data_cell}{fmt_bytes(e.gpu_free_bytes):>12}"
+                f"{fmt_bytes(e.cpu_need_bytes):>12}{fmt_bytes(e.cpu_free_bytes):>12}  {fits}"
+            )
+        if at_data and plan.data_lengths is not None:
+            lines.append(
+                f"  GPU need: at the max_length worst case; at data: at the data's p{plan.data_lengths.percentile} "
+                "micro-batch (lengths estimated from characters)"
             )
     lines += ["", f"Strategy: {plan.strategy or 'none'}", f"  {plan.strategy_reason}"]
     if plan.batch is not None:
@@ -256,6 +369,18 @@ def render_memory(plan: Plan) -> str:
     lines.append(row("= need per GPU", [e.gpu_need_bytes for e in plan.estimates]))
     lines.append(row("  of it fixed", [e.gpu_fixed_bytes for e in plan.estimates]))
     lines.append(row("  free per GPU", [e.gpu_free_bytes for e in plan.estimates]))
+    lengths = plan.data_lengths
+    if lengths is not None and any(e.parts_at_data for e in plan.estimates):
+        lines += [
+            "",
+            f"At the data's lengths (p{lengths.percentile} micro-batch: {lengths.batch_tokens:,} tokens, "
+            f"worst case {lengths.worst_case_tokens:,}; estimated from characters): the parts that change",
+        ]
+        for key in gpu_keys:
+            values = [(e.parts_at_data or {}).get(key) for e in plan.estimates]
+            if values != [e.parts.get(key) for e in plan.estimates]:
+                lines.append(row(key.removeprefix("gpu_"), values))
+        lines.append(row("= need per GPU at data", [e.gpu_need_at_data_bytes for e in plan.estimates]))
     lines += ["", "Host RAM per node, by part"]
     for key in cpu_keys:
         lines.append(row(key.removeprefix("cpu_"), [e.parts.get(key) for e in plan.estimates]))

@@ -14,6 +14,8 @@ from typing import Any
 from launcher.errors import SafeSftError
 from launcher.model import (
     STRATEGY_ORDER,
+    DataFacts,
+    DataLengths,
     DeviceMapLayout,
     EnvSetting,
     Estimate,
@@ -26,13 +28,15 @@ from launcher.model import (
     Topology,
 )
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
+from launcher.plan.data_lengths import PERCENTILE, data_lengths
 from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, TrainShape, estimate, levers
+from launcher.plan.estimate import DEFAULT_SEQ_LEN, VISION_PATCH, TrainShape, estimate, levers
 from launcher.plan.features import is_lora, read_features
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
+from launcher.plan.strategy import describe as describe_need
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
@@ -232,6 +236,44 @@ def _with_config_env(swift: SwiftArgs, env: Mapping[str, str] | None) -> dict[st
     return {**swift.config_env, **(env or {})}
 
 
+PATCH_MERGE = 4  # Qwen-VL merges 2x2 vision patches into one LLM token
+
+
+def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | None) -> DataLengths | None:
+    """The sampled data's lengths at this run's max_length, truncation, micro-batch and image budget."""
+    if data is None or not data.datasets:
+        return None
+    packing = swift.get_bool("packing", False)
+    max_length = shape.seq_len if shape else swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
+    return data_lengths(
+        data,
+        max_length=max_length,
+        # --max_length unset: swift's limit is the model's, far above the length assumed here, so a longer
+        # row is trained, not dropped: count it at the assumed length, as the worst case does
+        truncation_strategy=swift.get("truncation_strategy") or ("delete" if swift.has("max_length") else "right"),
+        max_length_assumed=not swift.has("max_length"),
+        micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
+        padding_free=packing or swift.get_bool("padding_free", False),
+        packing=packing,
+        image_tokens=shape.image_pixels // (VISION_PATCH**2 * PATCH_MERGE) if shape else 0,
+    )
+
+
+def at_data(shape: TrainShape, lengths: DataLengths | None) -> TrainShape | None:
+    """The shape of one micro-batch at the data's lengths; None where not every dataset was sampled."""
+    if lengths is None or not lengths.complete or lengths.batch_tokens is None:
+        return None
+    labels = lengths.batch_label_tokens  # counted where use_logits_to_keep keeps label positions (padding-free)
+    fraction = min(labels / lengths.batch_tokens, 1.0) if labels is not None and lengths.batch_tokens else 1.0
+    return replace(
+        shape,
+        batch_tokens=lengths.batch_tokens,
+        batch_longest=lengths.batch_longest,
+        batch_images=lengths.batch_images,
+        label_fraction=fraction,
+    )
+
+
 def zero_configs(options: PlanOptions) -> dict[str, Mapping[str, Any]]:
     """The config each strategy's estimate reads: the shipped ones, the user's own for its rung."""
     configs: dict[str, Mapping[str, Any]] = {**SHIPPED_ZERO, **(options.deepspeed_configs or {})}
@@ -247,18 +289,25 @@ def estimates_for(
     host: HostFacts,
     options: PlanOptions | None = None,
     env: Mapping[str, str] | None = None,
+    lengths: DataLengths | None = None,
 ) -> tuple[Estimate, ...]:
-    """The zero2, zero3, zero3_offload estimates (in the planner's order), then plain DDP's."""
+    """The zero2, zero3, zero3_offload estimates (in the planner's order), then plain DDP's; each also at the
+    data's sampled lengths where every dataset was sampled."""
     if model is None or not model.total_params or not topology.gpus:
         return ()
     shape = train_shape(swift, model, topology, env)
+    sampled = at_data(shape, lengths)
     gpu_free = min(g.free_bytes for g in topology.gpus)
     configs = zero_configs(options or PlanOptions())
     out = []
     for strategy in (*STRATEGY_ORDER, Strategy.DDP):
         zero = None if strategy is Strategy.DDP else zero_settings(configs[strategy.value], shape.hidden_size)
         est = estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
-        out.append(replace(est, levers=levers(strategy, shape, zero)))
+        est = replace(est, levers=levers(strategy, shape, zero))
+        if sampled is not None:
+            data_est = estimate(strategy, sampled, gpu_free, host.memory.available_bytes, zero)
+            est = replace(est, gpu_need_at_data_bytes=data_est.gpu_need_bytes, parts_at_data=data_est.parts)
+        out.append(est)
     return tuple(out)
 
 
@@ -304,9 +353,11 @@ def build_plan(
     env: Mapping[str, str],
     paths: LaunchPaths,
     options: PlanOptions | None = None,
+    data: DataFacts | None = None,
 ) -> Plan:
     options = options or PlanOptions()
     warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
+    warnings.extend(data.warnings if data else ())
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
@@ -319,7 +370,9 @@ def build_plan(
             "planned for an assumed machine: its InfiniBand, network interfaces, NCCL settings, memlock and "
             "/dev/shm limits are unknown here; safe-sft decides them on that machine when it runs there"
         )
-    estimates = estimates_for(swift, model, topology, host, options, env)
+    shape = train_shape(swift, model, topology, env) if model and model.total_params and topology.gpus else None
+    lengths = lengths_of(swift, shape, data)
+    estimates = estimates_for(swift, model, topology, host, options, env, lengths)
     if model is not None and uses_gpus:
         warnings.extend(read_features(swift, model, _with_config_env(swift, env), topology.world_size).warnings)
     choice = choose_strategy(
@@ -335,6 +388,13 @@ def build_plan(
     device_map = choice.strategy == Strategy.DEVICE_MAP.value
     warnings.extend(dm_warnings)
     warnings.extend(choice.warnings)
+    chosen = next((e for e in estimates if e.strategy.value == choice.strategy), None)
+    if chosen is not None and choice.fits and chosen.fits_at_data and not chosen.fits:
+        warnings.append(
+            f"{chosen.strategy.value} fits at the data's p{PERCENTILE} micro-batch, not at the max_length worst case "
+            f"({describe_need(chosen)}): a micro-batch of the longest samples may run out of memory, and the "
+            "OOM ladder then takes over"
+        )
     if not choice.fits:
         notes.append("--force given: launching anyway" if options.force else "nothing fits (see --force)")
 
@@ -413,6 +473,7 @@ def build_plan(
         assumed_machine=not host.network.known,
         device_map=split[1] if split is not None else None,
         max_memory_arg=max_memory,
+        data_lengths=lengths,
     )
     return plan
 

@@ -123,6 +123,11 @@ class TrainShape:
     experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
     loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
+    # One micro-batch at the data's sampled lengths (launcher.plan.data_lengths); None: the worst case,
+    # micro_batch samples of seq_len tokens with one image each
+    batch_tokens: int | None = None  # tokens in it: padded to its longest sample, or summed padding-free
+    batch_longest: int | None = None  # its longest sample: eager attention is quadratic in it
+    batch_images: int | None = None  # images in it: the vision tower's activations
 
     @property
     def total_gpus(self) -> int:
@@ -135,12 +140,15 @@ class TrainShape:
     @property
     def tokens(self) -> int:
         """Tokens one GPU runs through the decoder per micro-batch: sequence parallelism splits each sample."""
-        return self.micro_batch * -(-self.seq_len // max(self.sequence_parallel, 1))
+        if self.batch_tokens is None:
+            return self.micro_batch * -(-self.seq_len // max(self.sequence_parallel, 1))
+        return -(-self.batch_tokens // max(self.sequence_parallel, 1))
 
     @property
     def sample_tokens(self) -> int:
-        """Tokens of a micro-batch before any split (the input embeddings, the vision tower's images)."""
-        return self.micro_batch * self.seq_len
+        """Tokens of a micro-batch before any split (the input embeddings, the vision tower's images): at the
+        data's sampled lengths where known, else micro_batch samples of seq_len."""
+        return self.micro_batch * self.seq_len if self.batch_tokens is None else self.batch_tokens
 
 
 @dataclass(frozen=True)
@@ -282,7 +290,7 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         # packing and padding_free run flash-attention's variable-length kernel: no length^2 term. Under
         # sequence parallelism (Ulysses) each GPU attends over the whole length for 1/S of the heads.
         heads = max(shape.num_heads // max(shape.sequence_parallel, 1), 1)
-        per_layer = heads * shape.seq_len**2 * shape.micro_batch
+        per_layer = heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
     logit_bytes = LOGIT_BYTES + (2 if shape.weight_bytes == 4 else 0)
@@ -303,7 +311,8 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         logits = logit_tokens * (shape.vocab_size or 0) * logit_bytes
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
-        patches = shape.micro_batch * shape.image_pixels / VISION_PATCH**2
+        images = shape.micro_batch if shape.batch_images is None else shape.batch_images
+        patches = images * shape.image_pixels / VISION_PATCH**2
         vh = shape.vision_hidden_size
         per_layer_v = patches * (ATTN_BYTES_PER_HIDDEN * vh + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
         vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)

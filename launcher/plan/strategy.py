@@ -1,7 +1,8 @@
 """Choose the DeepSpeed strategy: the fastest of zero2, zero3, zero3_offload that fits, with reasons.
 
-A user's explicit `--deepspeed` is kept (with a warning when the estimate for its ZeRO rung says it will
-not fit); CPU training keeps whatever the user set.
+Where the data was sampled, a strategy fits when it fits at the data's lengths (Estimate.fits_at_data;
+the max_length worst case is shown beside it). A user's explicit `--deepspeed` is kept (with a warning
+when the estimate for its ZeRO rung says it will not fit); CPU training keeps whatever the user set.
 
 The refusal rule: a run is refused (`fits` False; the caller decides whether `--force` overrides) only
 when no strategy's fixed parts (model states, buffers, context: what no data can change) fit, or its host
@@ -30,6 +31,12 @@ class Choice:
 
 def describe(estimate: Estimate) -> str:
     gpu = f"{fmt_bytes(estimate.gpu_need_bytes)} per GPU of {fmt_bytes(estimate.gpu_free_bytes)} free"
+    if estimate.gpu_need_at_data_bytes is not None:
+        gpu = (
+            f"{fmt_bytes(estimate.gpu_need_at_data_bytes)} per GPU at the data's lengths "
+            f"({fmt_bytes(estimate.gpu_need_bytes)} at the max_length worst case) of "
+            f"{fmt_bytes(estimate.gpu_free_bytes)} free"
+        )
     cpu = f"{fmt_bytes(estimate.cpu_need_bytes)} host RAM of {fmt_bytes(estimate.cpu_free_bytes)} available"
     return f"{estimate.strategy.value} needs {gpu} and {cpu}"
 
@@ -63,7 +70,7 @@ def choose_strategy(
     rejected: list[str] = []
     for strategy in STRATEGY_ORDER:
         est = by_name[strategy.value]
-        if est.fits:
+        if est.fits_at_data:  # the data's sampled lengths where known (launcher.plan.data_lengths)
             why = f"{describe(est)}: the fastest that fits"
             if rejected:
                 why += f" ({'; '.join(rejected)})"
@@ -129,8 +136,9 @@ def _fixed_shortfall(est: Estimate) -> str:
 
 
 def _shortfall(est: Estimate) -> str:
-    if not est.gpu_fits:
-        return f"{fmt_bytes(est.gpu_need_bytes)} per GPU > {fmt_bytes(est.gpu_free_bytes)} free"
+    if est.gpu_free_bytes is None or est.gpu_need_for_choice > est.gpu_free_bytes:
+        at = "" if est.gpu_need_at_data_bytes is None else " at the data's lengths"
+        return f"{fmt_bytes(est.gpu_need_for_choice)} per GPU{at} > {fmt_bytes(est.gpu_free_bytes)} free"
     return f"{fmt_bytes(est.cpu_need_bytes)} host RAM > {fmt_bytes(est.cpu_free_bytes)} available"
 
 

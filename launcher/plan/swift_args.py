@@ -41,6 +41,20 @@ class SwiftArgs:
                 return " ".join(values) if values else "true"
         return self.config_values.get(key)
 
+    def get_values(self, key: str) -> tuple[str, ...]:
+        """A field's values as separate tokens (`--dataset a.jsonl b.jsonl#500`), as swift's parser sees them:
+        the last CLI occurrence, else the config file's (a list there is one token per item)."""
+        for flag, values in reversed(self.items):
+            if normalize_key(flag) == key:
+                return values
+        tokens = self.config_argv
+        for i, token in enumerate(tokens):
+            if token.startswith("--") and normalize_key(token) == key:
+                rest = tokens[i + 1 :]
+                end = next((j for j, t in enumerate(rest) if t.startswith("--")), len(rest))
+                return tuple(rest[:end])
+        return ()
+
     def has(self, key: str) -> bool:
         return self.get(key) is not None
 

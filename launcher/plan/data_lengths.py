@@ -1,0 +1,202 @@
+"""The data's lengths in tokens, estimated from characters, and one micro-batch of them at a high percentile.
+
+Contract: pure. `data_lengths(facts, ...)` turns the sampled rows (launcher.probe.dataset) into tokens per
+sample as swift would train them (the templated conversation plus its images, capped or dropped at
+max_length by `--truncation_strategy`), and into the tokens of one micro-batch at PERCENTILE: padded to
+its longest sample without `--padding_free`, the sum of its samples with it, and max_length per sample
+with `--packing` (nothing changes). No tokenizer is loaded: tokens come from characters by script.
+The micro-batch figure is drawn from the sample with a fixed seed, so a plan is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from itertools import accumulate
+
+from launcher.model import DataFacts, DataLengths, DatasetSample, RowText, SampleStatus
+
+# Tokens per character, by script (launcher.probe.dataset counts them by UTF-8 length). Byte-level BPE
+# tokenizers with 100k+ vocabularies (Qwen2/2.5/3, Llama-3, DeepSeek-V3) write English prose at about 4
+# characters a token (OpenAI's rule of thumb for cl100k, which Qwen's vocabulary extends). Qwen writes
+# 1.3-1.8 Chinese characters a token and Llama-2's 32k vocabulary 1.5-2 tokens a character, so one token
+# per wide (3-4 byte: CJK, kana, Hangul, Indic, Thai, emoji) character is a middle that errs high for the
+# Qwen family swift mostly trains. Qwen and Llama-2 split numbers into single digits: one token a digit
+# (high for Llama-3's 3-digit groups). 2-byte scripts (Cyrillic, Greek, Arabic, Hebrew, accented Latin)
+# take about 2 characters a token in these vocabularies.
+TOKENS_PER_CHAR = {"latin": 0.25, "wide": 1.0, "digits": 1.0, "other": 0.5}
+# The template: ChatML writes `<|im_start|>role\n` and `<|im_end|>\n` around each turn (5 tokens), Llama-3
+# a header and `<|eot_id|>` (5); per row a BOS or the default system prompt (Qwen2.5's is 17 tokens).
+TOKENS_PER_TURN = 5
+TOKENS_PER_ROW = 24
+# A micro-batch above the 99th percentile comes about once in 100 steps: the fragmentation margin and
+# the OOM ladder cover those; the max_length worst case is shown beside it.
+PERCENTILE = 99
+SHOWN_PERCENTILES = (50, 95, 99, 100)
+DRAWS = 2000  # simulated micro-batches: 20 lie above the 99th percentile
+SEED = 0
+
+
+def _turn_tokens(row: RowText) -> int:
+    text = (
+        row.latin * TOKENS_PER_CHAR["latin"]
+        + row.wide * TOKENS_PER_CHAR["wide"]
+        + row.digits * TOKENS_PER_CHAR["digits"]
+        + row.other * TOKENS_PER_CHAR["other"]
+    )
+    return math.ceil(text) + row.messages * TOKENS_PER_TURN
+
+
+def row_tokens(row: RowText, image_tokens: int) -> int | None:
+    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
+    if row.other_media:
+        return None
+    return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens
+
+
+def label_tokens(row: RowText) -> int:
+    """Tokens of the row's assistant turns (the labels swift trains on, with each turn's end marker)."""
+    return _turn_tokens(row.labels) if row.labels else 0
+
+
+def trained_lengths(length: int | None, max_length: int, truncation: str) -> list[int]:
+    """What swift trains of a row this long: dropped (delete, the default), cut (left/right), or split."""
+    if length is None:
+        return [max_length]
+    if length <= max_length:
+        return [length]
+    if truncation in ("left", "right"):
+        return [max_length]
+    if truncation == "split":
+        full, rest = divmod(length, max_length)
+        return [max_length] * full + ([rest] if rest else [])
+    return []  # delete: swift drops the row
+
+
+def weighted_percentiles(values: Sequence[int], weights: Sequence[float], percentiles: Sequence[float]) -> list[int]:
+    """Nearest-rank percentiles of `values` where each counts `weights` times (one sort for them all)."""
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(w for _, w in pairs)
+    cumulative = list(accumulate(w for _, w in pairs))
+    out = []
+    for percentile in percentiles:
+        target = total * percentile / 100 - 1e-9 * total
+        out.append(pairs[min(bisect_left(cumulative, target), len(pairs) - 1)][0])
+    return out
+
+
+def weighted_percentile(values: Sequence[int], weights: Sequence[float], percentile: float) -> int:
+    return weighted_percentiles(values, weights, [percentile])[0]
+
+
+def percentile_of(values: list[int], percentile: float) -> int:
+    ordered = sorted(values)
+    rank = max(math.ceil(len(ordered) * percentile / 100), 1)
+    return ordered[rank - 1]
+
+
+def dataset_weight(sample: DatasetSample) -> float:
+    """How many rows swift trains on from this dataset: `#N`, else the rows in its file."""
+    if sample.take is not None:
+        return float(sample.take)
+    return float(sample.rows_in_file or len(sample.rows) + sample.too_long)
+
+
+def _batches(values: list[int], size: int) -> Iterator[tuple[int, ...]]:
+    """Consecutive groups of `size` (the draws of one micro-batch each)."""
+    return zip(*[iter(values)] * size, strict=False)
+
+
+def micro_batch_at(
+    lengths: Sequence[int],
+    images: Sequence[int],
+    weights: Sequence[float],
+    micro_batch: int,
+    padding_free: bool,
+    percentile: int = PERCENTILE,
+) -> tuple[int, int, int]:
+    """(tokens, longest sample, images) of one micro-batch at `percentile`: drawn DRAWS times, or exactly for a
+    padded text-only micro-batch (its longest of n samples is below x with probability F(x)^n)."""
+    if not padding_free and not any(images):
+        top = weighted_percentile(lengths, weights, 100 * (percentile / 100) ** (1 / micro_batch))
+        return top * micro_batch, top, 0
+    rng, population, k = random.Random(SEED), range(len(lengths)), DRAWS * micro_batch
+    if min(weights) == max(weights):  # one dataset read whole: plain draws are twice as fast
+        drawn = rng.choices(population, k=k)
+    else:
+        drawn = rng.choices(population, cum_weights=list(accumulate(weights)), k=k)
+    drawn_lengths = list(map(lengths.__getitem__, drawn))
+    longest = list(map(max, _batches(drawn_lengths, micro_batch)))
+    if padding_free:
+        tokens = list(map(sum, _batches(drawn_lengths, micro_batch)))
+    else:
+        tokens = [top * micro_batch for top in longest]
+    pictures = list(map(sum, _batches(list(map(images.__getitem__, drawn)), micro_batch)))
+    return percentile_of(tokens, percentile), percentile_of(longest, percentile), percentile_of(pictures, percentile)
+
+
+def data_lengths(
+    facts: DataFacts,
+    *,
+    max_length: int,
+    truncation_strategy: str,
+    micro_batch: int,
+    padding_free: bool,
+    packing: bool,
+    image_tokens: int,
+    max_length_assumed: bool = False,
+) -> DataLengths:
+    sampled = [d for d in facts.datasets if d.status is SampleStatus.SAMPLED]
+    lengths: list[int] = []
+    labels: list[int] = []
+    images: list[int] = []
+    weights: list[float] = []
+    longer = 0
+    for dataset in sampled:
+        mean = sum(r.weight for r in dataset.rows) / len(dataset.rows) if dataset.rows else 1.0
+        rows = [(row_tokens(r, image_tokens), label_tokens(r), r.images, r.weight) for r in dataset.rows]
+        rows += [(None, max_length, 0, mean)] * dataset.too_long
+        scale = dataset_weight(dataset) / max(sum(row[3] for row in rows), 1e-9)
+        for length, label, pictures, weight in rows:
+            longer += length is None or length > max_length
+            for trained in trained_lengths(length, max_length, truncation_strategy):
+                lengths.append(trained)
+                # a cut or split row keeps its share of labels; a row not estimated (videos) is all labels
+                labels.append(trained if length is None else min(trained, label * trained // max(length, 1)))
+                images.append(pictures)
+                weights.append(weight * scale)
+    mode = "packing" if packing else "padding_free" if padding_free else "padded"
+    base = DataLengths(
+        datasets=facts.datasets,
+        complete=bool(facts.datasets) and len(sampled) == len(facts.datasets),
+        max_length=max_length,
+        max_length_assumed=max_length_assumed,
+        truncation_strategy=truncation_strategy,
+        rows_sampled=sum(len(d.rows) + d.too_long for d in sampled),
+        rows_malformed=sum(d.malformed for d in facts.datasets),
+        longer_than_max_length=longer,
+        image_tokens=image_tokens,
+        mode=mode,
+        micro_batch=micro_batch,
+        worst_case_tokens=micro_batch * max_length,
+    )
+    if not lengths:
+        return base
+    shown = tuple(zip(SHOWN_PERCENTILES, weighted_percentiles(lengths, weights, SHOWN_PERCENTILES), strict=True))
+    if packing:  # every packed sample is max_length tokens: the worst case is the case
+        return replace(base, tokens_per_sample=shown, batch_tokens=micro_batch * max_length, batch_longest=max_length)
+    tokens, top, pictures = micro_batch_at(lengths, images, weights, micro_batch, padding_free)
+    # padding-free, swift's use_logits_to_keep computes logits at the label positions alone; padded, from the
+    # batch's earliest first label on, which these figures do not follow: there the worst case stays
+    label_batch = micro_batch_at(labels, [0] * len(labels), weights, micro_batch, True)[0] if padding_free else None
+    return replace(
+        base,
+        tokens_per_sample=shown,
+        batch_tokens=tokens,
+        batch_longest=top,
+        batch_images=pictures,
+        batch_label_tokens=label_batch,
+    )

@@ -1,0 +1,438 @@
+"""Sample swift's `--dataset` files: characters by script per row, read cheaply, never a tokenizer.
+
+Contract: `probe_datasets(specs, cwd)` reads each `--dataset` value that is a local file (swift's syntax:
+`path`, `path#N`, `hf::`/`ms::` prefixes, `id:subset` for hub ids) and returns a DataFacts with, per
+dataset, up to MAX_ROWS rows as RowText (characters by script, turns, images). The formats are the ones
+swift's loader reads (swift/dataset/loader.py: jsonl and json through `datasets`' json builder, csv,
+txt as the text builder); the layouts the ones its preprocessors map (messages/conversations with
+role/content or from/value, ShareGPT user/assistant pairs, query/response/history, instruction/input/
+output, with images/videos/audios). Bounded work: at most MAX_BYTES per dataset (spread over the file in
+windows where its rows are lines), so a huge file costs what a small one does. A malformed row is counted
+and skipped; a file that cannot be read is one warning, never an error (swift says what is wrong with it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from launcher.masking import mask_value
+from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
+
+MAX_ROWS = 1000  # per dataset: a p99 with 10 rows above it, in about 25 ms of parsing and counting
+MAX_BYTES = 2 * 1024 * 1024  # per dataset; several datasets share TOTAL_BYTES
+TOTAL_BYTES = 8 * 1024 * 1024
+WINDOWS = 32  # a line file bigger than its budget is read in this many windows spread over it
+LINE_LIMIT = 1024 * 1024  # a row longer than this is not parsed: it counts as max_length tokens
+
+READ_FORMATS = {".jsonl": "lines", ".json": "json", ".csv": "csv", ".txt": "text"}
+FILE_LIKE = re.compile(r"\.(jsonl|json|csv|txt|parquet|arrow|tsv)$", re.IGNORECASE)
+
+MESSAGE_KEYS = ("messages", "conversations", "conversation")
+ROLE_KEYS = ("role", "from")
+ANSWER_ROLES = frozenset({"assistant", "gpt", "bot", "function_call", "tool_call"})  # swift trains on these turns
+TURN_KEYS = frozenset({"role", "content", "from", "value"})
+SHAREGPT_KEYS = ("user", "human", "assistant", "gpt", "bot")
+SYSTEM_KEYS = ("system", "system_prompt")
+QUERY_KEYS = ("query", "prompt", "input", "instruction", "question", "problem")
+RESPONSE_KEYS = (
+    "response", "answer", "output", "targets", "target", "answer_key", "answers", "solution", "text",
+    "completion", "content",
+)  # fmt: skip
+IMAGE_KEYS = ("images", "image")
+OTHER_MEDIA_KEYS = ("videos", "video", "audios", "audio")
+IMAGE_BLOCKS = ("image", "image_url", "input_image")
+OTHER_MEDIA_BLOCKS = ("video", "video_url", "audio", "input_audio", "audio_url")
+
+# Characters by their UTF-8 length, counted with bytes.translate (C speed; a regex over CJK text costs
+# 10 times more): 1 byte ASCII, 2 bytes accented Latin, Greek, Cyrillic, Arabic, Hebrew; 3-4 bytes CJK,
+# kana, Hangul, Indic and Thai scripts, typographic punctuation, emoji.
+_KEEP_ASCII = bytes(range(128, 256))  # delete these to keep the ASCII bytes
+_KEEP_TWO_BYTE_LEADS = bytes(b for b in range(256) if not 0xC0 <= b <= 0xDF)
+_KEEP_DIGITS = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
+
+
+T = TypeVar("T")
+
+
+class Malformed(ValueError):
+    """A row swift would not read."""
+
+
+def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
+    """swift's DatasetSyntax.parse, for local files: (the file or directory, `#N`), or (None, N) for a hub id."""
+
+    def local(text: str) -> Path | None:
+        try:
+            path = Path(text).expanduser()
+            path = path if path.is_absolute() else cwd / path
+            return path if path.exists() else None
+        except (OSError, ValueError, RuntimeError):  # a name too long, a NUL byte, an unknown ~user
+            return None
+
+    if found := local(spec):
+        return found, None
+    text = spec
+    prefix, sep, rest = text.partition("::")
+    if sep and prefix.lower() in ("hf", "ms"):
+        text = rest
+    if found := local(text):
+        return found, None
+    take: int | None = None
+    head, sep, tail = text.rpartition("#")
+    if sep and tail.strip().isdigit():
+        text, take = head, int(tail)
+    if found := local(text):
+        return found, take
+    return None, take
+
+
+def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) -> DataFacts:
+    """Sample every `--dataset` value; hub ids and unreadable files are said, not raised. `columns` is swift's
+    `--columns` JSON (old name -> swift's name), applied to every row before it is read."""
+    mapping = _columns(columns)
+    budget = max(min(MAX_BYTES, TOTAL_BYTES // max(len(specs), 1)), 256 * 1024)
+    samples: list[DatasetSample] = []
+    warnings: list[str] = []
+    for spec in specs:
+        sample = probe_dataset(spec, cwd, budget, mapping)
+        samples.append(sample)
+        if sample.status is SampleStatus.NOT_READ:
+            warnings.append(f"--dataset {sample.spec}: {sample.note} (its lengths are not in the estimate)")
+    return DataFacts(datasets=tuple(samples), warnings=tuple(warnings))
+
+
+def _columns(text: str | None) -> dict[str, str]:
+    """swift's --columns: a JSON object of column renames; anything else is swift's to report."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def probe_dataset(
+    given: str, cwd: Path, budget: int = MAX_BYTES, columns: Mapping[str, str] | None = None
+) -> DatasetSample:
+    path, take = parse_spec(given, cwd)
+    spec = mask_value(given)  # what is shown: a URL's credentials masked
+    if path is None:
+        name = spec.rpartition("#")[0] if take is not None else spec
+        if FILE_LIKE.search(name) and "://" not in name:
+            return DatasetSample(spec, SampleStatus.NOT_READ, take=take, note=f"no such file {name!r}")
+        return DatasetSample(spec, SampleStatus.NOT_LOCAL, take=take, note="not sampled, not a local file")
+    if path.is_dir():
+        return DatasetSample(
+            spec, SampleStatus.NOT_READ, str(path), take, note="a directory (swift loads it as a dataset repo)"
+        )
+    if not path.is_file():  # a FIFO or a device would block or never end
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="not a regular file")
+    kind = READ_FORMATS.get(path.suffix.lower())
+    if kind is None:
+        return DatasetSample(
+            spec, SampleStatus.NOT_READ, str(path), take, note=f"{path.suffix or 'no suffix'} files are not sampled"
+        )
+    try:
+        with path.open("rb") as handle:
+            return _read(spec, path, take, kind, handle, budget, columns or {})
+    except OSError as err:
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note=f"cannot read: {err.strerror or err}")
+
+
+def _read(
+    spec: str,
+    path: Path,
+    take: int | None,
+    kind: str,
+    handle: io.BufferedReader,
+    budget: int,
+    columns: Mapping[str, str],
+) -> DatasetSample:
+    size = path.stat().st_size
+    if kind in ("lines", "json"):
+        first = handle.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]  # a UTF-8 BOM before the list
+        handle.seek(0)
+        kind = "list" if first == b"[" else "lines"
+    whole = size <= budget
+    represented = 0.0
+    rows: list[RowText] = []
+    malformed = too_long = 0
+    if kind == "list":
+        records, used, complete = _json_list(handle.read(budget))
+        if whole and not complete:  # the whole file read, and the list breaks off: the rest is malformed
+            malformed += 1
+        how = "the whole file" if whole else f"its first {used:,} bytes (a JSON list is read from its start)"
+        raw: Iterable[tuple[object, float]] = ((r, 1.0) for r in records)
+        read_bytes = used
+    elif kind == "csv":
+        data = handle.read(budget)
+        if not whole:
+            data = data[: data.rfind(b"\n") + 1]
+        raw, read_bytes = ((r, 1.0) for r in _csv_rows(data)), len(data)
+        how = "the whole file" if whole else f"its first {read_bytes:,} bytes"
+    else:
+        if whole:
+            lines, read_bytes, too_long = [(line, 1.0) for line in handle.read(budget).split(b"\n")], size, 0
+        else:
+            lines, read_bytes, too_long = _windows(handle, size, budget)
+        lines = [(line, weight) for line, weight in lines if line.strip()]
+        represented = sum(weight for _, weight in lines)  # the rows of the file these lines stand for
+        lines = _spread(lines, MAX_ROWS)  # parse no more rows than are kept
+        how = "the whole file" if whole else f"{read_bytes:,} bytes in {WINDOWS} windows spread over it"
+        raw = _line_records(lines, text=kind == "text")
+    count = 0
+    for record, weight in raw:
+        count += 1
+        if columns and isinstance(record, dict):
+            record = {columns.get(key, key): value for key, value in record.items()}
+        try:
+            rows.append(row_text(record, weight))
+        except Malformed:
+            malformed += 1
+    rows = _spread(rows, MAX_ROWS)
+    parsed = count + too_long - malformed  # the rows swift trains on (it skips what it cannot read)
+    in_file: int | None = parsed
+    exact = whole
+    if kind in ("lines", "text") and represented > count + too_long:  # more lines than were parsed
+        in_file = round(represented * parsed / max(count + too_long, 1)) if parsed > 0 else None
+        exact = False
+    elif not whole:
+        in_file = int(size * parsed / read_bytes) if read_bytes and parsed > 0 else None
+    if not rows and not too_long:
+        return DatasetSample(
+            spec, SampleStatus.NOT_READ, str(path), take, malformed=malformed, note=f"no row swift reads in {how}"
+        )
+    return DatasetSample(
+        spec,
+        SampleStatus.SAMPLED,
+        str(path),
+        take,
+        rows=tuple(rows),
+        malformed=malformed,
+        too_long=too_long,
+        rows_in_file=in_file,
+        rows_in_file_exact=exact,
+        bytes_read=read_bytes,
+        note=f"read {how}",
+    )
+
+
+def _spread(rows: list[T], limit: int) -> list[T]:
+    """At most `limit` rows, evenly spaced over what was read (the file's order may be sorted by length)."""
+    if len(rows) <= limit:
+        return rows
+    return [rows[i * len(rows) // limit] for i in range(limit)]
+
+
+def _windows(handle: io.BufferedReader, size: int, budget: int) -> tuple[list[tuple[bytes, float]], int, int]:
+    """Whole lines from WINDOWS windows spread over the file, at most about `budget` bytes in all, each with
+    the number of the file's rows it stands for: a window stands for size / WINDOWS bytes, so in a file
+    sorted by length a row of a window of long rows stands for fewer rows than one of short rows."""
+    per = max(budget // WINDOWS, 1)
+    per_rows = -(-MAX_ROWS // WINDOWS)
+    lines: list[tuple[bytes, float]] = []
+    used = too_long = 0
+    end, aligned = 0, True  # where the previous window stopped; whether that is a line boundary
+    for k in range(WINDOWS):
+        if used >= budget:
+            break
+        offset = k * size // WINDOWS
+        handle.seek(max(offset, end))  # a long line may have carried the last window past this one's start
+        if offset > end or not aligned:
+            skipped = handle.readline(LINE_LIMIT)  # the line the window starts in is partial
+            used += len(skipped)
+            if not skipped.endswith(b"\n"):
+                end, aligned = handle.tell(), False
+                continue
+        start, first = used, len(lines)
+        aligned = True
+        while used - start < per and len(lines) - first < per_rows and used < budget + LINE_LIMIT:
+            line = handle.readline(LINE_LIMIT)
+            if not line:
+                break
+            used += len(line)
+            if not line.endswith(b"\n") and len(line) == LINE_LIMIT:
+                too_long += 1
+                rest = handle.readline(LINE_LIMIT)  # where short, the rest; a longer line ends this window
+                used += len(rest)
+                aligned = not rest or rest.endswith(b"\n")
+                break
+            lines.append((line, 0.0))
+        end = handle.tell()
+        window = lines[first:]
+        read = sum(len(line) for line, _ in window)
+        lines[first:] = [(line, size / WINDOWS / read) for line, _ in window]
+    return lines, used, too_long
+
+
+def _line_records(lines: Iterable[tuple[bytes, float]], *, text: bool) -> Iterator[tuple[object, float]]:
+    for line, weight in lines:
+        if text:
+            yield {"text": line.decode("utf-8", "replace").rstrip("\r\n")}, weight
+            continue
+        try:
+            yield json.loads(line), weight
+        except ValueError:
+            yield None, weight  # malformed
+
+
+def _json_list(data: bytes) -> tuple[list[object], int, bool]:
+    """The elements of a JSON list decodable from this prefix: (elements, bytes used, the list ended)."""
+    text = data.decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    out: list[object] = []
+    ws = re.compile(r"[\s,]*")
+    while True:
+        match = ws.match(text, pos)
+        pos = match.end() if match else pos
+        if pos >= len(text):
+            return out, len(text[:pos].encode()), False
+        if text[pos] == "]":
+            return out, len(data), True
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return out, len(text[:pos].encode()), False
+        out.append(value)
+
+
+def _csv_rows(data: bytes) -> Iterator[object]:
+    reader = csv.DictReader(io.StringIO(data.decode("utf-8", "replace"), newline=""))
+    try:
+        yield from reader
+    except csv.Error:
+        yield None
+
+
+def chars(text: str) -> tuple[int, int, int, int]:
+    """(latin, wide, digits, other) characters of a string: ASCII non-digits, 3-4 byte UTF-8 characters
+    (CJK and the like), ASCII digits, 2-byte UTF-8 characters."""
+    n = len(text)
+    if text.isascii():
+        digits = len(text.encode().translate(None, _KEEP_DIGITS))
+        return n - digits, 0, digits, 0
+    data = text.encode("utf-8", "surrogatepass")
+    ascii_count = len(data.translate(None, _KEEP_ASCII))
+    two_byte = len(data.translate(None, _KEEP_TWO_BYTE_LEADS))
+    digits = len(data.translate(None, _KEEP_DIGITS))
+    return ascii_count - digits, n - ascii_count - two_byte, digits, two_byte
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.strings: list[str] = []  # counted once, joined: one chars() call per row
+        self.label_strings: list[str] = []
+        self.label_turns = 0
+        self.labelling = False
+        self.messages = self.images = 0
+        self.other_media = False
+
+    def text(self, value: object) -> None:
+        """Every string inside `value` (tool calls and nested content included), media blocks counted apart."""
+        if type(value) is str:
+            self.strings.append(value)
+            if self.labelling:
+                self.label_strings.append(value)
+        elif isinstance(value, dict):
+            block = value.get("type")
+            if block in IMAGE_BLOCKS:
+                self.images += 1
+            elif block in OTHER_MEDIA_BLOCKS:
+                self.other_media = True
+            else:
+                for key, item in value.items():
+                    if key not in ROLE_KEYS and key != "type":
+                        self.text(item)
+        elif isinstance(value, list):
+            for item in value:
+                self.text(item)
+
+    def answer(self, value: object) -> None:
+        """An assistant turn: its text is what swift trains on (the labels)."""
+        self.labelling, self.label_turns = True, self.label_turns + 1
+        self.text(value)
+        self.labelling = False
+
+    def media(self, row: dict[str, Any]) -> None:
+        for key in IMAGE_KEYS:
+            images = row.get(key)
+            if isinstance(images, list):
+                self.images += len(images)
+            elif images:
+                self.images += 1
+        if any(row.get(key) for key in OTHER_MEDIA_KEYS):
+            self.other_media = True
+
+    def row(self, weight: float) -> RowText:
+        latin, wide, digits, other = chars("".join(self.strings))
+        labels = RowText(*chars("".join(self.label_strings)), self.label_turns) if self.label_turns else None
+        return RowText(latin, wide, digits, other, self.messages, self.images, self.other_media, weight, labels)
+
+
+def _maybe_json(value: object) -> object:
+    """csv cells and some jsonl files hold the messages list as a JSON string (swift's repair_messages)."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def row_text(record: object, weight: float = 1.0) -> RowText:
+    """One row as swift's preprocessors read it: its turns' text, the system prompt, tools and media."""
+    if not isinstance(record, dict):
+        raise Malformed("not an object")
+    counter = _Counter()
+    counter.media(record)
+    messages_key = next((k for k in MESSAGE_KEYS if k in record), None)
+    for key in (*SYSTEM_KEYS, "tools"):
+        if record.get(key):
+            counter.text(_maybe_json(record[key]))
+            counter.messages += key != "tools"
+    if messages_key is not None:
+        messages = _maybe_json(record[messages_key])
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise Malformed("messages is not a list of objects")
+        for message in messages:
+            if not message.keys().isdisjoint(TURN_KEYS):
+                counter.messages += 1
+                trained = message.get("role", message.get("from")) in ANSWER_ROLES
+                (counter.answer if trained else counter.text)(message)
+            else:  # ShareGPT pairs: {"user": ..., "assistant": ...}
+                turns = [k for k in SHAREGPT_KEYS if k in message]
+                if not turns:
+                    raise Malformed("a message with neither role/content nor user/assistant")
+                counter.messages += len(turns)
+                for key in turns:
+                    (counter.answer if key in ANSWER_ROLES else counter.text)(message[key])
+        return counter.row(weight)
+    query = next((record[k] for k in QUERY_KEYS if record.get(k)), None)
+    if "instruction" in record and "input" in record:  # swift's AlpacaPreprocessor joins the two
+        query = "\n".join(str(record[k]) for k in ("instruction", "input") if record.get(k))
+    response = next((record[k] for k in RESPONSE_KEYS if record.get(k) is not None), None)
+    if isinstance(response, list) and response:  # swift picks one of several answers: count the longest
+        response = max((str(r) for r in response), key=len)
+    history = _maybe_json(record.get("history")) or []
+    if query is None and response is None:
+        raise Malformed("no messages, query or response")
+    if not isinstance(history, list):
+        raise Malformed("history is not a list of pairs")
+    for pair in history:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise Malformed("history is not a list of pairs")
+        counter.text(pair[0])
+        counter.answer(pair[1])
+    counter.messages += 2 * len(history)
+    for turn, trained in ((query, False), (response, True)):
+        if turn is not None:
+            counter.messages += 1
+            text = turn if isinstance(turn, str) else json.dumps(turn, ensure_ascii=False)
+            (counter.answer if trained else counter.text)(text)
+    return counter.row(weight)

@@ -1,0 +1,109 @@
+"""`safe-sft plan` with a local dataset, through the real CLI: both figures in the text, --explain-memory and --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Qwen2.5-7B LoRA, 8 samples of up to 8192 tokens: the worst case holds 8 x 8192 tokens of 152k-entry fp32
+# logits (about 93 GiB) and fits no 80 GiB GPU; the data's short rows (a few hundred tokens) fit in any.
+RUN = [
+    "--assume-gpus", "1x80GiB", "--assume-ram", "256GiB", "--model-params", "7.6e9",
+    "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "lora", "--per_device_train_batch_size", "8",
+    "--max_length", "8192",
+]  # fmt: skip
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_plan(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """In the dataset's directory (relative --dataset paths), with this checkout's launcher first on the path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=env
+    )
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    rng = random.Random(0)
+    with (tmp_path / "train.jsonl").open("w", encoding="utf-8") as handle:
+        handle.write("{broken\n")  # the first line: among the 1,000 parsed, as a malformed row is only counted there
+        for i in range(3000):
+            question = "Explain the word " * rng.randint(2, 40)
+            answer = ("这是一个回答。" if i % 3 == 0 else "This is an answer. ") * rng.randint(5, 60)
+            row = {"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return tmp_path
+
+
+def test_the_plan_json_holds_the_data_and_both_figures(data_dir: Path) -> None:
+    result = run_plan(data_dir, "--json", *RUN, "--dataset", "train.jsonl")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    data = plan["data_lengths"]
+    assert data["estimated_from"] == "characters" and data["complete"]
+    assert data["rows_sampled"] == 999 and data["rows_malformed"] == 1
+    assert abs(data["datasets"][0]["rows_in_file"] - 3000) < 150 and not data["datasets"][0]["rows_in_file_exact"]
+    tokens = data["tokens_per_sample"]
+    assert 0 < tokens["p50"] <= tokens["p95"] <= tokens["p99"] <= tokens["max"] < 8192
+    batch = data["micro_batch"]
+    assert batch["mode"] == "padded" and batch["size"] == 8 and batch["percentile"] == 99
+    assert batch["tokens"] == 8 * batch["longest_sample"] and batch["worst_case_tokens"] == 8 * 8192
+    assert batch["label_tokens"] is None  # padded: logits from the earliest first label on, not modelled
+    zero2 = plan["estimates"]["zero2"]
+    assert not zero2["fits"] and zero2["fits_at_data"]  # the worst case keeps its meaning
+    assert zero2["gpu_need_at_data_bytes"] < zero2["gpu_need_bytes"] / 3
+    assert sum(v for k, v in zero2["parts_at_data"].items() if k.startswith("gpu_")) == zero2["gpu_need_at_data_bytes"]
+    assert plan["fits"] and plan["strategy"] == "zero2"
+    assert any("not at the max_length worst case" in w for w in plan["warnings"])
+
+
+def test_the_plan_text_and_explain_memory_show_both(data_dir: Path) -> None:
+    result = run_plan(data_dir, "--explain-memory", *RUN, "--dataset", "train.jsonl")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "\nData\n" in out
+    assert re.search(r"train\.jsonl: 999 of ~[23],\d{3} rows sampled, 1 malformed skipped", out)
+    assert "tokens per sample (estimated from characters, no tokenizer): p50" in out
+    assert "one micro-batch of 8 (padded to its longest sample): p99" in out
+    assert "worst case 65,536 (8 x max_length 8,192)" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("strategy"))
+    assert "GPU need" in header and "at data" in header
+    assert "= need per GPU at data" in out and "logits" in out.split("At the data's lengths")[1]
+
+
+def test_a_hub_dataset_is_said_and_the_worst_case_decides(data_dir: Path) -> None:
+    result = run_plan(data_dir, "--json", *RUN, "--dataset", "train.jsonl", "AI-ModelScope/alpaca-gpt4-data-zh#500")
+    plan = json.loads(result.stdout)
+    assert result.returncode == (0 if plan["fits"] else 3)
+    assert "at the data's lengths" not in plan["strategy_reason"]  # the hub dataset's lengths are unknown
+    assert plan["data_lengths"]["datasets"][1]["note"] == "not sampled, not a local file"
+    assert not plan["data_lengths"]["complete"]
+    assert plan["estimates"]["zero2"]["gpu_need_at_data_bytes"] is None
+    text = run_plan(data_dir, *RUN, "--dataset", "AI-ModelScope/alpaca-gpt4-data-zh#500").stdout
+    assert "AI-ModelScope/alpaca-gpt4-data-zh#500: not sampled, not a local file" in text
+
+
+def test_a_directory_or_unreadable_dataset_is_one_warning_line(data_dir: Path) -> None:
+    (data_dir / "repo").mkdir()
+    result = run_plan(data_dir, "--force", *RUN, "--dataset", "repo")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("warning: --dataset repo")]
+    assert warnings == ["warning: --dataset repo: a directory (swift loads it as a dataset repo) "
+                        "(its lengths are not in the estimate)"]  # fmt: skip
+    assert "Traceback" not in result.stderr
+
+
+def test_no_dataset_no_data_section(data_dir: Path) -> None:
+    result = run_plan(data_dir, "--json", "--force", *RUN)
+    plan = json.loads(result.stdout)
+    assert plan["data_lengths"] is None and plan["estimates"]["zero2"]["gpu_need_at_data_bytes"] is None
