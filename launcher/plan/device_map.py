@@ -26,6 +26,7 @@ memory) most even, and writes the budgets that make transformers choose exactly 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -209,6 +210,7 @@ def balance(
     cap = int(cap * pieces.load_factor)
     caps = [cap - pieces.largest_module] + [cap] * (n - 2)
 
+    @functools.cache  # the bisection asks for the same (GPU, layers) thousands of times: a plan stays fast
     def need(gpu: int, k: int) -> int:
         layers = tuple(k if i == gpu else 0 for i in range(n))
         trial = DeviceMapLayout(layers=layers, first_gpu=0, head_gpu=0 if pieces.tied else n - 1, max_memory=())
