@@ -114,26 +114,19 @@ def resolve_topology(
     selected, visible = _select_gpus(request, layers, gpus, nproc_hint, single_node)
     if nproc_hint is not None and nproc_hint.value == 1 and len(selected) > 1 and request.gpus is None:
         # swift's own layout: one process, several visible GPUs, the model split over them (device_map)
-        return Topology(
-            nproc_per_node=Sourced(1, nproc_hint.source, f"one process over {len(selected)} GPUs (device_map)"),
-            nnodes=nnodes,
-            node_rank=node_rank,
-            master_addr=master_addr,
-            master_port=master_port,
-            visible_devices=visible,
-            gpus=selected,
-            swift_nproc_per_node=1,
-            warnings=warnings,
-        )
-    if nproc_hint is not None and nproc_hint.value != len(selected):
-        raise SafeSftError(
-            f"NPROC_PER_NODE={nproc_hint.value} ({nproc_hint.source.value}) but {len(selected)} GPU(s) "
-            f"selected ({visible.value})",
-            "DeepSpeed needs one process per GPU: make --gpus / CUDA_VISIBLE_DEVICES and NPROC_PER_NODE agree",
-        )
-    nproc_source = nproc_hint.source if nproc_hint is not None else visible.source
+        nproc = Sourced(1, nproc_hint.source, f"one process over {len(selected)} GPUs (device_map)")
+        swift_nproc = 1
+    else:
+        if nproc_hint is not None and nproc_hint.value != len(selected):
+            raise SafeSftError(
+                f"NPROC_PER_NODE={nproc_hint.value} ({nproc_hint.source.value}) but {len(selected)} GPU(s) "
+                f"selected ({visible.value})",
+                "DeepSpeed needs one process per GPU: make --gpus / CUDA_VISIBLE_DEVICES and NPROC_PER_NODE agree",
+            )
+        nproc_source = nproc_hint.source if nproc_hint is not None else visible.source
+        nproc = Sourced(len(selected), nproc_source, "one process per selected GPU")
     return Topology(
-        nproc_per_node=Sourced(len(selected), nproc_source, "one process per selected GPU"),
+        nproc_per_node=nproc,
         nnodes=nnodes,
         node_rank=node_rank,
         master_addr=master_addr,
