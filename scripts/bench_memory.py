@@ -10,6 +10,7 @@ with a peak below the card), and the at-the-limit rows (peak >= 95 % of the card
 more than 10 % low. Then, for the new estimate, the same per source group and the rows it calls wrong.
 Markdown, for BENCHMARKS.md. Measurement only: nothing is fitted here (scripts/fit_memory.py fits).
 --summary prints only the estimators' lines (for a held-out table whose rows stay out of the repository).
+Rows without a card size, a model size, a GPU count or a figure are counted in the title and not scored.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_memory import HEADER, line
-from memory_calibration import ESTIMATORS, TABLE, estimate_new, load, score
+from memory_calibration import ESTIMATORS, TABLE, estimate_new, load, load_all, score
 
 
 def report(path: Path, summary: bool = False) -> str:
     rows = load(path)
+    skipped = len(load_all(path)) - len(rows)
     sources = sorted({row.source for row in rows})
-    out = [f"### {path.parent.name}/{path.name}: {len(rows)} runs from {len(sources)} source groups", "", HEADER]
+    title = f"### {path.parent.name}/{path.name}: {len(rows)} runs from {len(sources)} source groups"
+    if skipped:
+        title += f" ({skipped} more without a card size, a model size, a GPU count or a figure: not scored)"
+    out = [title, "", HEADER]
     for name, estimator in ESTIMATORS.items():
         out.append(line(name, score(rows, estimator)))
     if summary:

@@ -61,6 +61,20 @@ class Row:
         return str(self.raw.get("source_group") or self.raw["source"])
 
     @property
+    def scorable(self) -> bool:
+        """The row has what scoring needs: the card's size, the model's size, the GPU count and a figure
+        (a peak, a sum over the GPUs, or an OOM)."""
+        raw, measured = self.raw, self.raw.get("measured") or {}
+        kinds = ("peak_per_gpu_gib", "total_all_gpus_gib", "oom")
+        return (
+            raw.get("gpu_mem_gib") is not None
+            and raw.get("params_b") is not None
+            and raw.get("gpus") is not None
+            and measured.get("kind") in kinds
+            and (measured["kind"] == "oom" or measured.get("value") is not None)
+        )
+
+    @property
     def card_gib(self) -> float:
         return float(self.raw["gpu_mem_gib"])
 
@@ -88,6 +102,11 @@ class Row:
 
 
 def load(path: Path = TABLE) -> list[Row]:
+    """The table's scorable rows (see Row.scorable); `load_all` keeps the others too."""
+    return [row for row in load_all(path) if row.scorable]
+
+
+def load_all(path: Path = TABLE) -> list[Row]:
     return [Row(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from fit_memory import fit
-from memory_calibration import TABLE, estimate_new, estimate_old, load, score
+from memory_calibration import TABLE, estimate_new, estimate_old, load, load_all, score
 
 from launcher.plan.estimate import Calibration
 
@@ -22,6 +22,7 @@ ROWS = load(TABLE)
 
 def test_the_table_is_large_and_cited() -> None:
     assert len(ROWS) >= 60
+    assert len(load_all(TABLE)) == len(ROWS)  # every row of the repository's table is scored
     assert len({row.source for row in ROWS}) >= 8
     for row in ROWS:
         assert row.raw["url"].startswith("https://"), row.id
