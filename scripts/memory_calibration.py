@@ -25,8 +25,8 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,14 @@ from memory_baselines import estimate_566cec5 as old_estimate  # noqa: E402
 from launcher.model import Strategy  # noqa: E402
 from launcher.plan import device_map  # noqa: E402
 from launcher.plan import estimate as new_estimate  # noqa: E402
-from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings  # noqa: E402
+from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings  # noqa: E402
 from launcher.probe.model_size import typical_shape  # noqa: E402
 from launcher.units import GiB  # noqa: E402
 
 TABLE = REPO / "tests" / "data" / "calibration" / "table.jsonl"
+# The joined table: the first table and two held-out tables measured on earlier estimates and then joined
+# (rows byte for byte as gathered, each file its own source groups; tests/data/calibration/README.md)
+JOINED = (TABLE, TABLE.with_name("heldout2.jsonl"), TABLE.with_name("heldout3.jsonl"))
 WITHIN = 0.15  # "within 15 %" of the measured peak
 AT_LIMIT = 0.95  # a run whose peak is at least this share of its card "fit only at the limit"
 
@@ -101,13 +104,14 @@ class Row:
         return str(self.raw["strategy"])
 
 
-def load(path: Path = TABLE) -> list[Row]:
-    """The table's scorable rows (see Row.scorable); `load_all` keeps the others too."""
-    return [row for row in load_all(path) if row.scorable]
+def load(paths: Path | Sequence[Path] = JOINED) -> list[Row]:
+    """The tables' scorable rows (see Row.scorable); `load_all` keeps the others too."""
+    return [row for row in load_all(paths) if row.scorable]
 
 
-def load_all(path: Path = TABLE) -> list[Row]:
-    return [Row(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+def load_all(paths: Path | Sequence[Path] = JOINED) -> list[Row]:
+    files = [paths] if isinstance(paths, Path) else list(paths)
+    return [Row(json.loads(line)) for path in files for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---- mapping a row to the estimate's inputs -----------------------------------------------------------
@@ -186,13 +190,38 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         image_pixels=int(image_tokens) * 28 * 28,
         fused_cross_entropy=_notes_say(row, "liger"),
         vocab_logits=not _notes_say(row, "sequence-classification"),
+        pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
     )
 
 
 def _notes_say(row: Row, word: str) -> bool:
     """A setting the source states but the table has no field for (liger kernel, a classification head)."""
-    text = " ".join([str(row.raw.get("quote", "")), *map(str, row.raw.get("inferred", []))]).lower()
+    text = " ".join(
+        [str(row.raw.get("quote", "")), str(row.raw.get("note", "")), *map(str, row.raw.get("inferred") or [])]
+    ).lower()
     return word in text
+
+
+def allocated_measure(row: Row) -> bool:
+    """The figure is torch's allocated bytes (max_memory_allocated, torchtune's 'Peak Memory Active'): what
+    the parts allocate, without the CUDA context and what the caching allocator reserves beyond them."""
+    method = str((row.raw.get("measured") or {}).get("method") or "")
+    return (
+        method in ("torch_allocated", "allocated")
+        or _notes_say(row, "max_memory_allocated")
+        or _notes_say(row, "peak memory active")
+    )
+
+
+def zero_for(row: Row, strategy: Strategy, hidden: int | None) -> ZeroSettings | None:
+    """The shipped ZeRO config of the row's stage; ZeRO-2 with the optimizer offloaded where the row says so
+    (the schema has no value for it)."""
+    if strategy is Strategy.DDP:
+        return None
+    zero = zero_settings(SHIPPED_ZERO[strategy.value], hidden)
+    if strategy is Strategy.ZERO2 and _notes_say(row, "offload_optimizer cpu"):
+        zero = replace(zero, offload_optimizer=True)
+    return zero
 
 
 def _strategy(row: Row) -> Strategy:
@@ -240,9 +269,11 @@ def estimate_new(row: Row, calibration: new_estimate.Calibration | None = None) 
         return estimate_device_map(row, calibration)
     strategy = _strategy(row)
     shape = train_shape(row)
-    zero = None if strategy is Strategy.DDP else zero_settings(SHIPPED_ZERO[strategy.value], shape.hidden_size)
-    est = new_estimate.estimate(strategy, shape, None, None, zero, calibration)
-    return est.gpu_need_bytes / GiB
+    est = new_estimate.estimate(strategy, shape, None, None, zero_for(row, strategy, shape.hidden_size), calibration)
+    need = est.gpu_need_bytes
+    if allocated_measure(row) and not row.oom:
+        need -= est.parts["gpu_cuda_context"] + est.parts["gpu_fragmentation_margin"]
+    return need / GiB
 
 
 def estimate_old(row: Row) -> float:

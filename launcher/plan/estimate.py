@@ -123,6 +123,7 @@ class TrainShape:
     experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
     loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
+    pure_dtype: bool = False  # weights, gradients, Adam moments all in the dtype (bf16-true): no fp32 copies
     # One micro-batch at the data's sampled lengths (launcher.plan.data_lengths); None: the worst case,
     # micro_batch samples of seq_len tokens with one image each
     batch_tokens: int | None = None  # tokens in it: padded to its longest sample, or summed padding-free
@@ -224,8 +225,10 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     n = shape.total_gpus
     trainable = shape.trainable_params
     weights = trainable * w + frozen_weight_bytes(shape)
-    master = 4 if shape.mixed_precision else 0
-    grad32 = 4 if shape.mixed_precision else 0
+    mixed = shape.mixed_precision and not shape.pure_dtype
+    master = 4 if mixed else 0
+    grad32 = 4 if mixed else 0
+    adam = 2 * w if shape.pure_dtype else 8
     if strategy is Strategy.DDP or zero is None:
         # torch AdamW keeps its moments in the parameters' dtype; DDP's buckets are a second copy of the
         # gradients (gradient_as_bucket_view is off in the HF Trainer); one process has no DDP wrapper.
@@ -250,7 +253,7 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
         in_flight = min(shape.largest_layer_params, trainable) * w  # a gathered layer's full gradient, unreduced
         stored = 0 if zero.offload_optimizer else partition * w + sub_group * grad32
         parts["gpu_gradients"] = int(in_flight + stored)
-        parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + 8))
+        parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + adam))
         parts["gpu_zero_buckets"] = min(zero.reduce_bucket, trainable) * w * bucket_copies
         return parts
     # stage 0-2: the full 16-bit weights on every GPU
@@ -258,7 +261,7 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     # stage 2: the contiguous gradient partition; stage 0/1 keep every gradient
     grads16 = partition * w if zero.stage == 2 else trainable * w
     parts["gpu_gradients"] = int(grads16 + (0 if zero.offload_optimizer else partition * grad32))
-    parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + 8))
+    parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + adam))
     reduce = min(zero.reduce_bucket, trainable) * w * bucket_copies if zero.contiguous_gradients else 0
     allgather = min(zero.allgather_bucket, trainable) * w if zero.stage >= 1 else 0
     parts["gpu_zero_buckets"] = reduce + allgather

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from fit_memory import fit
-from memory_calibration import TABLE, estimate_new, estimate_old, load, load_all, score
+from memory_calibration import JOINED, TABLE, estimate_new, estimate_old, load, load_all, score
 
 from launcher.plan.estimate import Calibration
 
@@ -29,6 +29,16 @@ def test_the_table_is_large_and_cited() -> None:
         assert 0 < len(row.raw["quote"]) <= 300, row.id  # a short quote, not copied text
         assert row.oom or (row.measured_gib or 0) > 0, row.id
     assert len({row.id for row in ROWS}) == len(ROWS)
+
+
+def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> None:
+    joined = load_all(JOINED)
+    assert len(joined) == 198 + 83 + 61
+    assert len({row.id for row in joined}) == len(joined)
+    unscored = sorted(row.id for row in joined if not row.scorable)
+    assert len(unscored) == 4, unscored  # rows without a card size, a GPU count or a figure
+    for row in joined:
+        assert row.raw["url"].startswith("https://"), row.id
 
 
 def test_no_regression_on_the_table() -> None:
