@@ -33,7 +33,8 @@ FRAGMENTATION_GRID = [round(0.01 * i, 2) for i in range(0, 31)]  # 0 .. 30 %
 
 def objective(result: Score) -> float:
     limit_miss = result.limit_low / result.limit_rows if result.limit_rows else 0.0
-    return result.agreement + result.within - 0.25 * result.fits_but_oom - 0.5 * limit_miss
+    oom_miss = result.fits_but_oom / result.ooms if result.ooms else 0.0
+    return result.agreement + result.within - oom_miss - 0.5 * limit_miss
 
 
 def evaluate(rows: Iterable[Row], calibration: Calibration) -> Score:

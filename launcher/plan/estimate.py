@@ -123,6 +123,9 @@ class TrainShape:
     experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
     loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
+    # peft's prepare_model_for_kbit_training (QLoRA in HF-Trainer scripts): every weight left unquantized
+    # (embeddings, output layer, norms) upcast to fp32, so the logits come out in fp32
+    upcast_unquantized: bool = False
     pure_dtype: bool = False  # weights, gradients, Adam moments all in the dtype (bf16-true): no fp32 copies
     # One micro-batch at the data's sampled lengths (launcher.plan.data_lengths); None: the worst case,
     # micro_batch samples of seq_len tokens with one image each
@@ -209,7 +212,8 @@ def frozen_weight_bytes(shape: TrainShape) -> float:
         return float(frozen * shape.weight_bytes)
     quantized = min(shape.quantized_params, frozen)
     per = QUANT_BYTES.get(shape.quant_bits, shape.quant_bits / 8)
-    return quantized * per + (frozen - quantized) * shape.weight_bytes
+    rest = 4 if shape.upcast_unquantized else shape.weight_bytes
+    return quantized * per + (frozen - quantized) * rest
 
 
 def persistent_params(shape: TrainShape, zero: ZeroSettings) -> int:
@@ -296,7 +300,8 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         per_layer = heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
-    logit_bytes = LOGIT_BYTES + (2 if shape.weight_bytes == 4 else 0)
+    fp32_head = shape.weight_bytes == 4 or (shape.upcast_unquantized and bool(shape.quant_bits))
+    logit_bytes = LOGIT_BYTES + (2 if fp32_head else 0)
     # use_logits_to_keep: the head runs only on label positions; the worst case is every token a label
     logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)
     if not shape.vocab_logits:

@@ -177,6 +177,27 @@ def test_quantized_frozen_weights_hand_computed(bits: int) -> None:
     assert parts["gpu_weights"] < unquantized * (0.3 if bits == 4 else 0.55)
 
 
+def test_kbit_preparation_upcasts_the_unquantized_weights_and_the_logits() -> None:
+    trainable = 40_000_000
+    embeddings = 2 * 32000 * H
+    quantized = 7_000_000_000 - embeddings
+    s = shape(trainable_params=trainable, quant_bits=4, quantized_params=quantized, upcast_unquantized=True)
+    frozen = 7_000_000_000 - trainable
+    expected = trainable * 2 + quantized * QUANT_BYTES[4] + (frozen - quantized) * 4
+    assert weight_parts(Strategy.ZERO2, s, settings("zero2"))["gpu_weights"] == int(expected)
+    # an fp32 output layer: fp32 logits (4), the loss's fp32 copy (4), the fp32 gradient (4)
+    assert activation_parts(s)["gpu_logits"] == 2048 * 32000 * 12
+    assert activation_parts(replace(s, upcast_unquantized=False))["gpu_logits"] == 2048 * 32000 * 10
+
+
+def test_pure_bf16_keeps_no_fp32_copies_under_zero() -> None:
+    parts = weight_parts(Strategy.ZERO3, shape(pure_dtype=True, gpus_per_node=8), settings("zero3"))
+    mixed = weight_parts(Strategy.ZERO3, shape(gpus_per_node=8), settings("zero3"))
+    partition = 7_000_000_000 / 8
+    assert parts["gpu_optimizer"] == int(partition * 4)  # two bf16 moments, no fp32 master
+    assert mixed["gpu_optimizer"] == int(partition * 12)  # fp32 master + two fp32 moments
+
+
 def test_ddp_full_bf16_is_ten_bytes_per_parameter() -> None:
     parts = weight_parts(Strategy.DDP, shape(), None)
     assert parts == {"gpu_weights": 14 * 10**9, "gpu_gradients": 28 * 10**9, "gpu_optimizer": 28 * 10**9}
