@@ -141,14 +141,26 @@ def _largest(row: Row) -> int:
     return int(max(vocab * h, 4 * h * h + 3 * h * i))
 
 
+def _saved_modules(row: Row) -> int:
+    """peft's modules_to_save (the row states the embedding and output layer train beside the adapters):
+    each becomes a trainable copy beside its frozen original."""
+    if row.raw["tuner"] == "full":
+        return 0
+    if not any(_notes_say(row, word) for word in ("modules_to_save", "embedding and lm_head", "lora (emb)")):
+        return 0
+    arch = _arch(row)
+    return 2 * int(arch["vocab"]) * int(arch["hidden"])
+
+
 def _trainable(row: Row) -> int:
     arch = _arch(row)
     total = _params(row)
     if row.raw["tuner"] == "full":
         return total
-    return new_estimate.lora_trainable_params(
+    lora = new_estimate.lora_trainable_params(
         total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8)
     )
+    return lora + _saved_modules(row)
 
 
 def _gpus(row: Row) -> tuple[int, int]:
@@ -167,7 +179,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
     embeddings = arch["vocab"] * arch["hidden"] * 2
     image_tokens = row.raw.get("image_tokens") or 0
     return new_estimate.TrainShape(
-        total_params=total,
+        total_params=total + _saved_modules(row),
         trainable_params=_trainable(row),
         largest_layer_params=_largest(row),
         hidden_size=arch["hidden"],
