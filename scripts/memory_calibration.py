@@ -200,11 +200,30 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,
         image_pixels=int(image_tokens) * 28 * 28,
-        fused_cross_entropy=_notes_say(row, "liger"),
+        fused_cross_entropy=_notes_say(row, "liger")
+        or bool((row.raw.get("settings") or {}).get("fused_cross_entropy")),
         vocab_logits=not _notes_say(row, "sequence-classification"),
         pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
         upcast_unquantized=_kbit_upcast(row),
+        **{k: v for k, v in _stated_settings(row).items() if k != "fused_cross_entropy"},
     )
+
+
+def _stated_settings(row: Row) -> dict[str, Any]:
+    """The row's `settings` (what its source states that has no column) in the estimate's terms."""
+    settings = row.raw.get("settings") or {}
+    found: dict[str, Any] = {}
+    if settings.get("fused_cross_entropy"):
+        found["fused_cross_entropy"] = True
+    chunks = int(settings.get("loss_output_chunks") or 0)
+    if chunks > 1:  # torchtune's chunked-output loss: 16-bit logits whole, the fp32 loss a chunk at a time
+        found["loss_chunk_tokens"] = -(
+            -int(row.raw.get("micro_batch") or 1) * int(row.raw.get("seq_len") or 0) // chunks
+        )
+    for key in ("optimizer_bits", "optimizer_paged", "optimizer_in_backward", "activation_offload"):
+        if key in settings:
+            found[key] = settings[key]
+    return found
 
 
 # Frameworks whose training loop turns gradient checkpointing on unless told otherwise (ms-swift, LLaMA-Factory,

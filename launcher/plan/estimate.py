@@ -126,6 +126,10 @@ class TrainShape:
     # peft's prepare_model_for_kbit_training (QLoRA in HF-Trainer scripts): every weight left unquantized
     # (embeddings, output layer, norms) upcast to fp32, so the logits come out in fp32
     upcast_unquantized: bool = False
+    optimizer_bits: int = 32  # bits per Adam moment: 8 for an 8-bit AdamW (--optim adamw_bnb_8bit)
+    optimizer_paged: bool = False  # a paged optimizer (--optim paged_adamw_8bit): its states in host-backed memory
+    optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed during the backward
+    activation_offload: bool = False  # the checkpointed layer inputs moved to host memory
     pure_dtype: bool = False  # weights, gradients, Adam moments all in the dtype (bf16-true): no fp32 copies
     # One micro-batch at the data's sampled lengths (launcher.plan.data_lengths); None: the worst case,
     # micro_batch samples of seq_len tokens with one image each
@@ -216,6 +220,14 @@ def frozen_weight_bytes(shape: TrainShape) -> float:
     return quantized * per + (frozen - quantized) * rest
 
 
+def moment_bytes(shape: TrainShape, dtype_bytes: float) -> float:
+    """Bytes of one Adam moment per parameter: the optimizer's own precision, or 8 bits with a 4-byte scale
+    per block of 2048 (bitsandbytes' blockwise quantization)."""
+    if shape.optimizer_bits >= 32:
+        return dtype_bytes
+    return shape.optimizer_bits / 8 + 4 / 2048
+
+
 def persistent_params(shape: TrainShape, zero: ZeroSettings) -> int:
     """Parameters under stage3_param_persistence_threshold: norms and biases (a few of size h per layer)."""
     if not shape.hidden_size or not shape.num_layers or zero.persistence_threshold < shape.hidden_size:
@@ -232,16 +244,16 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     mixed = shape.mixed_precision and not shape.pure_dtype
     master = 4 if mixed else 0
     grad32 = 4 if mixed else 0
-    adam = 2 * w if shape.pure_dtype else 8
+    adam = 0.0 if shape.optimizer_paged else 2 * moment_bytes(shape, w if shape.pure_dtype else 4)
     if strategy is Strategy.DDP or zero is None:
         # torch AdamW keeps its moments in the parameters' dtype; DDP's buckets are a second copy of the
         # gradients (gradient_as_bucket_view is off in the HF Trainer); one process has no DDP wrapper.
         copies = 2 if n > 1 else 1
-        return {
-            "gpu_weights": int(weights),
-            "gpu_gradients": copies * trainable * w,
-            "gpu_optimizer": trainable * 2 * w,
-        }
+        gradients = copies * trainable * w
+        if shape.optimizer_in_backward:
+            gradients = min(shape.largest_layer_params, trainable) * w  # one parameter's gradient at a time
+        moments = 0.0 if shape.optimizer_paged else trainable * 2 * moment_bytes(shape, w)
+        return {"gpu_weights": int(weights), "gpu_gradients": gradients, "gpu_optimizer": int(moments)}
     parts: dict[str, int] = {}
     partition = trainable / n
     bucket_copies = 2 if zero.overlap_comm else 1
@@ -288,7 +300,9 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
     else:
         per_token = ATTN_BYTES_PER_HIDDEN * h + MLP_BYTES_PER_INTERMEDIATE * (shape.intermediate_size or 4 * h)
     one_layer = tokens * per_token * scale
-    if shape.gradient_checkpointing:
+    if shape.gradient_checkpointing and shape.activation_offload:
+        layer_acts = 2 * tokens * h * shape.weight_bytes + one_layer  # two checkpoints in flight + a recompute
+    elif shape.gradient_checkpointing:
         layer_acts = tokens * h * shape.weight_bytes * layers + one_layer  # each checkpoint's input + a recompute
     else:
         layer_acts = one_layer * layers
@@ -369,7 +383,8 @@ def host_bytes(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None)
     trainable = shape.trainable_params
     frozen = shape.total_params - trainable
     if zero is None or strategy is Strategy.DDP:
-        return int(shape.total_params * shape.weight_bytes * shape.gpus_per_node)
+        paged = trainable * 2 * moment_bytes(shape, shape.weight_bytes) if shape.optimizer_paged else 0
+        return int((shape.total_params * shape.weight_bytes + paged) * shape.gpus_per_node)
     if zero.offload_param:
         return int((18 * trainable + 2 * frozen) / shape.nnodes * BUFFER_FACTOR)
     if zero.offload_optimizer:
@@ -446,6 +461,8 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:
         changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
+    if shape.optimizer_bits >= 32 and not shape.optimizer_paged:
+        changes.append(("8-bit AdamW (--optim adamw_bnb_8bit)", replace(shape, optimizer_bits=8)))
     if shape.vision_trainable:
         changes.append(("--freeze_vit true", replace(shape, vision_trainable=False)))
     if shape.vocab_logits and not shape.fused_cross_entropy:

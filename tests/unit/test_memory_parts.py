@@ -198,6 +198,32 @@ def test_pure_bf16_keeps_no_fp32_copies_under_zero() -> None:
     assert mixed["gpu_optimizer"] == int(partition * 12)  # fp32 master + two fp32 moments
 
 
+def test_the_eight_bit_optimizer_is_a_lever_of_a_full_fine_tune() -> None:
+    s, zero = shape(), settings("zero2")
+    found = dict(levers(Strategy.ZERO2, s, zero))
+    moments = 7 * 10**9 / 8 * 2 * (4 - (1 + 4 / 2048))  # two fp32 moments -> 8-bit, this GPU's eighth
+    saved = found["8-bit AdamW (--optim adamw_bnb_8bit)"]
+    assert moments < saved < moments * 1.25  # plus the margin on it
+    assert "8-bit AdamW (--optim adamw_bnb_8bit)" not in dict(levers(Strategy.ZERO2, shape(optimizer_bits=8), zero))
+
+
+def test_torch_adamw_8bit_paged_and_in_backward_hand_computed() -> None:
+    full = weight_parts(Strategy.DDP, shape(gpus_per_node=1), None)
+    eight = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_bits=8), None)
+    assert eight["gpu_optimizer"] == int(7 * 10**9 * 2 * (1 + 4 / 2048))  # 8-bit moments + a scale per 2048
+    paged = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_bits=8, optimizer_paged=True), None)
+    assert paged["gpu_optimizer"] == 0  # in host-backed pages
+    in_bwd = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_in_backward=True), None)
+    assert in_bwd["gpu_gradients"] == 500_000_000 * 2  # the largest parameter's gradient, not all of them
+    assert full["gpu_gradients"] == 7 * 10**9 * 2
+
+
+def test_activation_offload_keeps_two_checkpoints_on_the_gpu() -> None:
+    acts = activation_parts(shape(activation_offload=True))["gpu_activations"]
+    one_layer = 2048 * (16 * H + 8 * 11008)
+    assert acts == 2 * 2048 * H * 2 + one_layer
+
+
 def test_ddp_full_bf16_is_ten_bytes_per_parameter() -> None:
     parts = weight_parts(Strategy.DDP, shape(), None)
     assert parts == {"gpu_weights": 14 * 10**9, "gpu_gradients": 28 * 10**9, "gpu_optimizer": 28 * 10**9}
