@@ -1,8 +1,8 @@
 """The memory estimate held against the calibration table of published, measured runs (tests/data/calibration).
 
 Fails when a change to launcher/plan/estimate.py makes the estimate agree less often with what the runs
-measured, or lets it call more OOM runs "fits"; and when the fitted constants in estimate.py are no
-longer what scripts/fit_memory.py finds on the table.
+measured, or lets it call more OOM runs "fits" (on the joined table and on the first table alone); and
+when the fitted constants in estimate.py are no longer what scripts/fit_memory.py finds on the joined table.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from memory_calibration import JOINED, TABLE, estimate_new, estimate_old, load, 
 from launcher.plan.estimate import Calibration
 
 ROWS = load(TABLE)
+JOINED_ROWS = load(JOINED)  # table.jsonl with held-out tables 2 and 3 joined: what the constants are fitted on
 
 
 def test_the_table_is_large_and_cited() -> None:
@@ -42,21 +43,25 @@ def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> Non
 
 
 def test_no_regression_on_the_table() -> None:
-    new = score(ROWS, estimate_new)
-    assert new.agreement >= 0.87
-    assert new.fits_but_oom <= 4
-    assert new.within >= 0.46
+    new = score(JOINED_ROWS, estimate_new)
+    assert new.agreement >= 0.887
+    assert new.fits_but_oom <= 15
+    assert new.within >= 0.485
     assert 0.95 <= new.median_ratio <= 1.10
-    assert new.limit_low <= 7
+    assert new.limit_low <= 8
+    first = score(ROWS, estimate_new)  # the first table alone
+    assert first.agreement >= 0.888
+    assert first.fits_but_oom <= 4
+    assert first.within >= 0.515
 
 
 def test_better_than_the_estimate_it_replaced() -> None:
-    new, old = score(ROWS, estimate_new), score(ROWS, estimate_old)
+    new, old = score(JOINED_ROWS, estimate_new), score(JOINED_ROWS, estimate_old)
     assert new.agreement > old.agreement
     assert new.fits_but_oom < old.fits_but_oom
     assert new.within > old.within
 
 
 def test_the_fitted_constants_are_the_fit() -> None:
-    fitted, _ = fit(ROWS)
+    fitted, _ = fit(JOINED_ROWS)
     assert fitted == Calibration()
