@@ -187,7 +187,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vocab_size=arch["vocab"],
         micro_batch=int(row.raw.get("micro_batch") or 1),
         seq_len=int(row.raw.get("seq_len") or new_estimate.DEFAULT_SEQ_LEN),
-        gradient_checkpointing=_checkpointing(row),
+        gradient_checkpointing=row.raw.get("gradient_checkpointing") is not False,
         gpus_per_node=per_node,
         nnodes=nodes,
         intermediate_size=arch.get("intermediate"),
@@ -226,20 +226,9 @@ def _stated_settings(row: Row) -> dict[str, Any]:
     return found
 
 
-# Frameworks whose training loop turns gradient checkpointing on unless told otherwise (ms-swift, LLaMA-Factory,
-# the Qwen and LLaVA scripts set it); the HF Trainer, TRL, axolotl, DeepSpeed-Chat and LitGPT leave it off.
-CHECKPOINTING_OFF_BY_DEFAULT = frozenset({"transformers", "hf-trainer", "trl", "axolotl", "deepspeed-chat", "other"})
 # Frameworks that prepare a bitsandbytes-quantized model with peft's prepare_model_for_kbit_training, which
 # upcasts every unquantized weight (embeddings, output layer, norms) to fp32.
 KBIT_UPCAST = frozenset({"transformers", "hf-trainer", "trl", "axolotl", "llama-factory", "llamafactory"})
-
-
-def _checkpointing(row: Row) -> bool:
-    """The row's gradient checkpointing; unstated, its framework's default."""
-    stated = row.raw.get("gradient_checkpointing")
-    if stated is None:
-        return row.raw.get("framework") not in CHECKPOINTING_OFF_BY_DEFAULT
-    return bool(stated)
 
 
 def _kbit_upcast(row: Row) -> bool:
