@@ -365,6 +365,15 @@ def test_swift_flags_reach_the_shape() -> None:
         topo,
     )
     assert full.quant_bits is None  # a full fine-tune cannot train quantized weights
+    paged = train_shape(
+        parse_swift_argv(["--model", "m", "--optim", "paged_adamw_8bit"]), typical_shape("m", int(7e9)), topo
+    )
+    assert (paged.optimizer_bits, paged.optimizer_paged) == (8, True)
+    eight = train_shape(
+        parse_swift_argv(["--model", "m", "--optim", "adamw_bnb_8bit"]), typical_shape("m", int(7e9)), topo
+    )
+    assert (eight.optimizer_bits, eight.optimizer_paged) == (8, False)
+    assert (full.optimizer_bits, full.optimizer_paged) == (32, False)
 
 
 def test_users_own_zero2_config_is_what_the_estimate_reads() -> None:
