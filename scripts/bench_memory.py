@@ -2,8 +2,8 @@
 
     python scripts/bench_memory.py [TABLE ...] [--summary]
 
-For each table (default: tests/data/calibration/table.jsonl) and each estimator (the new estimate in
-launcher/plan/estimate.py, the estimate at commit 566cec5, DeepSpeed's estimate_zero2/zero3 functions,
+For each table (default: the joined table, tests/data/calibration/*.jsonl as one) and each estimator (the
+new estimate in launcher/plan/estimate.py, the estimate at commit 566cec5, DeepSpeed's estimate_zero2/zero3 functions,
 accelerate's estimate-memory rule): the fit/OOM agreement, the rows where the estimate says "fits" and
 the source ran out of GPU memory, the median estimate/measured ratio and the share within 15 % (rows
 with a peak below the card), and the at-the-limit rows (peak >= 95 % of the card) where the estimate is
@@ -16,19 +16,21 @@ Rows without a card size, a model size, a GPU count or a figure are counted in t
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_memory import HEADER, line
-from memory_calibration import ESTIMATORS, TABLE, estimate_new, load, load_all, score
+from memory_calibration import ESTIMATORS, JOINED, estimate_new, load, load_all, score
 
 
-def report(path: Path, summary: bool = False) -> str:
-    rows = load(path)
-    skipped = len(load_all(path)) - len(rows)
+def report(paths: Sequence[Path], summary: bool = False) -> str:
+    rows = load(paths)
+    skipped = len(load_all(paths)) - len(rows)
     sources = sorted({row.source for row in rows})
-    title = f"### {path.parent.name}/{path.name}: {len(rows)} runs from {len(sources)} source groups"
+    name = " + ".join(f"{path.parent.name}/{path.name}" for path in paths)
+    title = f"### {name}: {len(rows)} runs from {len(sources)} source groups"
     if skipped:
         title += f" ({skipped} more without a card size, a model size, a GPU count or a figure: not scored)"
     out = [title, "", HEADER]
@@ -58,8 +60,9 @@ def report(path: Path, summary: bool = False) -> str:
 
 def main() -> int:
     summary = "--summary" in sys.argv[1:]
-    paths = [Path(arg) for arg in sys.argv[1:] if arg != "--summary"] or [TABLE]
-    print("\n\n".join(report(path, summary) for path in paths))
+    paths = [Path(arg) for arg in sys.argv[1:] if arg != "--summary"]
+    tables = [[path] for path in paths] or [list(JOINED)]
+    print("\n\n".join(report(table, summary) for table in tables))
     return 0
 
 

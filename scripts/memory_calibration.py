@@ -25,8 +25,8 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,14 @@ from memory_baselines import estimate_566cec5 as old_estimate  # noqa: E402
 from launcher.model import Strategy  # noqa: E402
 from launcher.plan import device_map  # noqa: E402
 from launcher.plan import estimate as new_estimate  # noqa: E402
-from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings  # noqa: E402
+from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings  # noqa: E402
 from launcher.probe.model_size import typical_shape  # noqa: E402
 from launcher.units import GiB  # noqa: E402
 
 TABLE = REPO / "tests" / "data" / "calibration" / "table.jsonl"
+# The joined table: the first table and two held-out tables measured on earlier estimates and then joined
+# (rows byte for byte as gathered, each file its own source groups; tests/data/calibration/README.md)
+JOINED = (TABLE, TABLE.with_name("heldout2.jsonl"), TABLE.with_name("heldout3.jsonl"))
 WITHIN = 0.15  # "within 15 %" of the measured peak
 AT_LIMIT = 0.95  # a run whose peak is at least this share of its card "fit only at the limit"
 
@@ -101,13 +104,14 @@ class Row:
         return str(self.raw["strategy"])
 
 
-def load(path: Path = TABLE) -> list[Row]:
-    """The table's scorable rows (see Row.scorable); `load_all` keeps the others too."""
-    return [row for row in load_all(path) if row.scorable]
+def load(paths: Path | Sequence[Path] = JOINED) -> list[Row]:
+    """The tables' scorable rows (see Row.scorable); `load_all` keeps the others too."""
+    return [row for row in load_all(paths) if row.scorable]
 
 
-def load_all(path: Path = TABLE) -> list[Row]:
-    return [Row(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+def load_all(paths: Path | Sequence[Path] = JOINED) -> list[Row]:
+    files = [paths] if isinstance(paths, Path) else list(paths)
+    return [Row(json.loads(line)) for path in files for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---- mapping a row to the estimate's inputs -----------------------------------------------------------
@@ -137,14 +141,26 @@ def _largest(row: Row) -> int:
     return int(max(vocab * h, 4 * h * h + 3 * h * i))
 
 
+def _saved_modules(row: Row) -> int:
+    """peft's modules_to_save (the row states the embedding and output layer train beside the adapters):
+    each becomes a trainable copy beside its frozen original."""
+    if row.raw["tuner"] == "full":
+        return 0
+    if not any(_notes_say(row, word) for word in ("modules_to_save", "embedding and lm_head", "lora (emb)")):
+        return 0
+    arch = _arch(row)
+    return 2 * int(arch["vocab"]) * int(arch["hidden"])
+
+
 def _trainable(row: Row) -> int:
     arch = _arch(row)
     total = _params(row)
     if row.raw["tuner"] == "full":
         return total
-    return new_estimate.lora_trainable_params(
+    lora = new_estimate.lora_trainable_params(
         total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8)
     )
+    return lora + _saved_modules(row)
 
 
 def _gpus(row: Row) -> tuple[int, int]:
@@ -163,7 +179,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
     embeddings = arch["vocab"] * arch["hidden"] * 2
     image_tokens = row.raw.get("image_tokens") or 0
     return new_estimate.TrainShape(
-        total_params=total,
+        total_params=total + _saved_modules(row),
         trainable_params=_trainable(row),
         largest_layer_params=_largest(row),
         hidden_size=arch["hidden"],
@@ -184,15 +200,74 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,
         image_pixels=int(image_tokens) * 28 * 28,
-        fused_cross_entropy=_notes_say(row, "liger"),
+        fused_cross_entropy=_notes_say(row, "liger")
+        or bool((row.raw.get("settings") or {}).get("fused_cross_entropy")),
         vocab_logits=not _notes_say(row, "sequence-classification"),
+        pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
+        upcast_unquantized=_kbit_upcast(row),
+        **{k: v for k, v in _stated_settings(row).items() if k != "fused_cross_entropy"},
+    )
+
+
+def _stated_settings(row: Row) -> dict[str, Any]:
+    """The row's `settings` (what its source states that has no column) in the estimate's terms."""
+    settings = row.raw.get("settings") or {}
+    found: dict[str, Any] = {}
+    if settings.get("fused_cross_entropy"):
+        found["fused_cross_entropy"] = True
+    chunks = int(settings.get("loss_output_chunks") or 0)
+    if chunks > 1:  # torchtune's chunked-output loss: 16-bit logits whole, the fp32 loss a chunk at a time
+        found["loss_chunk_tokens"] = -(
+            -int(row.raw.get("micro_batch") or 1) * int(row.raw.get("seq_len") or 0) // chunks
+        )
+    for key in ("optimizer_bits", "optimizer_paged", "optimizer_in_backward", "activation_offload"):
+        if key in settings:
+            found[key] = settings[key]
+    return found
+
+
+# Frameworks that prepare a bitsandbytes-quantized model with peft's prepare_model_for_kbit_training, which
+# upcasts every unquantized weight (embeddings, output layer, norms) to fp32.
+KBIT_UPCAST = frozenset({"transformers", "hf-trainer", "trl", "axolotl", "llama-factory", "llamafactory"})
+
+
+def _kbit_upcast(row: Row) -> bool:
+    """A bitsandbytes QLoRA run through peft's prepare_model_for_kbit_training (GPTQ/AWQ checkpoints are not)."""
+    return (
+        row.raw["tuner"] == "qlora"
+        and row.raw.get("framework") in KBIT_UPCAST
+        and not any(_notes_say(row, word) for word in ("gptq", "awq"))
     )
 
 
 def _notes_say(row: Row, word: str) -> bool:
     """A setting the source states but the table has no field for (liger kernel, a classification head)."""
-    text = " ".join([str(row.raw.get("quote", "")), *map(str, row.raw.get("inferred", []))]).lower()
+    text = " ".join(
+        [str(row.raw.get("quote", "")), str(row.raw.get("note", "")), *map(str, row.raw.get("inferred") or [])]
+    ).lower()
     return word in text
+
+
+def allocated_measure(row: Row) -> bool:
+    """The figure is torch's allocated bytes (max_memory_allocated, torchtune's 'Peak Memory Active'): what
+    the parts allocate, without the CUDA context and what the caching allocator reserves beyond them."""
+    method = str((row.raw.get("measured") or {}).get("method") or "")
+    return (
+        method in ("torch_allocated", "allocated")
+        or _notes_say(row, "max_memory_allocated")
+        or _notes_say(row, "peak memory active")
+    )
+
+
+def zero_for(row: Row, strategy: Strategy, hidden: int | None) -> ZeroSettings | None:
+    """The shipped ZeRO config of the row's stage; ZeRO-2 with the optimizer offloaded where the row says so
+    (the schema has no value for it)."""
+    if strategy is Strategy.DDP:
+        return None
+    zero = zero_settings(SHIPPED_ZERO[strategy.value], hidden)
+    if strategy is Strategy.ZERO2 and _notes_say(row, "offload_optimizer cpu"):
+        zero = replace(zero, offload_optimizer=True)
+    return zero
 
 
 def _strategy(row: Row) -> Strategy:
@@ -240,9 +315,11 @@ def estimate_new(row: Row, calibration: new_estimate.Calibration | None = None) 
         return estimate_device_map(row, calibration)
     strategy = _strategy(row)
     shape = train_shape(row)
-    zero = None if strategy is Strategy.DDP else zero_settings(SHIPPED_ZERO[strategy.value], shape.hidden_size)
-    est = new_estimate.estimate(strategy, shape, None, None, zero, calibration)
-    return est.gpu_need_bytes / GiB
+    est = new_estimate.estimate(strategy, shape, None, None, zero_for(row, strategy, shape.hidden_size), calibration)
+    need = est.gpu_need_bytes
+    if allocated_measure(row) and not row.oom:
+        need -= est.parts["gpu_cuda_context"] + est.parts["gpu_fragmentation_margin"]
+    return need / GiB
 
 
 def estimate_old(row: Row) -> float:

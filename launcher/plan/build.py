@@ -221,6 +221,8 @@ def train_shape(
         vision_trainable=features.vision_trainable,
         fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
         vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
+        optimizer_bits=8 if "8bit" in (swift.get("optim") or "").lower() else 32,  # adamw_bnb_8bit, ...
+        optimizer_paged=(swift.get("optim") or "").lower().startswith("paged_"),  # paged_adamw_8bit, ...
         sequence_parallel=features.sequence_parallel,
         sequence_ring=features.sequence_ring,
         padding_free=features.padding_free,

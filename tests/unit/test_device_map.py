@@ -29,7 +29,7 @@ from launcher.plan.device_map import (
     pieces_of,
     place,
 )
-from launcher.plan.estimate import TrainShape
+from launcher.plan.estimate import CUDA_CONTEXT_BYTES, FRAGMENTATION_MARGIN, TrainShape
 from launcher.plan.strategy import Choice, choose_layout
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
@@ -51,7 +51,7 @@ SMALL = TrainShape(
     vocab_size=VOCAB, micro_batch=1, seq_len=1024, gradient_checkpointing=True, gpus_per_node=1, nnodes=1,
     intermediate_size=INTER, num_heads=16,
 )  # fmt: skip
-CONTEXT = 805_306_368  # the fitted CUDA context per GPU the process touches
+CONTEXT = CUDA_CONTEXT_BYTES  # the fitted CUDA context per GPU the process touches (2 GiB)
 
 
 def test_pieces_by_hand() -> None:
@@ -79,7 +79,7 @@ def test_each_gpus_parts_by_hand() -> None:
     assert first["gpu_logits"] == 0 and last["gpu_logits"] == 1024 * VOCAB * 10  # 16-bit + fp32 copy + gradient
     assert first["gpu_cuda_context"] == last["gpu_cuda_context"] == CONTEXT
     subtotal = sum(v for k, v in last.items() if k != "gpu_fragmentation_margin")
-    assert last["gpu_fragmentation_margin"] == int(subtotal * 0.2)
+    assert last["gpu_fragmentation_margin"] == int(subtotal * FRAGMENTATION_MARGIN)
 
 
 def test_placement_follows_transformers_rule() -> None:

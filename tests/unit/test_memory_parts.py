@@ -177,6 +177,53 @@ def test_quantized_frozen_weights_hand_computed(bits: int) -> None:
     assert parts["gpu_weights"] < unquantized * (0.3 if bits == 4 else 0.55)
 
 
+def test_kbit_preparation_upcasts_the_unquantized_weights_and_the_logits() -> None:
+    trainable = 40_000_000
+    embeddings = 2 * 32000 * H
+    quantized = 7_000_000_000 - embeddings
+    s = shape(trainable_params=trainable, quant_bits=4, quantized_params=quantized, upcast_unquantized=True)
+    frozen = 7_000_000_000 - trainable
+    expected = trainable * 2 + quantized * QUANT_BYTES[4] + (frozen - quantized) * 4
+    assert weight_parts(Strategy.ZERO2, s, settings("zero2"))["gpu_weights"] == int(expected)
+    # an fp32 output layer: fp32 logits (4), the loss's fp32 copy (4), the fp32 gradient (4)
+    assert activation_parts(s)["gpu_logits"] == 2048 * 32000 * 12
+    assert activation_parts(replace(s, upcast_unquantized=False))["gpu_logits"] == 2048 * 32000 * 10
+
+
+def test_pure_bf16_keeps_no_fp32_copies_under_zero() -> None:
+    parts = weight_parts(Strategy.ZERO3, shape(pure_dtype=True, gpus_per_node=8), settings("zero3"))
+    mixed = weight_parts(Strategy.ZERO3, shape(gpus_per_node=8), settings("zero3"))
+    partition = 7_000_000_000 / 8
+    assert parts["gpu_optimizer"] == int(partition * 4)  # two bf16 moments, no fp32 master
+    assert mixed["gpu_optimizer"] == int(partition * 12)  # fp32 master + two fp32 moments
+
+
+def test_the_eight_bit_optimizer_is_a_lever_of_a_full_fine_tune() -> None:
+    s, zero = shape(), settings("zero2")
+    found = dict(levers(Strategy.ZERO2, s, zero))
+    moments = 7 * 10**9 / 8 * 2 * (4 - (1 + 4 / 2048))  # two fp32 moments -> 8-bit, this GPU's eighth
+    saved = found["8-bit AdamW (--optim adamw_bnb_8bit)"]
+    assert moments < saved < moments * 1.25  # plus the margin on it
+    assert "8-bit AdamW (--optim adamw_bnb_8bit)" not in dict(levers(Strategy.ZERO2, shape(optimizer_bits=8), zero))
+
+
+def test_torch_adamw_8bit_paged_and_in_backward_hand_computed() -> None:
+    full = weight_parts(Strategy.DDP, shape(gpus_per_node=1), None)
+    eight = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_bits=8), None)
+    assert eight["gpu_optimizer"] == int(7 * 10**9 * 2 * (1 + 4 / 2048))  # 8-bit moments + a scale per 2048
+    paged = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_bits=8, optimizer_paged=True), None)
+    assert paged["gpu_optimizer"] == 0  # in host-backed pages
+    in_bwd = weight_parts(Strategy.DDP, shape(gpus_per_node=1, optimizer_in_backward=True), None)
+    assert in_bwd["gpu_gradients"] == 500_000_000 * 2  # the largest parameter's gradient, not all of them
+    assert full["gpu_gradients"] == 7 * 10**9 * 2
+
+
+def test_activation_offload_keeps_two_checkpoints_on_the_gpu() -> None:
+    acts = activation_parts(shape(activation_offload=True))["gpu_activations"]
+    one_layer = 2048 * (16 * H + 8 * 11008)
+    assert acts == 2 * 2048 * H * 2 + one_layer
+
+
 def test_ddp_full_bf16_is_ten_bytes_per_parameter() -> None:
     parts = weight_parts(Strategy.DDP, shape(), None)
     assert parts == {"gpu_weights": 14 * 10**9, "gpu_gradients": 28 * 10**9, "gpu_optimizer": 28 * 10**9}
@@ -318,6 +365,15 @@ def test_swift_flags_reach_the_shape() -> None:
         topo,
     )
     assert full.quant_bits is None  # a full fine-tune cannot train quantized weights
+    paged = train_shape(
+        parse_swift_argv(["--model", "m", "--optim", "paged_adamw_8bit"]), typical_shape("m", int(7e9)), topo
+    )
+    assert (paged.optimizer_bits, paged.optimizer_paged) == (8, True)
+    eight = train_shape(
+        parse_swift_argv(["--model", "m", "--optim", "adamw_bnb_8bit"]), typical_shape("m", int(7e9)), topo
+    )
+    assert (eight.optimizer_bits, eight.optimizer_paged) == (8, False)
+    assert (full.optimizer_bits, full.optimizer_paged) == (32, False)
 
 
 def test_users_own_zero2_config_is_what_the_estimate_reads() -> None:
