@@ -430,7 +430,8 @@ def build_plan(
         swift.get_int("per_device_train_batch_size", 1) or 1,
         swift.get_int("gradient_accumulation_steps"),
         topology.world_size,
-        topology.swift_world_size,
+        # `swift sft` alone picks its own process count; a script under torchrun runs the processes asked for
+        topology.swift_world_size if options.backend == "swift" else topology.world_size,
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))

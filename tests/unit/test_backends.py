@@ -157,3 +157,18 @@ def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:
     assert result.stderr.splitlines()[0] == "safe-sft: error: training script no_such_train.py does not exist"
     assert result.stderr.splitlines()[1].startswith("safe-sft: fix:")
     assert "Traceback" not in result.stderr
+
+
+def test_a_script_keeps_its_own_accumulation_for_the_processes_asked_for(tmp_path: Path) -> None:
+    """`swift sft` alone picks one process on the CPU, so safe-sft's --nproc 2 would halve swift's
+    accumulation to keep swift's global batch; `torchrun --nproc_per_node 2 SCRIPT` runs two, as asked."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    train = ["--output_dir", str(tmp_path / "o"), "--use_cpu", "true", "--per_device_train_batch_size", "2",
+             "--gradient_accumulation_steps", "2"]  # fmt: skip
+    hf = _run_cli("plan", "--json", "--nproc", "2", "--backend", "torchrun", str(script), *train)
+    assert hf.returncode == 0, hf.stderr
+    batch = json.loads(hf.stdout)["batch"]
+    assert (batch["gradient_accumulation_steps"], batch["global_batch"]) == (2, 8)
+    swift = _run_cli("plan", "--json", "--nproc", "2", "--model", "m", *train)
+    assert json.loads(swift.stdout)["batch"]["gradient_accumulation_steps"] == 1  # swift's: as plain swift sft
