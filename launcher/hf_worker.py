@@ -51,7 +51,7 @@ def resolved_args(args: Any) -> dict[str, Any]:
         "output_dir": os.path.dirname(run_dir) if versioned else run_dir,
         "run_dir": run_dir,
         "add_version": versioned,
-        "world_size": plain(getattr(args, "world_size", None)),
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),  # torchrun's; args.world_size would set up devices
         **{name: plain(getattr(args, name, None)) for name in names},
         "resume_only_model": False,
         "max_length": None,

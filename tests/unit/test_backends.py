@@ -172,3 +172,44 @@ def test_a_script_keeps_its_own_accumulation_for_the_processes_asked_for(tmp_pat
     assert (batch["gradient_accumulation_steps"], batch["global_batch"]) == (2, 8)
     swift = _run_cli("plan", "--json", "--nproc", "2", "--model", "m", *train)
     assert json.loads(swift.stdout)["batch"]["gradient_accumulation_steps"] == 1  # swift's: as plain swift sft
+
+
+def _hf_worker():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("safe_sft_hf_worker", HF_TRAINER.worker)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("output_dir", "expected_output_dir", "add_version"),
+    [
+        pytest.param("/out", "/out", False, id="the-users-dir"),
+        pytest.param("/out/v2-20261123-084300-123456", "/out", True, id="a-fresh-dir-safe-sft-named"),
+    ],
+)
+def test_the_hf_worker_reports_the_scripts_training_arguments_as_resolved_reads_them(
+    output_dir: str, expected_output_dir: str, add_version: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from launcher.run import resolved
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = SimpleNamespace(
+        output_dir=output_dir, per_device_train_batch_size=2, per_device_eval_batch_size=8,
+        gradient_accumulation_steps=4, save_strategy=SimpleNamespace(value="steps"), save_steps=3.0,
+        save_only_model=True, eval_strategy="no", eval_steps=None, resume_from_checkpoint="/out/checkpoint-3",
+        ddp_timeout=7200,
+    )  # fmt: skip
+    parsed = resolved.parse(json.loads(json.dumps(_hf_worker().resolved_args(args))))
+    assert parsed is not None
+    assert (str(parsed.output_dir), str(parsed.run_dir), parsed.add_version) == (
+        expected_output_dir, output_dir, add_version
+    )  # fmt: skip
+    assert (parsed.world_size, parsed.per_device_train_batch_size, parsed.gradient_accumulation_steps) == (2, 2, 4)
+    assert (parsed.save_strategy, parsed.save_only_model, parsed.resume_only_model) == ("steps", True, False)
+    assert parsed.resume_from_checkpoint == "/out/checkpoint-3"
