@@ -27,6 +27,7 @@ DEFAULTS = {
     "dataloader_num_workers": "0",
     "output_dir": "trainer_output",
     "add_version": "false",
+    "ddp_timeout": "1800",
 }
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
 

@@ -146,6 +146,7 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     assert plan["topology"]["nproc_per_node"]["value"] == 2  # one process per GPU: no device_map for a script
     assert "device_map" not in plan["estimates"]
     assert any("the ladder skips" in note for note in plan["notes"])
+    assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
     # CPU seconds, the fastest of three: on a shared machine the wall clock measures the others' load too
     seconds = min(float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs)
     assert seconds < 0.3, f"plan took {[r.stdout.split('SECONDS')[1].split()[0] for r in runs]} s from import to plan"
