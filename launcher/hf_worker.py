@@ -78,6 +78,33 @@ def report_training_arguments() -> None:
     TrainingArguments.__post_init__ = post_init_and_report  # type: ignore[method-assign]
 
 
+def log_steps() -> None:
+    """The world's rank 0 appends each finished step, as swift's logging.jsonl has it, to the attempt's
+    folder (SAFE_SFT_NOTICE_DIR): safe-sft's last step, lost work and resume checks read it there. A
+    plain Trainer writes no such log, and the user's output dir gets nothing of safe-sft's."""
+    folder = os.environ.get("SAFE_SFT_NOTICE_DIR")
+    if not folder:
+        return
+    import transformers
+
+    path = Path(folder) / "logging.jsonl"
+
+    class StepLog(transformers.TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                with path.open("a") as handle:
+                    handle.write(json.dumps({"global_step/max_steps": f"{state.global_step}/{state.max_steps}"}) + "\n")
+
+    original = transformers.Trainer.__init__
+
+    @functools.wraps(original)
+    def init_with_step_log(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.add_callback(StepLog())
+
+    transformers.Trainer.__init__ = init_with_step_log  # type: ignore[method-assign]
+
+
 @record
 def main() -> None:
     script = sys.argv[1]
@@ -91,4 +118,5 @@ if __name__ == "__main__":
     worker.die_with_parent()
     worker.install_notice_callback()
     report_training_arguments()
+    log_steps()
     main()

@@ -79,6 +79,7 @@ def test_an_oom_in_a_step_halves_the_micro_batch_and_resumes_on_the_same_samples
     assert (data["backend"], data["outcome"]) == ("torchrun", "succeeded")
     first, second = data["attempts"]
     assert (first["failure"]["kind"], first["failure"]["rank"]) == ("cuda_oom", 1)
+    assert (first["last_step"], second["last_step"]) == (4, 8)  # the worker's step log (a Trainer keeps none)
     settings = second["settings"]
     assert (settings["per_device_train_batch_size"], settings["gradient_accumulation_steps"]) == (1, 4)
     assert second["resumed_from"]["checkpoint"] == str(out / "checkpoint-3")
