@@ -27,6 +27,9 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
 
     safe-sft [OPTIONS] SWIFT_ARGS...        train as `swift sft SWIFT_ARGS` would, supervised
     safe-sft plan [OPTIONS] SWIFT_ARGS...   show the launch plan (--json for scripts)
+    safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS...
+                                            the same for an HF-Trainer script (TrainingArguments)
+                                            (its plan: safe-sft plan --backend torchrun SCRIPT ARGS...)
     safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
     safe-sft explain LOG... | DIR | -       classify saved logs
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
@@ -116,6 +119,22 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+_BACKEND_OPTION = click.option(
+    "--backend",
+    type=click.Choice(["swift", "torchrun"]),
+    default="swift",
+    show_default=True,
+    envvar="SAFE_SFT_BACKEND",
+    help="The trainer: swift (SWIFT_ARGS are swift sft's), torchrun (SCRIPT ARGS: an HF-Trainer script).",
+)
+
+
+def _backend(name: str) -> Any:
+    from launcher.backends import BACKENDS
+
+    return BACKENDS[name]
+
+
 def _options_from(kwargs: dict[str, Any]) -> Any:
     from launcher.plan.topology import TopologyRequest
     from launcher.plan.watchdog import Watchdog
@@ -151,16 +170,17 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
     envvar="SAFE_SFT_EXPLAIN_MEMORY",
     help="Add every part of each strategy's memory estimate, and the setting that saves the most.",
 )
+@_BACKEND_OPTION
 @click.pass_obj
 @_user_errors
-def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, **kwargs: Any) -> None:
+def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, backend: str, **kwargs: Any) -> None:
     """Show the launch plan for SWIFT_ARGS without starting anything."""
     from launcher.prepare import prepare
     from launcher.render import plan_to_json, render_memory, render_plan
     from launcher.run.memlock import raise_memlock
 
     memlock = raise_memlock()
-    prepared = prepare(swift_argv, _options_from(kwargs), os.environ)
+    prepared = prepare(swift_argv, _options_from(kwargs), os.environ, backend=_backend(backend))
     if as_json:
         click.echo(json.dumps(plan_to_json(prepared.plan, prepared.model, os.environ, memlock), indent=2))
     else:
@@ -277,6 +297,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     envvar="SAFE_SFT_REQUEUE",
     help="After a checkpoint on notice, `scontrol requeue` the job. Default: on in a Slurm job with Requeue=1.",
 )
+@_BACKEND_OPTION
 @click.pass_obj
 @_user_errors
 def run_command(
@@ -290,6 +311,7 @@ def run_command(
     run_id: str | None,
     node_timeout: float,
     requeue: bool | None,
+    backend: str,
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
@@ -304,7 +326,7 @@ def run_command(
     options = _options_from(kwargs)
     refuse_assumptions(options)
     memlock = raise_memlock()
-    prepared = prepare(swift_argv, options, os.environ)
+    prepared = prepare(swift_argv, options, os.environ, backend=_backend(backend))
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     check_launchable(prepared)
     resume_arg = prepared.swift.get("resume_from_checkpoint")
@@ -402,7 +424,7 @@ def _supervise(
     said: set[str] = set()
 
     def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
-        reason = save_report(report_path, report_json(attempts, result, argv, process, batch))
+        reason = save_report(report_path, report_json(attempts, result, argv, process, batch, prepared.backend.name))
         if reason and reason not in said:
             said.add(reason)
             click.echo(f"safe-sft: {reason}", err=True)
@@ -646,6 +668,9 @@ def main(argv: list[str] | None = None) -> None:
         from launcher import __version__
 
         click.echo(f"safe-sft {__version__}")
+        return
+    if args[0] == "torchrun":  # `safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS`: the run path, HF-Trainer backend
+        _invoke(run_command, ["--backend", "torchrun", *args[1:]], True)
         return
     if args[0] in COMMANDS:
         command, takes_swift_args = COMMANDS[args[0]]

@@ -351,6 +351,7 @@ class Plan:
     device_map: DeviceMapLayout | None = None  # the device_map strategy's split (chosen or not), per GPU
     max_memory_arg: str | None = None  # the --max_memory safe-sft adds for a device_map run
     data_lengths: DataLengths | None = None  # the sampled data's lengths (None: no --dataset given)
+    backend: str = "swift"  # the trainer (launcher/backends): swift, torchrun (an HF-Trainer script)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -11,22 +11,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from launcher.backends import Backend
+from launcher.backends.swift import SWIFT
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, Limits, ModelFacts, NetworkFacts, Plan
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import UserConfig
-from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
+from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.dataset import probe_datasets
 from launcher.probe.model_size import probe_model
 from launcher.probe.network import route_interface
-from launcher.swift_config import load_swift_config
 from launcher.units import parse_param_count, parse_size
 
-WORKER = Path(__file__).resolve().parent / "worker.py"
+WORKER = SWIFT.worker
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Prepared:
     model: ModelFacts | None
     plan: Plan
     user_deepspeed: UserConfig | None = None  # the user's own --deepspeed file or inline JSON, read once
+    backend: Backend = SWIFT  # the trainer the arguments are for
 
     @property
     def output_dir(self) -> Path:
@@ -115,10 +117,11 @@ def prepare(
     options: LaunchOptions,
     env: Mapping[str, str],
     host: HostFacts | None = None,
+    backend: Backend = SWIFT,
 ) -> Prepared:
-    if not swift_argv:
-        raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
-    swift = parse_swift_argv(swift_argv, load_swift_config(swift_argv))
+    """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
+    read = backend.read(list(swift_argv))
+    swift = read.args
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)
@@ -135,9 +138,9 @@ def prepare(
         use_cpu=swift.get_bool("use_cpu", False),
     )
     params = parse_param_count(options.model_params) if options.model_params else None
-    model_name = swift.get("model")
+    model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    datasets = swift.get_values("dataset")
+    datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     probe_route = topology.nnodes.value > 1 and host.network.known
     iface = route_interface(topology.master_addr.value) if probe_route else None
@@ -147,7 +150,12 @@ def prepare(
         host,
         model,
         env=env,
-        paths=LaunchPaths(python=sys.executable, worker=str(WORKER), config_dir=str(config_dir())),
+        paths=LaunchPaths(
+            python=sys.executable,
+            worker=str(backend.worker),
+            config_dir=str(config_dir()),
+            worker_args=read.worker_args,
+        ),
         options=PlanOptions(
             force=options.force,
             nccl_overrides=parse_nccl_env(options.nccl_env),
@@ -158,10 +166,13 @@ def prepare(
             watchdog=options.watchdog,
             layout=options.layout,
             nproc_given=options.topology.nproc is not None,
+            backend=backend.name,
+            device_map_allowed=backend.device_map,
+            backend_note=backend.skipped_note(),
         ),
         data=data,
     )
-    return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed)
+    return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed, backend=backend)
 
 
 def refuse_assumptions(options: LaunchOptions) -> None:

@@ -175,6 +175,7 @@ def plan_to_json(
     topo = plan.topology
     return {
         "schema": PLAN_SCHEMA,
+        "backend": plan.backend,
         "strategy": plan.strategy,
         "strategy_reason": plan.strategy_reason,
         "fits": plan.fits,
@@ -243,7 +244,8 @@ def render_plan(
     plan: Plan, model: ModelFacts | None, current_env: Mapping[str, str], memlock: MemlockStatus | None
 ) -> str:
     topo = plan.topology
-    lines = ["Topology"]
+    lines = [] if plan.backend == "swift" else [f"Backend: {plan.backend}", ""]
+    lines.append("Topology")
     rows = [
         (name.upper(), "(as it is)" if value is None else str(value.value), value)
         for name, value in topology_rows(topo)

@@ -53,6 +53,7 @@ class LaunchPaths:
     python: str  # the interpreter that runs torchrun and swift
     worker: str  # launcher/worker.py: swift's sft entry under torchelastic's @record
     config_dir: str  # where zero2.json, zero3.json, zero3_offload.json live
+    worker_args: tuple[str, ...] = ()  # between the worker and the trainer's arguments (an HF script's path)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class PlanOptions:
     watchdog: Watchdog = field(default_factory=Watchdog)
     layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
     nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
+    backend: str = "swift"  # the trainer (launcher/backends), named in the plan
+    device_map_allowed: bool = True  # the trainer can run one process over several GPUs
+    backend_note: str | None = None  # the knobs the ladder leaves alone for this trainer
 
 
 def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
@@ -384,9 +388,19 @@ def build_plan(
         uses_gpus=uses_gpus,
         is_lora=is_lora(swift),
     )
-    choice, estimates, topology, split, dm_warnings = _with_device_map(
-        choice, estimates, swift, topology, host, model, env, options, uses_gpus
-    )
+    if options.backend_note:
+        notes.append(options.backend_note)
+    if options.device_map_allowed:
+        choice, estimates, topology, split, dm_warnings = _with_device_map(
+            choice, estimates, swift, topology, host, model, env, options, uses_gpus
+        )
+    elif options.layout == "device_map":
+        raise SafeSftError(
+            f"--layout device_map: the {options.backend} backend runs one process per GPU",
+            "drop --layout, or use --layout processes",
+        )
+    else:
+        split, dm_warnings = None, []
     device_map = choice.strategy == Strategy.DEVICE_MAP.value
     warnings.extend(dm_warnings)
     warnings.extend(choice.warnings)
@@ -418,7 +432,8 @@ def build_plan(
         swift.get_int("per_device_train_batch_size", 1) or 1,
         swift.get_int("gradient_accumulation_steps"),
         topology.world_size,
-        topology.swift_world_size,
+        # `swift sft` alone picks its own process count; a script under torchrun runs the processes asked for
+        topology.swift_world_size if options.backend == "swift" else topology.world_size,
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
@@ -476,6 +491,7 @@ def build_plan(
         device_map=split[1] if split is not None else None,
         max_memory_arg=max_memory,
         data_lengths=lengths,
+        backend=options.backend,
     )
     return plan
 
@@ -566,4 +582,5 @@ def torchrun_command(topology: Topology, paths: LaunchPaths) -> tuple[str, ...]:
         "--master_port",
         str(topology.master_port.value),
         paths.worker,
+        *paths.worker_args,
     )

@@ -44,13 +44,19 @@ def initial_settings(
     env: Mapping[str, str],
     allow_shorter_max_length: bool = False,
     user_deepspeed: UserConfig | None = None,
+    missing: frozenset[str] = frozenset(),
 ) -> Settings:
+    """The settings the first attempt runs with. `missing`: the knobs the trainer does not have
+    (launcher/backends/base.py KNOBS); they start as the ladder's "nothing to turn" (no image budget, no
+    max_length), so no rung and no guided step changes them."""
     micro = swift.get_int("per_device_train_batch_size", 1) or 1
     world = plan.topology.world_size
     batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
     accum = batch.grad_accum
     user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
     vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
+    if "image_budget" in missing:
+        vision = None
     budget = user_env.get(vision.env, "") if vision else ""
     device_map = plan.strategy == Strategy.DEVICE_MAP.value
     gpus = len(plan.topology.gpus)
@@ -68,9 +74,9 @@ def initial_settings(
         eval_batch=swift.get_int("per_device_eval_batch_size", 1) or 1,
         vision_env=vision.env if vision else None,
         vision_budget=int(budget) if budget.isdigit() else None,
-        max_length=swift.get_int("max_length"),
+        max_length=None if "max_length" in missing else swift.get_int("max_length"),
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
-        allow_shorter_max_length=allow_shorter_max_length,
+        allow_shorter_max_length=allow_shorter_max_length and "max_length" not in missing,
         device_map=device_map,
         max_memory=budgets or (),
     )
@@ -145,8 +151,15 @@ def attempt_args(
     config_dir: str,
     output_dir: str,
     fresh_version_dir: bool,
+    missing: frozenset[str] = frozenset(),
+    fresh_output_dir: str | None = None,
 ) -> AttemptArgs:
-    """The swift args of this attempt, the env variables the ladder sets, and a config to write."""
+    """The swift args of this attempt, the env variables the ladder sets, and a config to write.
+
+    `missing`: the knobs the trainer does not have (launcher/backends/base.py KNOBS). Without
+    resume_only_model a weights-only resume passes the checkpoint alone (transformers loads what it
+    holds); without add_version an attempt that would save over a checkpoint writes to `fresh_output_dir`.
+    """
     updates: dict[str, str | None] = {}
     if (settings.micro_batch, settings.grad_accum) != (initial.micro_batch, initial.grad_accum):
         updates["per_device_train_batch_size"] = str(settings.micro_batch)
@@ -173,8 +186,11 @@ def attempt_args(
         updates["truncation_strategy"] = "right"  # the default `delete` would drop the long samples
     if resume is not None:
         updates["resume_from_checkpoint"] = resume.checkpoint
-        updates["resume_only_model"] = _flag(resume.weights_only) if resume.weights_only else None
-    if fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):
+        if "resume_only_model" not in missing:
+            updates["resume_only_model"] = _flag(resume.weights_only) if resume.weights_only else None
+    if fresh_version_dir and "add_version" in missing and fresh_output_dir is not None:
+        updates["output_dir"] = fresh_output_dir  # only when it would save over a checkpoint (as below)
+    elif fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):
         updates["add_version"] = "true"  # only when it would save over a checkpoint (supervisor._would_overwrite)
     env: dict[str, str] = {}
     if settings.vision_env and settings.vision_budget != initial.vision_budget and settings.vision_budget is not None:

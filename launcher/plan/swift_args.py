@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 _TRUE = {"true", "1", "yes", "y", "on"}
@@ -33,9 +33,17 @@ class SwiftArgs:
     config_values: Mapping[str, str] = field(default_factory=dict)
     config_env: Mapping[str, str] = field(default_factory=dict)
     config_argv: tuple[str, ...] = ()  # the config file's keys as `--key value` tokens, placed first
+    # the trainer's own defaults where they differ from swift's (launcher/backends): read, never written
+    defaults: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, key: str) -> str | None:
-        """The effective value of a field: the last CLI occurrence, else the config file's."""
+        """The effective value of a field: the last CLI occurrence, else the config file's, else the
+        trainer's default where its backend names one."""
+        given = self.given(key)
+        return given if given is not None else self.defaults.get(key)
+
+    def given(self, key: str) -> str | None:
+        """A field's value as the user gave it (command line or config file), else None."""
         for flag, values in reversed(self.items):
             if normalize_key(flag) == key:
                 return " ".join(values) if values else "true"
@@ -56,7 +64,8 @@ class SwiftArgs:
         return ()
 
     def has(self, key: str) -> bool:
-        return self.get(key) is not None
+        """Whether the user gave the field (a trainer's default does not count)."""
+        return self.given(key) is not None
 
     def get_int(self, key: str, default: int | None = None) -> int | None:
         value = self.get(key)
@@ -95,7 +104,11 @@ class SwiftArgs:
                     items[i] = (items[i][0], new_values)
             else:
                 items.append((f"--{key}", new_values))
-        return SwiftArgs(tuple(items), self.config_file, self.config_values, self.config_env, self.config_argv)
+        return replace(self, items=tuple(items))
+
+    def with_defaults(self, defaults: Mapping[str, str]) -> SwiftArgs:
+        """A copy that reads these values where the user gave none (a trainer's own defaults)."""
+        return replace(self, defaults={**self.defaults, **defaults})
 
     def argv(self) -> tuple[str, ...]:
         """What swift's entry point receives: the config file's arguments first, then the command line's."""

@@ -32,9 +32,15 @@ def added_ddp_timeout(swift: SwiftArgs, watchdog: Watchdog) -> tuple[int | None,
     if not watchdog.on:
         return None, None
     value = int(2 * max(watchdog.hang_timeout, watchdog.startup_timeout))
+    default = swift.get("ddp_timeout")  # a trainer's own default (launcher/backends), else swift's
+    why = (
+        f"swift's default is {SWIFT_DEFAULT_DDP_TIMEOUT} s, 208 days: a collective waiting on a stalled rank "
+        "never fails"
+        if default is None
+        else f"the trainer's default is {default} s: a stall would end before the watchdog could collect its stacks"
+    )
     return value, (
-        f"--ddp_timeout {value} added (swift's default is {SWIFT_DEFAULT_DDP_TIMEOUT} s, 208 days: a collective "
-        "waiting on a stalled rank never fails): twice the larger of --hang-timeout and --startup-timeout, so "
+        f"--ddp_timeout {value} added ({why}): twice the larger of --hang-timeout and --startup-timeout, so "
         "the watchdog notices a stall first. A rank that waits longer in one collective (for another rank's "
         "long download or preprocessing) then fails: pass --ddp_timeout yourself to keep your value, or "
         "--hang-timeout 0 to turn the watchdog and this off"

@@ -155,13 +155,16 @@ def report_json(
     argv: list[str],
     process: dict[str, Any] | None = None,
     batch: GlobalBatch | None = None,
+    backend: str = "swift",
 ) -> dict[str, Any]:
-    """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run."""
+    """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run.
+    `backend`: the trainer (launcher/backends)."""
     root = next((a.failure for a in attempts if a.failure is not None), None)
     lost = lost_work(attempts)
     by_attempt = {x.attempt: x for x in lost}
     return {
         "schema": REPORT_SCHEMA,
+        "backend": backend,
         "outcome": "running" if result is None else result.outcome,
         "process": process,
         "exit_code": None if result is None else result.exit_code,

@@ -147,6 +147,7 @@ class Supervisor:
             self.base_env,
             self.config.allow_shorter_max_length,
             self.prepared.user_deepspeed,
+            self.prepared.backend.missing,
         )
         settings = initial
         history: list[FailureKind] = []
@@ -306,6 +307,7 @@ class Supervisor:
         args = attempt_args(
             base, initial, settings, None, user_deepspeed=self.prepared.user_deepspeed, templates=self.templates,
             config_dir=self.config_dir, output_dir=str(self.output_dir), fresh_version_dir=False,
+            missing=self.prepared.backend.missing,
         )  # fmt: skip
         config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         env = {**self.prepared.swift.config_env, **self.base_env, **args.env}
@@ -445,6 +447,7 @@ class Supervisor:
         attempt_dir = self.run_dir / f"attempt-{number}"
         attempt_dir.mkdir(parents=True, exist_ok=False)
         versioned_because = self._would_overwrite(number, base, resume)
+        swift_output_dir = self._swift_output_dir(attempts)
         args = attempt_args(
             base,
             initial,
@@ -453,8 +456,11 @@ class Supervisor:
             user_deepspeed=self.prepared.user_deepspeed,
             templates=self.templates,
             config_dir=self.config_dir,
-            output_dir=str(self._swift_output_dir(attempts)),
+            output_dir=str(swift_output_dir),
             fresh_version_dir=versioned_because is not None,
+            missing=self.prepared.backend.missing,
+            # a trainer without add_version: a fresh dir beside the ones swift would name, this run's own
+            fresh_output_dir=str(swift_output_dir / f"v{number}-{self.run_dir.name}"),
         )
         written = None
         if args.deepspeed_file is not None:  # no pinning, or the user's config on another rung
@@ -525,8 +531,10 @@ class Supervisor:
             )
         for path, why in record.skipped_incomplete.items():
             lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
-        if record.versioned_because:
+        if record.versioned_because and self.prepared.backend.has("add_version"):
             lines.append(f"safe-sft:   --add_version true for this attempt: {record.versioned_because}")
+        elif record.versioned_because:
+            lines.append(f"safe-sft:   a fresh --output_dir for this attempt: {record.versioned_because}")
         if record.deepspeed_config_written:
             lines.append(f"safe-sft:   deepspeed config written: {record.deepspeed_config_written}")
         lines.append(f"safe-sft:   log: {record.log_path}")

@@ -1,0 +1,70 @@
+"""The backend interface: what safe-sft knows about one trainer, in one place.
+
+A backend says how to read the user's arguments (`read`: argv -> BackendArgs), which of the ladder's
+knobs the trainer has (`missing`: the ones it does not; the ladder leaves those alone and the plan says
+so), the trainer's defaults where they differ from swift's, the worker torchrun runs in every rank
+(under torchelastic's `@record`), where checkpoints land when a later attempt must not write over a
+half-written one, and whether it can run one process over several GPUs (device_map).
+
+Every backend hands the planner the same value, a SwiftArgs keyed by swift's field names (the names
+HF TrainingArguments uses), so the planner, the ladder, resume and the report stay trainer-blind.
+Writing back is SwiftArgs.argv(): the user's tokens, with the knobs the ladder changed replaced in
+place or appended. Pure: no torch, no trainer import (`safe-sft plan` stays fast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.plan.swift_args import SwiftArgs
+
+WORKER_DIR = Path(__file__).resolve().parent.parent  # launcher/: the worker files run as scripts
+
+# The ladder's knobs by the name a backend can lack (launcher/plan/degrade.py Settings, settings.py writes them)
+KNOBS = {
+    "per_device_train_batch_size": "micro-batch (with gradient_accumulation_steps)",
+    "gradient_checkpointing": "gradient checkpointing",
+    "deepspeed": "the ZeRO stage (--deepspeed)",
+    "save_only_model": "save_only_model after an OOM while saving",
+    "dataloader_num_workers": "dataloader workers",
+    "dataloader_pin_memory": "dataloader pinning",
+    "per_device_eval_batch_size": "the evaluation batch",
+    "max_length": "a shorter max_length",
+    "image_budget": "the image budget (MAX_PIXELS / IMAGE_MAX_TOKEN_NUM)",
+    "device_map": "one process over several GPUs (device_map) and its rebalance",
+    "resume_only_model": "resume_only_model (a weights-only resume loads the weights and starts a fresh optimizer)",
+    "add_version": "add_version (a later attempt that would save over a checkpoint writes to a new v<N>-* dir)",
+}
+
+
+@dataclass(frozen=True)
+class BackendArgs:
+    """The user's arguments as a backend read them: what comes between the worker and the trainer's own
+    arguments (a script's path), and the trainer's arguments."""
+
+    worker_args: tuple[str, ...]
+    args: SwiftArgs
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # as the plan's JSON and report.json name it
+    command: str  # how the user starts it under safe-sft, for messages
+    worker: Path  # what torchrun runs in every rank, under @record
+    read: Callable[[list[str]], BackendArgs]  # argv (and config) -> BackendArgs; SafeSftError on bad input
+    missing: frozenset[str] = frozenset()  # KNOBS the trainer does not have
+    model_key: str = "model"  # the argument naming the model (a local dir is probed for its size)
+    dataset_key: str | None = "dataset"  # the argument naming local data files to sample; None: not read
+    device_map: bool = True  # can run one process over several GPUs
+
+    def has(self, knob: str) -> bool:
+        return knob not in self.missing
+
+    def skipped_note(self) -> str | None:
+        """The plan's note on the knobs the ladder leaves alone for this trainer."""
+        if not self.missing:
+            return None
+        names = "; ".join(KNOBS[k] for k in sorted(self.missing))
+        return f"backend {self.name}: the ladder skips what this trainer has no setting for: {names}"

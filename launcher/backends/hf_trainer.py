@@ -1,0 +1,61 @@
+"""The HF-Trainer backend: `safe-sft torchrun [--] SCRIPT ARGS` for any script built on transformers'
+TrainingArguments (a vendor's finetune.py, transformers' examples), run in every rank by
+launcher/hf_worker.py under @record.
+
+Its arguments are TrainingArguments' `--key value` / `--key=value` / bare `--flag`, the names swift
+uses too, so the planner reads them as they are. What differs is the trainer's defaults (micro-batch
+8, accumulation 1, checkpointing off, no dataloader workers, output to trainer_output) and the knobs it
+lacks: no max_length, no image budget, no device_map, no resume_only_model (transformers loads whatever
+a checkpoint holds: weights alone after save_only_model), no add_version (a later attempt that would
+save over a checkpoint gets a fresh `<output_dir>/v<N>-safe-sft` as its --output_dir instead).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
+from launcher.errors import SafeSftError
+from launcher.plan.swift_args import is_config_file, parse_swift_argv
+
+# transformers 5.x TrainingArguments' defaults, where they differ from swift's
+DEFAULTS = {
+    "per_device_train_batch_size": "8",
+    "per_device_eval_batch_size": "8",
+    "gradient_accumulation_steps": "1",
+    "gradient_checkpointing": "false",
+    "dataloader_num_workers": "0",
+    "output_dir": "trainer_output",
+    "add_version": "false",
+    "ddp_timeout": "1800",
+}
+USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
+
+
+def read(argv: list[str]) -> BackendArgs:
+    if not argv:
+        raise SafeSftError("no training script given", USAGE)
+    script, rest = argv[0], argv[1:]
+    if script.startswith("-"):
+        raise SafeSftError(f"{script} where the training script should come first", USAGE)
+    path = Path(script)
+    if not path.is_file():
+        raise SafeSftError(f"training script {script} does not exist", USAGE)
+    if rest and is_config_file(rest[0]):
+        raise SafeSftError(
+            f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",
+            "pass the script's arguments as --key value on the command line",
+        )
+    return BackendArgs((str(path.resolve()),), parse_swift_argv(rest, None).with_defaults(DEFAULTS))
+
+
+HF_TRAINER = Backend(
+    name="torchrun",
+    command="safe-sft torchrun",
+    worker=WORKER_DIR / "hf_worker.py",
+    read=read,
+    missing=frozenset({"max_length", "image_budget", "device_map", "resume_only_model", "add_version"}),
+    model_key="model_name_or_path",
+    dataset_key=None,  # a script's data arguments are its own
+    device_map=False,
+)

@@ -1,0 +1,122 @@
+"""What torchrun starts in every rank for `safe-sft torchrun SCRIPT ARGS`: the user's script under
+torchelastic's `@record`, as `python SCRIPT ARGS` would run it.
+
+`@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE, so torchrun's summary and safe-sft's
+classifier get every failed rank's traceback. Local rank 0 writes the TrainingArguments the script
+built (output dir, batch sizes, save settings) to SAFE_SFT_RESOLVED_ARGS, in the format
+launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. The
+checkpoint-on-notice callback joins every Trainer as under swift (launcher/worker_notice.py).
+
+This file runs in the training processes only; the launcher never imports it.
+"""
+
+import functools
+import importlib.util
+import json
+import os
+import re
+import runpy
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from torch.distributed.elastic.multiprocessing.errors import record
+
+RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
+VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attempt would save over a checkpoint
+
+
+@functools.cache
+def _sibling(name: str) -> ModuleType:
+    """A file next to this one, loaded by path: the launcher package need not be importable here."""
+    spec = importlib.util.spec_from_file_location(f"safe_sft_{name}", Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def resolved_args(args: Any) -> dict[str, Any]:
+    """What safe-sft needs of the script's TrainingArguments, as worker.py writes swift's."""
+    plain = _sibling("worker")._plain
+    run_dir = os.path.abspath(str(args.output_dir))
+    versioned = bool(VERSIONED.match(os.path.basename(run_dir)))
+    names = (
+        "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+        "save_strategy", "save_steps", "save_only_model", "eval_strategy", "eval_steps",
+        "resume_from_checkpoint", "ddp_timeout",
+    )  # fmt: skip
+    return {
+        "output_dir": os.path.dirname(run_dir) if versioned else run_dir,
+        "run_dir": run_dir,
+        "add_version": versioned,
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),  # torchrun's; args.world_size would set up devices
+        **{name: plain(getattr(args, name, None)) for name in names},
+        "resume_only_model": False,
+        "max_length": None,
+        "deepspeed": plain(getattr(args, "hf_deepspeed_config", None) and args.hf_deepspeed_config.config),
+    }
+
+
+def report_training_arguments() -> None:
+    """Write the arguments each time a TrainingArguments is built (the last one wins)."""
+    path = os.environ.get(RESOLVED_ENV)
+    if not path or os.environ.get("LOCAL_RANK", "0") != "0":
+        return
+    from transformers import TrainingArguments
+
+    original = TrainingArguments.__post_init__
+
+    def post_init_and_report(self: Any) -> None:
+        original(self)  # type: ignore[no-untyped-call]
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as handle:
+            json.dump(resolved_args(self), handle, indent=1)
+        os.replace(tmp, path)  # a reader never sees half a file
+
+    TrainingArguments.__post_init__ = post_init_and_report  # type: ignore[method-assign]
+
+
+def log_steps() -> None:
+    """The world's rank 0 appends each finished step, as swift's logging.jsonl has it, to the attempt's
+    folder (SAFE_SFT_NOTICE_DIR): safe-sft's last step, lost work and resume checks read it there. A
+    plain Trainer writes no such log, and the user's output dir gets nothing of safe-sft's."""
+    folder = os.environ.get("SAFE_SFT_NOTICE_DIR")
+    if not folder:
+        return
+    import transformers
+
+    path = Path(folder) / "logging.jsonl"
+
+    class StepLog(transformers.TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                with path.open("a") as handle:
+                    handle.write(json.dumps({"global_step/max_steps": f"{state.global_step}/{state.max_steps}"}) + "\n")
+
+    original = transformers.Trainer.__init__
+
+    @functools.wraps(original)
+    def init_with_step_log(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.add_callback(StepLog())
+
+    transformers.Trainer.__init__ = init_with_step_log  # type: ignore[method-assign]
+
+
+@record
+def main() -> None:
+    script = sys.argv[1]
+    sys.argv = sys.argv[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    worker = _sibling("worker")
+    worker.die_with_parent()
+    worker.install_notice_callback()
+    report_training_arguments()
+    log_steps()
+    main()

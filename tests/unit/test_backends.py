@@ -1,0 +1,216 @@
+"""The backend interface (launcher/backends): reading each trainer's arguments, its defaults, the knobs
+it lacks, and how an attempt's arguments are written back for it. Pure, no processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from launcher.backends import BACKENDS
+from launcher.backends.hf_trainer import HF_TRAINER
+from launcher.backends.swift import SWIFT
+from launcher.configs import load_templates
+from launcher.errors import SafeSftError
+from launcher.model import Plan, Source, Sourced, Topology
+from launcher.plan.degrade import Settings
+from launcher.plan.settings import Resume, attempt_args, initial_settings
+
+TEMPLATES = load_templates()
+
+
+def test_each_backend_has_its_worker_file_and_a_distinct_name() -> None:
+    assert set(BACKENDS) == {"swift", "torchrun"}
+    for backend in BACKENDS.values():
+        assert backend.worker.is_file(), backend.worker
+    assert SWIFT.missing == frozenset()  # swift: every knob, today's behaviour
+
+
+def test_hf_reads_the_script_then_its_training_arguments(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    read = HF_TRAINER.read([str(script), "--output_dir", "o", "--gradient_checkpointing", "--use_cpu=true"])
+    assert read.worker_args == (str(script.resolve()),)
+    args = read.args
+    assert args.argv() == ("--output_dir", "o", "--gradient_checkpointing", "--use_cpu", "true")
+    assert args.get_bool("gradient_checkpointing", False) is True  # a bare flag is true, as HfArgumentParser reads it
+    assert args.get_bool("use_cpu", False) is True
+
+
+def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    args = HF_TRAINER.read([str(script)]).args
+    assert args.get_int("per_device_train_batch_size") == 8  # TrainingArguments' default, not swift's 1
+    assert args.get_int("gradient_accumulation_steps") == 1
+    assert args.get_bool("gradient_checkpointing", True) is False
+    assert args.get("output_dir") == "trainer_output"
+    assert not args.has("output_dir")  # a default is not the user's
+    assert args.argv() == ()
+    assert args.with_values({"save_only_model": "true"}).argv() == ("--save_only_model", "true")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param([], "no training script given", id="nothing"),
+        pytest.param(["--output_dir", "o"], "--output_dir where the training script should come first", id="flag"),
+        pytest.param(["missing.py"], "training script missing.py does not exist", id="missing"),
+        pytest.param(["SCRIPT", "args.json"], "argument file is not read by safe-sft yet", id="json-args"),
+    ],
+)
+def test_hf_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: str) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    with pytest.raises(SafeSftError) as err:
+        HF_TRAINER.read([str(script) if a == "SCRIPT" else a for a in argv])
+    assert says in err.value.message
+    assert err.value.hint
+
+
+def _plan(nproc: int = 2) -> Plan:
+    topology = Topology(
+        nproc_per_node=Sourced(nproc, Source.ENV),
+        nnodes=Sourced(1, Source.DEFAULT),
+        node_rank=Sourced(0, Source.DEFAULT),
+        master_addr=Sourced("127.0.0.1", Source.DEFAULT),
+        master_port=Sourced(29500, Source.DEFAULT),
+        visible_devices=None,
+        gpus=(),
+    )
+    return Plan(topology, None, "", None, (), (), (), ())
+
+
+def test_hf_initial_settings_take_the_trainers_defaults_and_leave_missing_knobs_alone(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    args = HF_TRAINER.read([str(script), "--max_length", "4096", "--model_type", "qwen2_vl"]).args
+    s = initial_settings(args, _plan(), None, {}, True, None, HF_TRAINER.missing)
+    assert (s.micro_batch, s.grad_accum, s.gradient_checkpointing, s.dataloader_num_workers) == (8, 1, False, 0)
+    # the script's own --max_length and a VL model type: knobs this trainer lacks, so nothing turns them
+    assert (s.max_length, s.allow_shorter_max_length, s.vision_env) == (None, False, None)
+    swift = initial_settings(args, _plan(), None, {}, True, None, SWIFT.missing)
+    assert (swift.max_length, swift.vision_env) == (4096, "MAX_PIXELS")
+
+
+def test_hf_weights_only_resume_passes_the_checkpoint_alone_and_a_fresh_dir_is_output_dir(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    base = HF_TRAINER.read([str(script), "--output_dir", "/out", "--save_steps", "3"]).args
+    start = Settings(micro_batch=2, grad_accum=2, world_size=2, gradient_checkpointing=False)
+    after = replace(start, save_only_model=True)
+    resume = Resume("/out/checkpoint-3", 3, True, "the checkpoint holds no optimizer state (save_only_model)")
+
+    def write(backend, fresh: bool) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+        return attempt_args(
+            base, start, after, resume, user_deepspeed=None, templates=TEMPLATES, config_dir="/cfg",
+            output_dir="/out", fresh_version_dir=fresh, missing=backend.missing, fresh_output_dir="/out/v2-run",
+        ).swift.argv()  # fmt: skip
+
+    assert write(HF_TRAINER, True) == (
+        "--output_dir", "/out/v2-run", "--save_steps", "3",
+        "--save_only_model", "true", "--resume_from_checkpoint", "/out/checkpoint-3",
+    )  # fmt: skip
+    assert write(HF_TRAINER, False)[:2] == ("--output_dir", "/out")
+    swift = write(SWIFT, True)  # swift's flags: resume_only_model, and add_version only where the user turned it off
+    assert swift[-2:] == ("--resume_only_model", "true") and "/out/v2-run" not in swift
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never run by plan')\n")
+    argv = ["plan", "--json", "--backend", "torchrun", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
+            str(script), "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4"]  # fmt: skip
+    code = (
+        "import sys, time; start = time.process_time(); from launcher.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit: pass\n"
+        "print('SECONDS', time.process_time() - start)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'swift', 'transformers'))\n"
+        "print('HEAVY', bad)"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60) for _ in range(3)]
+    result = runs[0]
+    assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
+    plan = json.loads(result.stdout[: result.stdout.index("SECONDS")])
+    assert plan["backend"] == "torchrun"
+    worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
+    assert plan["command"][worker + 1 : worker + 3] == [str(script.resolve()), "--output_dir"]
+    assert plan["topology"]["nproc_per_node"]["value"] == 2  # one process per GPU: no device_map for a script
+    assert "device_map" not in plan["estimates"]
+    assert any("the ladder skips" in note for note in plan["notes"])
+    assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
+    # CPU seconds, the fastest of three: on a shared machine the wall clock measures the others' load too
+    seconds = min(float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs)
+    assert seconds < 0.3, f"plan took {[r.stdout.split('SECONDS')[1].split()[0] for r in runs]} s from import to plan"
+
+
+def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:
+    result = _run_cli("torchrun", "--", "no_such_train.py", "--output_dir", "o")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == "safe-sft: error: training script no_such_train.py does not exist"
+    assert result.stderr.splitlines()[1].startswith("safe-sft: fix:")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_script_keeps_its_own_accumulation_for_the_processes_asked_for(tmp_path: Path) -> None:
+    """`swift sft` alone picks one process on the CPU, so safe-sft's --nproc 2 would halve swift's
+    accumulation to keep swift's global batch; `torchrun --nproc_per_node 2 SCRIPT` runs two, as asked."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    train = ["--output_dir", str(tmp_path / "o"), "--use_cpu", "true", "--per_device_train_batch_size", "2",
+             "--gradient_accumulation_steps", "2"]  # fmt: skip
+    hf = _run_cli("plan", "--json", "--nproc", "2", "--backend", "torchrun", str(script), *train)
+    assert hf.returncode == 0, hf.stderr
+    batch = json.loads(hf.stdout)["batch"]
+    assert (batch["gradient_accumulation_steps"], batch["global_batch"]) == (2, 8)
+    swift = _run_cli("plan", "--json", "--nproc", "2", "--model", "m", *train)
+    assert json.loads(swift.stdout)["batch"]["gradient_accumulation_steps"] == 1  # swift's: as plain swift sft
+
+
+def _hf_worker():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("safe_sft_hf_worker", HF_TRAINER.worker)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("output_dir", "expected_output_dir", "add_version"),
+    [
+        pytest.param("/out", "/out", False, id="the-users-dir"),
+        pytest.param("/out/v2-20261123-084300-123456", "/out", True, id="a-fresh-dir-safe-sft-named"),
+    ],
+)
+def test_the_hf_worker_reports_the_scripts_training_arguments_as_resolved_reads_them(
+    output_dir: str, expected_output_dir: str, add_version: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from launcher.run import resolved
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = SimpleNamespace(
+        output_dir=output_dir, per_device_train_batch_size=2, per_device_eval_batch_size=8,
+        gradient_accumulation_steps=4, save_strategy=SimpleNamespace(value="steps"), save_steps=3.0,
+        save_only_model=True, eval_strategy="no", eval_steps=None, resume_from_checkpoint="/out/checkpoint-3",
+        ddp_timeout=7200,
+    )  # fmt: skip
+    parsed = resolved.parse(json.loads(json.dumps(_hf_worker().resolved_args(args))))
+    assert parsed is not None
+    assert (str(parsed.output_dir), str(parsed.run_dir), parsed.add_version) == (
+        expected_output_dir, output_dir, add_version
+    )  # fmt: skip
+    assert (parsed.world_size, parsed.per_device_train_batch_size, parsed.gradient_accumulation_steps) == (2, 2, 4)
+    assert (parsed.save_strategy, parsed.save_only_model, parsed.resume_only_model) == ("steps", True, False)
+    assert parsed.resume_from_checkpoint == "/out/checkpoint-3"
