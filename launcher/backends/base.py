@@ -15,7 +15,7 @@ place or appended. Pure: no torch, no trainer import (`safe-sft plan` stays fast
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.model import EnvSetting
@@ -62,6 +62,8 @@ class Backend:
     # the trainer resumes from the newest checkpoint-N in its output dir by itself, complete or not
     # (LLaMA-Factory, unless overwrite_output_dir): the first attempt names the newest complete one instead
     resumes_latest: bool = False
+    # an image budget the trainer reads as an argument, not from the environment: swift's variable -> its argument
+    budget_args: Mapping[str, str] = field(default_factory=dict)
     # what the trainer's own launcher sets in its ranks' environment (from the user's): safe-sft sets it too
     launch_env: Callable[[Mapping[str, str]], tuple[EnvSetting, ...]] = lambda _env: ()
 

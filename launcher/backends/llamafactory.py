@@ -10,8 +10,8 @@ trainer is transformers' Trainer, so checkpoints, resume and save_only_model are
 output dir with checkpoints, it resumes from the newest by itself, complete or not; safe-sft names the
 newest complete one instead (and refuses when there is none). It lacks
 device_map training, resume_only_model and add_version (a later attempt that would save over a
-checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir); the image budget
-(`image_max_pixels`) is left to the user.
+checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir). Its image budget is an argument,
+`image_max_pixels` (pixels, 768 x 768 by default), which the ladder turns where swift's would turn MAX_PIXELS.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ SPELLING = KeyValueSpelling(
     dropped=frozenset({"truncation_strategy", "max_memory", "resume_only_model", "add_version", "device_map"}),
 )
 # LLaMA-Factory's defaults where they differ from swift's: transformers' TrainingArguments, and its own
-# cutoff_len 2048 and gradient checkpointing on (disable_gradient_checkpointing false)
+# cutoff_len 2048, gradient checkpointing on (disable_gradient_checkpointing false), image_max_pixels 768 x 768
 DEFAULTS = {
     "per_device_train_batch_size": "8",
     "per_device_eval_batch_size": "8",
@@ -43,6 +43,7 @@ DEFAULTS = {
     "output_dir": "trainer_output",
     "add_version": "false",
     "ddp_timeout": "1800",
+    "image_max_pixels": str(768 * 768),
 }
 USAGE = "use it as `safe-sft llamafactory train [OPTIONS] config.yaml [key=value ...]`"
 
@@ -106,7 +107,8 @@ LLAMAFACTORY = Backend(
     command="safe-sft llamafactory train",
     worker=WORKER_DIR / "hf_worker.py",
     read=read,
-    missing=frozenset({"image_budget", "device_map", "resume_only_model", "add_version"}),
+    missing=frozenset({"device_map", "resume_only_model", "add_version"}),
+    budget_args={"MAX_PIXELS": "image_max_pixels"},  # pixels per image, for every vision-language family
     model_key="model_name_or_path",
     dataset_key=None,  # datasets are names in its dataset_info.json
     device_map=False,

@@ -355,3 +355,29 @@ def test_a_rank_marks_its_training_returned_only_when_it_did(
     with contextlib.suppress(SystemExit, ZeroDivisionError):
         _worker().run_training(ending)
     assert (tmp_path / "finished-rank-3").exists() is marked
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_5_vl", "qwen3_vl"])
+def test_llamafactory_turns_its_image_budget_as_image_max_pixels_not_an_environment_variable(
+    model_type: str, tmp_path: Path
+) -> None:
+    from launcher.model import ModelFacts
+
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: m\noutput_dir: /out\n")
+    base = LLAMAFACTORY.read([str(config), "image_max_pixels=1048576"]).args
+    vl = ModelFacts(name="m", total_params=7_000_000_000, source="config", model_type=model_type)
+    start = initial_settings(base, _plan(), vl, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args)
+    # pixels for every family (qwen3_vl's swift reads IMAGE_MAX_TOKEN_NUM); the user's value is the start
+    assert (start.vision_env, start.vision_budget) == ("MAX_PIXELS", 1048576)
+    halved = replace(start, vision_budget=524288)
+    args = attempt_args(
+        base, start, halved, None, user_deepspeed=None, templates=TEMPLATES, config_dir="/cfg", output_dir="/out",
+        fresh_version_dir=False, missing=LLAMAFACTORY.missing, budget_args=LLAMAFACTORY.budget_args,
+    )  # fmt: skip
+    assert args.swift.argv() == ("image_max_pixels=524288",) and args.env == {}
+    unset = LLAMAFACTORY.read([str(config)]).args  # its default, 768 x 768
+    assert initial_settings(unset, _plan(), vl, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args) \
+        .vision_budget == 768 * 768  # fmt: skip
+    text = initial_settings(unset, _plan(), None, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args)
+    assert text.vision_env is None  # a text model: no image rung
