@@ -30,6 +30,9 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
     safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS...
                                             the same for an HF-Trainer script (TrainingArguments)
                                             (its plan: safe-sft plan --backend torchrun SCRIPT ARGS...)
+    safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]
+                                            the same for `llamafactory-cli train CONFIG ...`
+                                            (its plan: safe-sft plan --backend llamafactory CONFIG ...)
     safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
     safe-sft explain LOG... | DIR | -       classify saved logs
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
@@ -39,6 +42,10 @@ safe-sft's own options come first; the first argument that is not one of them st
 `safe-sft COMMAND --help` lists a command's options. Exit codes: docs/exit-codes.md.
 """
 
+LLAMAFACTORY_USAGE = (
+    "use it as `safe-sft llamafactory train config.yaml [key=value ...]`; "
+    "run llamafactory-cli itself for its other commands"
+)
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOTHING_FITS = 3
@@ -121,11 +128,12 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 _BACKEND_OPTION = click.option(
     "--backend",
-    type=click.Choice(["swift", "torchrun"]),
+    type=click.Choice(["swift", "torchrun", "llamafactory"]),
     default="swift",
     show_default=True,
     envvar="SAFE_SFT_BACKEND",
-    help="The trainer: swift (SWIFT_ARGS are swift sft's), torchrun (SCRIPT ARGS: an HF-Trainer script).",
+    help="The trainer: swift (SWIFT_ARGS are swift sft's), torchrun (SCRIPT ARGS: an HF-Trainer script), "
+    "llamafactory (CONFIG [key=value ...]: llamafactory-cli train's).",
 )
 
 
@@ -671,6 +679,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args[0] == "torchrun":  # `safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS`: the run path, HF-Trainer backend
         _invoke(run_command, ["--backend", "torchrun", *args[1:]], True)
+        return
+    if args[0] == "llamafactory":  # `safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]`
+        if args[1:2] != ["train"]:
+            given = f"`{args[1]}`" if len(args) > 1 else "nothing"
+            _print_error(SafeSftError(f"safe-sft llamafactory takes `train`, not {given}", LLAMAFACTORY_USAGE))
+            sys.exit(EXIT_USAGE)
+        _invoke(run_command, ["--backend", "llamafactory", *args[2:]], True)
         return
     if args[0] in COMMANDS:
         command, takes_swift_args = COMMANDS[args[0]]

@@ -1,5 +1,6 @@
-"""What torchrun starts in every rank for `safe-sft torchrun SCRIPT ARGS`: the user's script under
-torchelastic's `@record`, as `python SCRIPT ARGS` would run it.
+"""What torchrun starts in every rank for `safe-sft torchrun SCRIPT ARGS` and `safe-sft llamafactory
+train`: the user's script (`SCRIPT ARGS`, as `python SCRIPT ARGS` runs it) or a trainer's own per-rank
+module (`-m MODULE ARGS`, as `python -m MODULE ARGS` runs it) under torchelastic's `@record`.
 
 `@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE, so torchrun's summary and safe-sft's
 classifier get every failed rank's traceback. Local rank 0 writes the TrainingArguments the script
@@ -107,10 +108,17 @@ def log_steps() -> None:
 
 @record
 def main() -> None:
+    run_training = _sibling("worker").run_training  # marks the return, releases the process group
+    if sys.argv[1] == "-m":
+        module = sys.argv[2]
+        sys.argv = sys.argv[2:]
+        sys.path[0] = os.getcwd()  # as `python -m MODULE` sets it
+        run_training(lambda: runpy.run_module(module, run_name="__main__", alter_sys=True))
+        return
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
-    runpy.run_path(script, run_name="__main__")
+    run_training(lambda: runpy.run_path(script, run_name="__main__"))
 
 
 if __name__ == "__main__":

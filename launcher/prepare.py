@@ -169,6 +169,7 @@ def prepare(
             backend=backend.name,
             device_map_allowed=backend.device_map,
             backend_note=backend.skipped_note(),
+            backend_env=backend.launch_env(env),
         ),
         data=data,
     )

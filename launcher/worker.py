@@ -6,6 +6,11 @@ and safe-sft's classifier get the real traceback of every failed rank.
 Once swift has parsed its arguments, local rank 0 writes the values safe-sft needs, as swift resolved
 them (the output dir and the versioned run dir it writes, batch sizes, world size, save strategy,
 resume flags), to the JSON file named by SAFE_SFT_RESOLVED_ARGS (launcher/run/resolved.py reads it).
+
+When the training entry returns, every rank writes `finished-rank-<RANK>` into the attempt folder
+(SAFE_SFT_NOTICE_DIR) and then releases its process group, as LLaMA-Factory does at its end: a gloo
+group left to the interpreter's exit can abort the process there ("terminate called without an active
+exception"). The marker tells safe-sft that a rank dying after it died after its training was done.
 So safe-sft never re-derives swift's naming rules. The hook wraps swift's own argument parsing when
 swift's pipeline module is first imported: importing swift here, before swift.cli.sft runs, would come
 before its device and unsloth set-up that must precede torch and transformers.
@@ -132,6 +137,34 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+FINISHED_MARK = "finished-rank-{rank}"  # launcher/run/evidence.py ranks_finished reads these
+
+
+def training_returned() -> None:
+    """This rank's training entry returned: mark it, then release the process group."""
+    folder = os.environ.get("SAFE_SFT_NOTICE_DIR")
+    if folder:
+        Path(folder, FINISHED_MARK.format(rank=os.environ.get("RANK", "0"))).touch()
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception as err:  # the training is done and saved: a failed clean-up is said, not raised
+            sys.stderr.write(f"safe-sft worker: releasing the process group failed: {err}\n")
+
+
+def run_training(run: Any) -> None:
+    """Run the training entry; mark its return, a `sys.exit(0)` at its end included."""
+    try:
+        run()
+    except SystemExit as exit_:
+        if exit_.code in (0, None):
+            training_returned()
+        raise
+    training_returned()
+
+
 def install_notice_callback() -> None:
     """Checkpoint on notice (launcher/worker_notice.py): every rank saves the step it agrees on, then stops."""
     import importlib.util
@@ -150,7 +183,7 @@ def install_notice_callback() -> None:
 def main() -> None:
     if os.environ.get(RESOLVED_ENV):
         sys.meta_path.insert(0, _AfterImport(PIPELINE_MODULE, _wrap_parse_args))
-    runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True)
+    run_training(lambda: runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ Runs the commands alternately, in one process tree, and prints the medians, thei
 heavy modules (torch, deepspeed, swift, transformers) that `python -X importtime` saw: there must be none.
 The plan is timed three ways: without a dataset, with a modest local dataset (3,000 chat rows, about
 3 MB, read whole), and with a huge one (about 100 MB, read in bounded windows): the data's sampling must
-keep the plan under the target too. The package is compiled to bytecode first, as an installed one is.
+keep the plan under the target too. And once for a LLaMA-Factory config (`--backend llamafactory`), which
+must import neither LLaMA-Factory nor OmegaConf. The package is compiled to bytecode first, as an
+installed one is.
 """
 
 from __future__ import annotations
@@ -26,7 +28,18 @@ from pathlib import Path
 PLAN = [sys.executable, "-m", "launcher", "plan", "--json", "--assume-gpus", "8x80GiB", "--assume-ram", "1TiB",
         "--model-params", "7.6e9", "--model", "Qwen/Qwen2.5-7B-Instruct", "--tuner_type", "full"]  # fmt: skip
 BASELINE = [sys.executable, "-c", "pass"]
-HEAVY = ("torch", "deepspeed", "swift", "transformers")
+HEAVY = ("torch", "deepspeed", "swift", "transformers", "llamafactory", "omegaconf")
+LF_CONFIG = """model_name_or_path: Qwen/Qwen2.5-7B-Instruct
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+template: qwen
+cutoff_len: 2048
+output_dir: saves/qwen2.5-7b/full/sft
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 2
+"""
 
 
 def timed(cmd: list[str]) -> float:
@@ -56,10 +69,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         modest = write_dataset(Path(tmp) / "modest.jsonl", 3_000)
         huge = write_dataset(Path(tmp) / "huge.jsonl", 100_000)
+        lf_config = Path(tmp) / "qwen_full_sft.yaml"
+        lf_config.write_text(LF_CONFIG)
+        lf_plan = [*PLAN[:11], "--backend", "llamafactory", str(lf_config)]
         commands = {
             "safe-sft plan --json": PLAN,
             f"  + modest dataset ({modest.stat().st_size / 1e6:.0f} MB)": [*PLAN, "--dataset", str(modest)],
             f"  + huge dataset ({huge.stat().st_size / 1e6:.0f} MB)": [*PLAN, "--dataset", str(huge)],
+            "LLaMA-Factory config": lf_plan,
         }
         for cmd in commands.values():
             timed(cmd)  # warm the file cache
@@ -69,6 +86,7 @@ def main() -> None:
             for name, cmd in commands.items():
                 times[name].append(timed(cmd))
             base_times.append(timed(BASELINE))
+        lf_trace = subprocess.run([sys.executable, "-X", "importtime", *lf_plan[1:]], capture_output=True, text=True)
     medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
     base_ms = statistics.median(base_times) * 1000
     plan_ms = max(medians.values())
@@ -81,7 +99,8 @@ def main() -> None:
 
     trace = subprocess.run([sys.executable, "-X", "importtime", *PLAN[1:]], capture_output=True, text=True, check=True)
     modules = [line.rsplit("|", 1)[-1].strip() for line in trace.stderr.splitlines() if line.startswith("import time:")]
-    heavy = sorted({m for m in modules if m.split(".")[0] in HEAVY})
+    lf_modules = [line.rsplit("|", 1)[-1].strip() for line in lf_trace.stderr.splitlines() if "import time:" in line]
+    heavy = sorted({m for m in [*modules, *lf_modules] if m.split(".")[0] in HEAVY})
     top = sorted(
         (line for line in trace.stderr.splitlines()[1:] if line.startswith("import time:")),
         key=lambda line: int(line.split("|")[1]),

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_llamafactory.sh  # LLaMA-Factory's own environment, for its real-stack tests
 # shellcheck disable=SC1091
 . .venv/bin/activate
 ruff check launcher tests scripts

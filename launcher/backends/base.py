@@ -14,10 +14,11 @@ place or appended. Pure: no torch, no trainer import (`safe-sft plan` stays fast
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from launcher.model import EnvSetting
 from launcher.plan.swift_args import SwiftArgs
 
 WORKER_DIR = Path(__file__).resolve().parent.parent  # launcher/: the worker files run as scripts
@@ -58,6 +59,13 @@ class Backend:
     model_key: str = "model"  # the argument naming the model (a local dir is probed for its size)
     dataset_key: str | None = "dataset"  # the argument naming local data files to sample; None: not read
     device_map: bool = True  # can run one process over several GPUs
+    # the trainer resumes from the newest checkpoint-N in its output dir by itself, complete or not
+    # (LLaMA-Factory, unless overwrite_output_dir): the first attempt names the newest complete one instead
+    resumes_latest: bool = False
+    # an image budget the trainer reads as an argument, not from the environment: swift's variable -> its argument
+    budget_args: Mapping[str, str] = field(default_factory=dict)
+    # what the trainer's own launcher sets in its ranks' environment (from the user's): safe-sft sets it too
+    launch_env: Callable[[Mapping[str, str]], tuple[EnvSetting, ...]] = lambda _env: ()
 
     def has(self, knob: str) -> bool:
         return knob not in self.missing

@@ -70,6 +70,7 @@ class PlanOptions:
     backend: str = "swift"  # the trainer (launcher/backends), named in the plan
     device_map_allowed: bool = True  # the trainer can run one process over several GPUs
     backend_note: str | None = None  # the knobs the ladder leaves alone for this trainer
+    backend_env: tuple[EnvSetting, ...] = ()  # what the trainer's own launcher sets for its ranks
 
 
 def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
@@ -470,7 +471,7 @@ def build_plan(
         machine_known=host.network.known,
     )
     notes.extend(nccl_notes)
-    launch_env = _topology_env(topology) + nccl
+    launch_env = _topology_env(topology) + nccl + options.backend_env
     command = torchrun_command(topology, paths) + swift_final.argv()
     plan = Plan(
         topology=topology,

@@ -82,6 +82,11 @@ _BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
 VISION_ENVS = tuple(_BUDGETS)
 
 
+def budget_named(env: str) -> VisionBudget:
+    """The image budget of that name (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM)."""
+    return _BUDGETS[env]
+
+
 def vision_budget_of(s: Settings) -> VisionBudget | None:
     """The image budget these settings' model reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM), or None."""
     return _BUDGETS.get(s.vision_env or "")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from launcher.model import ModelFacts, Plan, Strategy
 from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
-from launcher.plan.degrade import ZERO_LADDER, Settings, vision_budget_for
+from launcher.plan.degrade import ZERO_LADDER, Settings, budget_named, vision_budget_for
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
@@ -45,19 +45,26 @@ def initial_settings(
     allow_shorter_max_length: bool = False,
     user_deepspeed: UserConfig | None = None,
     missing: frozenset[str] = frozenset(),
+    budget_args: Mapping[str, str] | None = None,
 ) -> Settings:
     """The settings the first attempt runs with. `missing`: the knobs the trainer does not have
     (launcher/backends/base.py KNOBS); they start as the ladder's "nothing to turn" (no image budget, no
-    max_length), so no rung and no guided step changes them."""
+    max_length), so no rung and no guided step changes them. `budget_args`: an image budget the trainer
+    reads as an argument (LLaMA-Factory's image_max_pixels for MAX_PIXELS), whatever the model family."""
     micro = swift.get_int("per_device_train_batch_size", 1) or 1
     world = plan.topology.world_size
     batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
     accum = batch.grad_accum
     user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
     vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
+    if vision is not None and budget_args:
+        vision = budget_named(next(iter(budget_args)))
     if "image_budget" in missing:
         vision = None
-    budget = user_env.get(vision.env, "") if vision else ""
+    if vision is not None and budget_args and vision.env in budget_args:
+        budget = swift.get(budget_args[vision.env]) or ""
+    else:
+        budget = user_env.get(vision.env, "") if vision else ""
     device_map = plan.strategy == Strategy.DEVICE_MAP.value
     gpus = len(plan.topology.gpus)
     budgets = parse_max_memory(plan.max_memory_arg, gpus) if device_map else None
@@ -153,6 +160,7 @@ def attempt_args(
     fresh_version_dir: bool,
     missing: frozenset[str] = frozenset(),
     fresh_output_dir: str | None = None,
+    budget_args: Mapping[str, str] | None = None,
 ) -> AttemptArgs:
     """The swift args of this attempt, the env variables the ladder sets, and a config to write.
 
@@ -194,7 +202,10 @@ def attempt_args(
         updates["add_version"] = "true"  # only when it would save over a checkpoint (supervisor._would_overwrite)
     env: dict[str, str] = {}
     if settings.vision_env and settings.vision_budget != initial.vision_budget and settings.vision_budget is not None:
-        env[settings.vision_env] = str(settings.vision_budget)
+        if budget_args and settings.vision_env in budget_args:  # the trainer's argument, not the variable
+            updates[budget_args[settings.vision_env]] = str(settings.vision_budget)
+        else:
+            env[settings.vision_env] = str(settings.vision_budget)
     if settings.nccl_p2p_disable and not initial.nccl_p2p_disable:
         env["NCCL_P2P_DISABLE"] = "1"
     written = (deepspeed.value, deepspeed.write) if deepspeed.value and deepspeed.write is not None else None

@@ -6,6 +6,10 @@
 arguments before it starts torchrun, and so does safe-sft (`argv()`, in swift's own format). safe-sft
 keeps the user's arguments as they are and changes a setting by replacing that flag's values in place,
 or by appending the flag.
+
+A trainer that spells its arguments otherwise (LLaMA-Factory: a config file, then `key=value`
+overrides, `cutoff_len` for max_length) is read into the same swift names by its backend, and written
+back in its own spelling (`KeyValueSpelling`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,42 @@ def normalize_key(flag: str) -> str:
 
 
 @dataclass(frozen=True)
+class KeyValueSpelling:
+    """How a trainer with `CONFIG key=value ...` overrides spells swift's fields (the ladder's knobs and
+    what safe-sft adds): its own names where they differ, a negated flag where it has one, and the
+    fields it has no counterpart for, which are not written."""
+
+    names: Mapping[str, str] = field(default_factory=dict)  # swift's field -> the trainer's
+    negated: Mapping[str, str] = field(default_factory=dict)  # swift's boolean -> the trainer's opposite flag
+    dropped: frozenset[str] = frozenset()
+
+    def swift_key(self, key: str) -> tuple[str, bool]:
+        """A trainer's field as swift's name, and whether its boolean value is the opposite of swift's."""
+        for swift, negated in self.negated.items():
+            if negated == key:
+                return swift, True
+        for swift, name in self.names.items():
+            if name == key:
+                return swift, False
+        return key, False
+
+    def token(self, key: str, values: tuple[str, ...]) -> str | None:
+        """One `key=value` override in the trainer's spelling, or None for a field it does not have."""
+        if key in self.dropped:
+            return None
+        value = " ".join(values) if values else "true"
+        if key in self.negated:
+            return f"{self.negated[key]}={negate(value)}"
+        return f"{self.names.get(key, key)}={value}"
+
+
+def negate(value: str) -> str:
+    """The opposite of a boolean's text; any other text is returned as it is."""
+    lowered = value.lower()
+    return "false" if lowered in _TRUE else "true" if lowered in _FALSE else value
+
+
+@dataclass(frozen=True)
 class SwiftArgs:
     """The user's swift arguments: CLI items in order, plus the config file's values and ENV block."""
 
@@ -35,6 +75,7 @@ class SwiftArgs:
     config_argv: tuple[str, ...] = ()  # the config file's keys as `--key value` tokens, placed first
     # the trainer's own defaults where they differ from swift's (launcher/backends): read, never written
     defaults: Mapping[str, str] = field(default_factory=dict)
+    spelling: KeyValueSpelling | None = None  # how argv() writes them, when the trainer is not swift
 
     def get(self, key: str) -> str | None:
         """The effective value of a field: the last CLI occurrence, else the config file's, else the
@@ -111,7 +152,11 @@ class SwiftArgs:
         return replace(self, defaults={**self.defaults, **defaults})
 
     def argv(self) -> tuple[str, ...]:
-        """What swift's entry point receives: the config file's arguments first, then the command line's."""
+        """What swift's entry point receives: the config file's arguments first, then the command line's.
+        With a KeyValueSpelling, the overrides alone (the trainer reads its config file itself)."""
+        if self.spelling is not None:
+            spelt = (self.spelling.token(normalize_key(flag), values) for flag, values in self.items)
+            return tuple(token for token in spelt if token is not None)
         out: list[str] = list(self.config_argv)
         for flag, values in self.items:
             out.append(flag)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from launcher.model import GpuInfo
+from launcher.model import FailureKind, GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
 from launcher.run import resolved
@@ -123,6 +123,13 @@ class AttemptRunner:
                 steps_seen=steps_seen,
             )
         )
+        interrupted = record.failure is not None and record.failure.kind is FailureKind.INTERRUPTED
+        if (
+            record.failure is not None
+            and not interrupted
+            and ev.ranks_finished(attempt_dir, self.node_rank, self.nproc_per_node)
+        ):  # every rank's training had returned: a death at exit is not a training failure
+            record.failed_at_exit, record.failure = record.failure, None
         if resume is not None and record.failure is not None and not steps_seen:
             record.load_failure = load_failure_line(tail_lines[-400:])
 

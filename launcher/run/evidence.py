@@ -16,6 +16,15 @@ from launcher.run.classify import RankFailure
 _VMSTAT = Path("/proc/vmstat")
 
 
+def ranks_finished(attempt_dir: Path, node_rank: int, nproc_per_node: int) -> bool:
+    """Whether every rank of this node marked its training entry as returned (launcher/worker.py
+    training_returned): then a rank that died, died at exit, its training done and saved."""
+    first = node_rank * nproc_per_node
+    return nproc_per_node > 0 and all(
+        (attempt_dir / f"finished-rank-{rank}").exists() for rank in range(first, first + nproc_per_node)
+    )
+
+
 def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
     """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank."""
     failures = []

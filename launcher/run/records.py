@@ -42,6 +42,7 @@ class AttemptRecord:
     duration_s: float | None = None
     exit_code: int | None = None
     failure: Failure | None = None
+    failed_at_exit: Failure | None = None  # a rank that died after every rank's training had returned
     last_step: int | None = None
     run_dir: str | None = None  # the swift run dir (v<N>-..., or output_dir with --add_version false)
     checkpoints_written: list[str] = field(default_factory=list)  # checkpoint dirs new or changed in this attempt

@@ -71,6 +71,7 @@ def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, A
         "command": mask_argv(record.command),
         "exit_code": record.exit_code,
         "failure": None if failure is None else masked_failure(failure),
+        "failed_at_exit": None if record.failed_at_exit is None else masked_failure(record.failed_at_exit),
         "last_step": record.last_step,
         "run_dir": record.run_dir,
         "swift": None if record.resolved is None else record.resolved.to_json(),
@@ -254,6 +255,14 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         imbalance = a.memory.imbalance() if a.memory else None
         if imbalance:
             lines.append(f"  attempt {a.number}: {imbalance}")
+    for a in attempts:
+        if a.failed_at_exit is not None:
+            f = a.failed_at_exit
+            code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
+            lines.append(
+                f"  attempt {a.number}: training returned on every rank, then {f.headline()} at exit{code}: "
+                "its checkpoints and outputs were already written, so it counts as finished"
+            )
     for a in attempts:
         if a.preempted:
             lines.append(f"  preempted at step {a.preempted['step']}: checkpoint {a.preempted['checkpoint']}")

@@ -148,6 +148,7 @@ class Supervisor:
             self.config.allow_shorter_max_length,
             self.prepared.user_deepspeed,
             self.prepared.backend.missing,
+            self.prepared.backend.budget_args,
         )
         settings = initial
         history: list[FailureKind] = []
@@ -308,6 +309,7 @@ class Supervisor:
             base, initial, settings, None, user_deepspeed=self.prepared.user_deepspeed, templates=self.templates,
             config_dir=self.config_dir, output_dir=str(self.output_dir), fresh_version_dir=False,
             missing=self.prepared.backend.missing,
+            budget_args=self.prepared.backend.budget_args,
         )  # fmt: skip
         config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         env = {**self.prepared.swift.config_env, **self.base_env, **args.env}
@@ -370,10 +372,21 @@ class Supervisor:
         if number == 1:
             if self.requeued is not None:
                 return self._requeued_resume(self.requeued, settings), {}
-            if not self.config.resume_latest or self.prepared.swift.has("resume_from_checkpoint"):
+            swift = self.prepared.swift
+            # a trainer that resumes on its own would take the newest checkpoint, complete or not
+            by_itself = self.prepared.backend.resumes_latest and not swift.get_bool("overwrite_output_dir", False)
+            if not (self.config.resume_latest or by_itself) or swift.has("resume_from_checkpoint"):
                 return None, {}
-            # a requeued job: an earlier job's checkpoint, under the output dir predicted from the argv
-            return resume_point([self.output_dir], settings, {})
+            # a requeued job (or such a trainer): an earlier checkpoint, under the output dir predicted from the argv
+            resume, skipped = resume_point([self.output_dir], settings, {})
+            if resume is None and skipped and by_itself:
+                newest = max(skipped, key=lambda path: int(path.rsplit("-", 1)[-1]) if path[-1:].isdigit() else -1)
+                raise SafeSftError(
+                    f"{self.prepared.backend.name} would resume from {newest}, which is incomplete "
+                    f"({skipped[newest]}), and no complete checkpoint is in {self.output_dir}",
+                    "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
+                )
+            return resume, skipped
         first = attempts[0].resumed_from
         return resume_point(
             [Path(a.run_dir) for a in attempts if a.run_dir],
@@ -402,7 +415,7 @@ class Supervisor:
         than its resume point: it would save over that one (an earlier attempt's half-written or unreadable
         checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint.
         """
-        if number == 1 or base.get_bool("add_version", True):
+        if (number == 1 and resume is None) or base.get_bool("add_version", True):
             return None
         floor = resume.step if resume else 0
         at_risk = sorted(
@@ -459,6 +472,7 @@ class Supervisor:
             output_dir=str(swift_output_dir),
             fresh_version_dir=versioned_because is not None,
             missing=self.prepared.backend.missing,
+            budget_args=self.prepared.backend.budget_args,
             # a trainer without add_version: a fresh dir beside the ones swift would name, this run's own
             fresh_output_dir=str(swift_output_dir / f"v{number}-{self.run_dir.name}"),
         )

@@ -3,6 +3,7 @@ it lacks, and how an attempt's arguments are written back for it. Pure, no proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from launcher.backends import BACKENDS
 from launcher.backends.hf_trainer import HF_TRAINER
+from launcher.backends.llamafactory import LLAMAFACTORY
 from launcher.backends.swift import SWIFT
 from launcher.configs import load_templates
 from launcher.errors import SafeSftError
@@ -24,7 +26,7 @@ TEMPLATES = load_templates()
 
 
 def test_each_backend_has_its_worker_file_and_a_distinct_name() -> None:
-    assert set(BACKENDS) == {"swift", "torchrun"}
+    assert set(BACKENDS) == {"swift", "torchrun", "llamafactory"}
     for backend in BACKENDS.values():
         assert backend.worker.is_file(), backend.worker
     assert SWIFT.missing == frozenset()  # swift: every knob, today's behaviour
@@ -214,3 +216,168 @@ def test_the_hf_worker_reports_the_scripts_training_arguments_as_resolved_reads_
     assert (parsed.world_size, parsed.per_device_train_batch_size, parsed.gradient_accumulation_steps) == (2, 2, 4)
     assert (parsed.save_strategy, parsed.save_only_model, parsed.resume_only_model) == ("steps", True, False)
     assert parsed.resume_from_checkpoint == "/out/checkpoint-3"
+
+
+LF_CONFIG = """\
+model_name_or_path: /models/qwen
+stage: sft
+finetuning_type: lora
+dataset: [alpaca_en, identity]
+cutoff_len: 4096
+disable_gradient_checkpointing: true
+per_device_train_batch_size: 4
+deepspeed: examples/deepspeed/ds_z3_config.json
+output_dir: saves/qwen/lora
+"""
+
+
+def test_llamafactory_reads_the_config_then_the_overrides_in_swifts_names(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(LF_CONFIG)
+    read = LLAMAFACTORY.read([str(config), "per_device_train_batch_size=2", "cutoff_len=2048"])
+    assert read.worker_args == ("-m", "llamafactory.launcher", str(config.resolve()))
+    args = read.args
+    assert args.get_int("per_device_train_batch_size") == 2  # the override wins, as OmegaConf merges them
+    assert args.get_int("max_length") == 2048  # cutoff_len is max_length
+    assert args.get_bool("gradient_checkpointing", True) is False  # disable_gradient_checkpointing: true
+    assert args.get("deepspeed") == "examples/deepspeed/ds_z3_config.json"
+    assert args.get("model_name_or_path") == "/models/qwen" and args.get("dataset") == "alpaca_en,identity"
+    assert args.get_int("gradient_accumulation_steps") == 1  # transformers' default: not in the config
+    assert args.argv() == ("per_device_train_batch_size=2", "cutoff_len=2048")  # the user's own, as given
+
+
+def test_llamafactory_gets_the_ladders_changes_as_its_own_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(LF_CONFIG)
+    base = LLAMAFACTORY.read([str(config), "cutoff_len=2048"]).args
+    changed = base.with_values({
+        "gradient_checkpointing": "true", "max_length": "1024", "truncation_strategy": "right",
+        "resume_from_checkpoint": "saves/qwen/lora/checkpoint-3", "resume_only_model": "true",
+        "save_only_model": "true",
+    })  # fmt: skip
+    # no truncation_strategy or resume_only_model: LLaMA-Factory has neither
+    assert changed.argv() == (
+        "cutoff_len=1024", "disable_gradient_checkpointing=false",
+        "resume_from_checkpoint=saves/qwen/lora/checkpoint-3", "save_only_model=true",
+    )  # fmt: skip
+
+
+def test_llamafactory_initial_settings_are_its_defaults(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: m\noutput_dir: o\n")
+    args = LLAMAFACTORY.read([str(config)]).args
+    s = initial_settings(args, _plan(), None, {}, True, None, LLAMAFACTORY.missing)
+    assert (s.micro_batch, s.grad_accum, s.gradient_checkpointing, s.max_length) == (8, 1, True, 2048)
+    assert s.allow_shorter_max_length is True  # cutoff_len is a knob it has
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        pytest.param([], "no LLaMA-Factory config given", id="nothing"),
+        pytest.param(["--model_name_or_path", "m"], "where LLaMA-Factory's YAML or JSON config", id="flags"),
+        pytest.param(["missing.yaml"], "LLaMA-Factory config missing.yaml does not exist", id="missing"),
+        pytest.param(["CONFIG", "--cutoff_len", "1024"], "--cutoff_len: LLaMA-Factory's overrides", id="flag-override"),
+        pytest.param(["CONFIG", "cutoff_len"], "cutoff_len: LLaMA-Factory's overrides after the config", id="no-value"),
+    ],
+)
+def test_llamafactory_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: str) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(LF_CONFIG)
+    with pytest.raises(SafeSftError) as err:
+        LLAMAFACTORY.read([str(config) if a == "CONFIG" else a for a in argv])
+    assert says in err.value.message
+    assert err.value.hint
+
+
+def test_plan_for_a_llamafactory_config_names_the_backend_and_imports_nothing_heavy(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    zero3 = tmp_path / "ds_z3_config.json"
+    zero3.write_text(json.dumps({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}))
+    text = LF_CONFIG.replace("saves/qwen/lora", str(tmp_path / "out"))
+    config.write_text(text.replace("examples/deepspeed/ds_z3_config.json", str(zero3)))
+    argv = ["plan", "--json", "--backend", "llamafactory", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
+            str(config), "per_device_train_batch_size=2"]  # fmt: skip
+    code = (
+        "import sys, time; start = time.process_time(); from launcher.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit: pass\n"
+        "print('SECONDS', time.process_time() - start)\n"
+        "heavy = ('torch', 'deepspeed', 'swift', 'transformers', 'llamafactory', 'omegaconf')\n"
+        "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60) for _ in range(3)]
+    result = runs[0]
+    assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
+    plan = json.loads(result.stdout[: result.stdout.index("SECONDS")])
+    assert plan["backend"] == "llamafactory"
+    worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
+    assert plan["command"][worker + 1 : worker + 4] == ["-m", "llamafactory.launcher", str(config.resolve())]
+    assert plan["command"][worker + 4] == "per_device_train_batch_size=2"
+    assert plan["topology"]["nproc_per_node"]["value"] == 2
+    seconds = min(float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs)
+    assert seconds < 0.3, f"plan took {[r.stdout.split('SECONDS')[1].split()[0] for r in runs]} s from import to plan"
+
+
+@pytest.mark.parametrize("argv", [["llamafactory"], ["llamafactory", "export", "x.yaml"]])
+def test_llamafactory_without_train_is_one_line_exit_2(argv: list[str]) -> None:
+    result = _run_cli(*argv)
+    assert result.returncode == 2
+    first, fix = result.stderr.splitlines()[:2]
+    assert first.startswith("safe-sft: error: safe-sft llamafactory takes `train`, not ")
+    assert fix.startswith("safe-sft: fix: use it as `safe-sft llamafactory train config.yaml")
+    assert "Traceback" not in result.stderr
+
+
+def _worker():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("safe_sft_worker_test", SWIFT.worker)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("ending", "marked"),
+    [
+        pytest.param(lambda: None, True, id="returns"),
+        pytest.param(lambda: sys.exit(0), True, id="exit-0"),
+        pytest.param(lambda: sys.exit(3), False, id="exit-3"),
+        pytest.param(lambda: 1 / 0, False, id="raises"),
+    ],
+)
+def test_a_rank_marks_its_training_returned_only_when_it_did(
+    ending, marked: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SAFE_SFT_NOTICE_DIR", str(tmp_path))
+    monkeypatch.setenv("RANK", "3")
+    with contextlib.suppress(SystemExit, ZeroDivisionError):
+        _worker().run_training(ending)
+    assert (tmp_path / "finished-rank-3").exists() is marked
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_5_vl", "qwen3_vl"])
+def test_llamafactory_turns_its_image_budget_as_image_max_pixels_not_an_environment_variable(
+    model_type: str, tmp_path: Path
+) -> None:
+    from launcher.model import ModelFacts
+
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: m\noutput_dir: /out\n")
+    base = LLAMAFACTORY.read([str(config), "image_max_pixels=1048576"]).args
+    vl = ModelFacts(name="m", total_params=7_000_000_000, source="config", model_type=model_type)
+    start = initial_settings(base, _plan(), vl, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args)
+    # pixels for every family (qwen3_vl's swift reads IMAGE_MAX_TOKEN_NUM); the user's value is the start
+    assert (start.vision_env, start.vision_budget) == ("MAX_PIXELS", 1048576)
+    halved = replace(start, vision_budget=524288)
+    args = attempt_args(
+        base, start, halved, None, user_deepspeed=None, templates=TEMPLATES, config_dir="/cfg", output_dir="/out",
+        fresh_version_dir=False, missing=LLAMAFACTORY.missing, budget_args=LLAMAFACTORY.budget_args,
+    )  # fmt: skip
+    assert args.swift.argv() == ("image_max_pixels=524288",) and args.env == {}
+    unset = LLAMAFACTORY.read([str(config)]).args  # its default, 768 x 768
+    assert initial_settings(unset, _plan(), vl, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args) \
+        .vision_budget == 768 * 768  # fmt: skip
+    text = initial_settings(unset, _plan(), None, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args)
+    assert text.vision_env is None  # a text model: no image rung

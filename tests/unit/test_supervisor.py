@@ -365,3 +365,101 @@ def test_the_report_callback_sees_each_attempt_start_and_end(tmp_path: Path) -> 
     sup.on_attempt = lambda attempts: seen.append([(a.number, a.exit_code) for a in attempts])
     assert sup.run().outcome == "succeeded"
     assert seen == [[(1, None)], [(1, 1)], [(1, 1), (2, None)], [(1, 1), (2, 0)]]
+
+
+ABORT_AT_EXIT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_11:14:48
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 30274)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 30274
+============================================================
+"""
+
+
+def abort_after(marked_ranks: tuple[int, ...], tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A run whose rank 1 aborts after the ranks in `marked_ranks` marked their training as returned."""
+    from launcher.run.report import summary
+
+    spawned: list[list[str]] = []
+    sup = supervisor(tmp_path, [FakeProcess(-6, ABORT_AT_EXIT)], spawned)
+    spawn = sup.runner.spawn
+
+    def marking_spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        for rank in marked_ranks:  # what launcher/worker.py training_returned writes
+            (Path(env["SAFE_SFT_NOTICE_DIR"]) / f"finished-rank-{rank}").touch()
+        return spawn(argv, env, log)  # type: ignore[no-any-return]
+
+    sup.runner.spawn = marking_spawn
+    result = sup.run()
+    return result, summary(result, tmp_path / "report.json")
+
+
+def test_a_rank_that_dies_at_exit_after_every_ranks_training_returned_is_a_finished_run(tmp_path: Path) -> None:
+    result, text = abort_after((0, 1), tmp_path)
+    assert (result.outcome, result.exit_code, len(result.attempts)) == ("succeeded", 0, 1)
+    attempt = result.attempts[0]
+    assert attempt.failure is None and attempt.exit_code == -6
+    assert attempt.failed_at_exit is not None and attempt.failed_at_exit.kind is FailureKind.CRASH
+    assert "attempt 1: training returned on every rank, then crash" in text and "counts as finished" in text
+
+
+def test_a_rank_that_dies_before_every_rank_returned_is_still_a_failure(tmp_path: Path) -> None:
+    result, _ = abort_after((0,), tmp_path)  # rank 1 never got there: its training may be what died
+    assert (result.outcome, result.exit_code) == ("failed", 1)
+    attempt = result.attempts[0]
+    assert attempt.failure is not None and attempt.failure.kind is FailureKind.CRASH
+    assert attempt.failed_at_exit is None
+
+
+def lf_supervisor(out: Path, spawned: list[list[str]], *extra: str) -> Supervisor:
+    """A trainer that resumes from the newest checkpoint in its output dir by itself (LLaMA-Factory)."""
+    from dataclasses import replace
+
+    from launcher.backends.llamafactory import LLAMAFACTORY
+
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        return FakeProcess(0, "")
+
+    prep = replace(prepared(out, "--add_version", "false", *extra), backend=LLAMAFACTORY)
+    return Supervisor(prep, RunConfig(), {}, run_dir=out / "safe-sft" / "run", spawn=spawn, sleep=lambda _: None)
+
+
+def test_a_trainer_that_resumes_by_itself_is_given_the_newest_complete_checkpoint_not_the_newest(
+    tmp_path: Path,
+) -> None:
+    make(tmp_path / "checkpoint-3")  # an earlier run's, complete
+    make(tmp_path / "checkpoint-6", state=False)  # an earlier run's, half-written: LLaMA-Factory would take it
+    spawned: list[list[str]] = []
+    result = lf_supervisor(tmp_path, spawned).run()
+    first = result.attempts[0]
+    assert first.resumed_from is not None and first.resumed_from.checkpoint == str(tmp_path / "checkpoint-3")
+    assert str(tmp_path / "checkpoint-6") in first.skipped_incomplete
+    assert first.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"  # and never over it
+    assert (tmp_path / "checkpoint-6").is_dir()
+
+
+def test_a_trainer_that_resumes_by_itself_from_only_incomplete_checkpoints_is_refused(tmp_path: Path) -> None:
+    from launcher.errors import SafeSftError
+
+    make(tmp_path / "checkpoint-10", state=False)
+    make(tmp_path / "checkpoint-9", state=False)
+    spawned: list[list[str]] = []
+    try:
+        lf_supervisor(tmp_path, spawned).run()
+    except SafeSftError as err:
+        assert f"{tmp_path / 'checkpoint-10'}, which is incomplete" in err.message
+        assert "overwrite_output_dir=true" in err.hint
+    else:
+        raise AssertionError("started a trainer that would resume from an incomplete checkpoint")
+    assert spawned == []
+
+
+def test_overwrite_output_dir_starts_afresh_as_the_trainer_does(tmp_path: Path) -> None:
+    make(tmp_path / "checkpoint-6", state=False)
+    spawned: list[list[str]] = []
+    result = lf_supervisor(tmp_path, spawned, "--overwrite_output_dir", "true").run()
+    assert result.attempts[0].resumed_from is None and len(spawned) == 1

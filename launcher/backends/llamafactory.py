@@ -1,0 +1,117 @@
+"""The LLaMA-Factory backend: `safe-sft llamafactory train CONFIG [key=value ...]`, drop-in for
+`llamafactory-cli train CONFIG [key=value ...]`, run in every rank by launcher/hf_worker.py under
+@record as LLaMA-Factory's own per-rank entry (`llamafactory.launcher`, what its CLI hands torchrun).
+
+LLaMA-Factory reads the YAML/JSON config and then the `key=value` overrides (OmegaConf: later wins),
+and so does safe-sft: the config's keys and the overrides become swift's names (`cutoff_len` is
+max_length, `disable_gradient_checkpointing` the opposite of gradient_checkpointing), and the ladder's
+changes go back as more `key=value` overrides after the user's, the config file untouched. Its
+trainer is transformers' Trainer, so checkpoints, resume and save_only_model are HF's. Started on an
+output dir with checkpoints, it resumes from the newest by itself, complete or not; safe-sft names the
+newest complete one instead (and refuses when there is none). It lacks
+device_map training, resume_only_model and add_version (a later attempt that would save over a
+checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir). Its image budget is an argument,
+`image_max_pixels` (pixels, 768 x 768 by default), which the ladder turns where swift's would turn MAX_PIXELS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
+from launcher.errors import SafeSftError
+from launcher.model import EnvSetting
+from launcher.plan.swift_args import CONFIG_SUFFIXES, KeyValueSpelling, SwiftArgs, negate, normalize_key
+
+ENTRY = "llamafactory.launcher"  # the module torchrun runs in each rank under llamafactory-cli train
+SPELLING = KeyValueSpelling(
+    names={"max_length": "cutoff_len"},
+    negated={"gradient_checkpointing": "disable_gradient_checkpointing"},
+    # swift's fields safe-sft may add that LLaMA-Factory has no counterpart for (it truncates on its own)
+    dropped=frozenset({"truncation_strategy", "max_memory", "resume_only_model", "add_version", "device_map"}),
+)
+# LLaMA-Factory's defaults where they differ from swift's: transformers' TrainingArguments, and its own
+# cutoff_len 2048, gradient checkpointing on (disable_gradient_checkpointing false), image_max_pixels 768 x 768
+DEFAULTS = {
+    "per_device_train_batch_size": "8",
+    "per_device_eval_batch_size": "8",
+    "gradient_accumulation_steps": "1",
+    "gradient_checkpointing": "true",
+    "max_length": "2048",
+    "dataloader_num_workers": "0",
+    "output_dir": "trainer_output",
+    "add_version": "false",
+    "ddp_timeout": "1800",
+    "image_max_pixels": str(768 * 768),
+}
+USAGE = "use it as `safe-sft llamafactory train [OPTIONS] config.yaml [key=value ...]`"
+
+
+def read(argv: list[str]) -> BackendArgs:
+    """`CONFIG [key=value ...]` (what follows `train`) -> the config path for the worker, and the args."""
+    from launcher.swift_config import load_swift_config
+
+    if not argv:
+        raise SafeSftError("no LLaMA-Factory config given", USAGE)
+    config, overrides = argv[0], argv[1:]
+    if not config.endswith(CONFIG_SUFFIXES) or config.startswith("-"):
+        raise SafeSftError(
+            f"{config} where LLaMA-Factory's YAML or JSON config should come first",
+            f"{USAGE}; `--key value` arguments without a config file are not read by safe-sft yet",
+        )
+    path = Path(config)
+    if not path.is_file():
+        raise SafeSftError(f"LLaMA-Factory config {config} does not exist", USAGE)
+    loaded = load_swift_config([config]) or {}
+    values: dict[str, str] = {}
+    for key, raw in loaded.items():
+        name, negated = SPELLING.swift_key(normalize_key(str(key)))
+        text = _text(raw)
+        values[name] = negate(text) if negated else text
+    items: list[tuple[str, tuple[str, ...]]] = []
+    for token in overrides:
+        key, eq, value = token.partition("=")
+        if not eq or not key or key.startswith("-"):
+            raise SafeSftError(
+                f"{token}: LLaMA-Factory's overrides after the config are key=value",
+                f"write it as `{key.lstrip('-') or 'key'}=value`",
+            )
+        name, negated = SPELLING.swift_key(normalize_key(key))
+        items.append((f"--{name}", (negate(value) if negated else value,)))
+    args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
+    return BackendArgs(("-m", ENTRY, str(path.resolve())), args)
+
+
+def launch_env(env: Mapping[str, str]) -> tuple[EnvSetting, ...]:
+    """What `llamafactory-cli train` sets for its torchrun ranks unless OPTIM_TORCH is off (its launcher.py)."""
+    if env.get("OPTIM_TORCH", "1").lower() not in ("true", "y", "1"):
+        return ()
+    why = "as llamafactory-cli train sets it for torchrun; OPTIM_TORCH=0 turns it off"
+    return (
+        EnvSetting("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", why),
+        EnvSetting("TORCH_NCCL_AVOID_RECORD_STREAMS", "1", why),
+    )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)  # LLaMA-Factory's lists (dataset, lora_target) are comma lists
+    return str(value)
+
+
+LLAMAFACTORY = Backend(
+    name="llamafactory",
+    command="safe-sft llamafactory train",
+    worker=WORKER_DIR / "hf_worker.py",
+    read=read,
+    missing=frozenset({"device_map", "resume_only_model", "add_version"}),
+    budget_args={"MAX_PIXELS": "image_max_pixels"},  # pixels per image, for every vision-language family
+    model_key="model_name_or_path",
+    dataset_key=None,  # datasets are names in its dataset_info.json
+    device_map=False,
+    resumes_latest=True,
+    launch_env=launch_env,
+)
