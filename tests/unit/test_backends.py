@@ -381,3 +381,41 @@ def test_llamafactory_turns_its_image_budget_as_image_max_pixels_not_an_environm
         .vision_budget == 768 * 768  # fmt: skip
     text = initial_settings(unset, _plan(), None, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args)
     assert text.vision_env is None  # a text model: no image rung
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param(
+            {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29501", "NPROC_PER_NODE": "4"},
+            (2, 1, "10.0.0.5", 29501, 4), id="llamafactory-cli's-variables",
+        ),
+        pytest.param(
+            {"SLURM_JOB_ID": "777", "SLURM_JOB_NUM_NODES": "2", "SLURM_NODEID": "1",
+             "SLURM_JOB_NODELIST": "gpu-[01-02]", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"},
+            (2, 1, "gpu-01", None, 4), id="a-slurm-job-step",
+        ),
+    ],
+)  # fmt: skip
+def test_a_llamafactory_run_over_several_nodes_takes_its_topology_as_a_swift_run_does(
+    env: dict[str, str], expected: tuple[object, ...], tmp_path: Path
+) -> None:
+    import os
+
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model_name_or_path: m\noutput_dir: {tmp_path / 'out'}\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "NNODES", "NODE_RANK", "MASTER_"))}
+    argv = [sys.executable, "-m", "launcher", "plan", "--json", "--backend", "llamafactory", "--assume-gpus",
+            "4x80GiB", "--model-params", "7e9", str(config)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**clean, **env})
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    topology = plan["topology"]
+    nnodes, node_rank, master, port, nproc = expected
+    assert (topology["nnodes"]["value"], topology["node_rank"]["value"]) == (nnodes, node_rank)
+    assert (topology["master_addr"]["value"], topology["nproc_per_node"]["value"]) == (master, nproc)
+    if port is not None:
+        assert topology["master_port"]["value"] == port
+    command = plan["command"]
+    assert command[command.index("--nnodes") + 1 : command.index("--nnodes") + 4] == ["2", "--node_rank", "1"]
+    assert command[command.index("--master_addr") + 1] == master
