@@ -24,54 +24,32 @@ On the CPU, ZeRO-3 needs the gloo process group before the model is built: done 
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import json
 import os
 import resource
 import signal
 import time
 from pathlib import Path
+from types import ModuleType
 
 import torch
 from swift.callbacks import callbacks_map
 from swift.callbacks.base import TrainerCallback
 
-OOM_TEXT = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.32 GiB"
+
+def _shared() -> ModuleType:
+    """tests/stack/hf_rank_hooks/trainer_faults.py, by path: swift loads this plugin by path too."""
+    path = Path(__file__).resolve().parents[1] / "hf_rank_hooks" / "trainer_faults.py"
+    spec = importlib.util.spec_from_file_location("safe_sft_trainer_faults", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _oom_text() -> str:
-    gib = os.environ.get("SAFE_SFT_FAULT_OOM_GIB")
-    if not gib:
-        return OOM_TEXT
-    return (
-        f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of {gib} GiB of which "
-        f"0 bytes is free. Including non-PyTorch memory, this process has {gib} GiB memory in use."
-    )
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-def _fault() -> tuple[str, int, int] | None:
-    spec = os.environ.get("SAFE_SFT_FAULT")
-    if not spec:
-        return None
-    kind, step, rank = spec.split(":")
-    return kind, int(step), int(rank)
-
-
-def _claim() -> bool:
-    """True once: the first rank to reach the fault creates the marker."""
-    marker = os.environ.get("SAFE_SFT_FAULT_ONCE")
-    if not marker:
-        return True
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return False
-    os.close(fd)
-    return True
+tf = _shared()
+OOM_TEXT = tf.OOM_TEXT
 
 
 def _record() -> None:
@@ -81,7 +59,7 @@ def _record() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     Path(folder).mkdir(parents=True, exist_ok=True)
     data = {"pid": os.getpid(), "memlock_soft": soft, "memlock_hard": hard}
-    (Path(folder) / f"rank-{_rank()}-{os.getpid()}.json").write_text(json.dumps(data))
+    (Path(folder) / f"rank-{tf.rank()}-{os.getpid()}.json").write_text(json.dumps(data))
 
 
 def _host_oom() -> None:
@@ -102,34 +80,6 @@ def _host_oom() -> None:
         hog.append(bytearray(64 * 1024 * 1024))
 
 
-def _sample_keys(batch) -> list[str]:  # type: ignore[no-untyped-def]
-    """A key per sample of a micro-batch: a hash of its tokens, padding left out."""
-    mask = batch.get("attention_mask")
-    keys = []
-    for index, row in enumerate(batch["input_ids"]):
-        tokens = row if mask is None else row[mask[index].bool()]
-        keys.append(hashlib.sha1(tokens.cpu().numpy().tobytes()).hexdigest()[:12])
-    return keys
-
-
-def _record_samples(trainer) -> None:  # type: ignore[no-untyped-def]
-    """Log which samples each optimizer step consumes (transformers fetches a step's batches in one call)."""
-    folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
-    if not folder:
-        return
-    path = Path(folder) / f"samples-rank-{_rank()}-{os.getpid()}.jsonl"
-    original = trainer.get_batch_samples
-
-    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
-        batches, count = original(*args, **kwargs)
-        keys = [key for batch in batches for key in _sample_keys(batch)]
-        with path.open("a") as handle:
-            handle.write(json.dumps({"step": trainer.state.global_step + 1, "samples": keys}) + "\n")
-        return batches, count
-
-    trainer.get_batch_samples = recording
-
-
 def _middle_layer(model):  # type: ignore[no-untyped-def]
     """A decoder layer in the middle of the model: an OOM there is deep inside forward and backward."""
     layers = [module for name, module in model.named_modules() if name.split(".")[-2:-1] == ["layers"]]
@@ -141,7 +91,7 @@ def _hook_oom(trainer, model, accum: int, kind: str, step: int) -> None:  # type
     seen = {"step": -1, "micro": 0}
 
     def last_micro_batch_of_the_step() -> bool:
-        if trainer.state.global_step != step or seen["micro"] != accum or not _claim():
+        if trainer.state.global_step != step or seen["micro"] != accum or not tf.claim():
             return False
         folder = os.environ.get("SAFE_SFT_FAULT_RECORD")
         if folder:  # where it fired: the test checks it was mid-step
@@ -176,26 +126,15 @@ def _hook_oom(trainer, model, accum: int, kind: str, step: int) -> None:  # type
 class FaultCallback(TrainerCallback):
     def __init__(self, args, trainer) -> None:  # type: ignore[no-untyped-def]
         super().__init__(args, trainer)
-        self.fault = _fault()
+        self.fault = tf.fault()
         _record()
-        _record_samples(trainer)
-        if self.fault and self.fault[0] == "oom_save" and self.fault[2] == _rank():
-            original = trainer._save_checkpoint
-
-            def failing_save(model, trial, *a, **kw):  # type: ignore[no-untyped-def]
-                step = trainer.state.global_step
-                if step == self.fault[1] and _claim():
-                    folder = Path(trainer.args.output_dir) / f"checkpoint-{step}"
-                    folder.mkdir(parents=True, exist_ok=True)
-                    (folder / "config.json").write_text("{}")  # half-written: no weights, no trainer_state.json
-                    raise torch.OutOfMemoryError(_oom_text())
-                return original(model, trial, *a, **kw)
-
-            trainer._save_checkpoint = failing_save
+        tf.record_samples(trainer)
+        if self.fault and self.fault[0] == "oom_save" and self.fault[2] == tf.rank():
+            tf.fail_saving_at(trainer, self.fault[1])
 
     def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
         """The model exists only now; hooks on it fire inside forward and backward."""
-        if self.fault and self.fault[0] in ("oom_forward", "oom_backward") and self.fault[2] == _rank():
+        if self.fault and self.fault[0] in ("oom_forward", "oom_backward") and self.fault[2] == tf.rank():
             model = kwargs["model"]
             _hook_oom(self.trainer, model, args.gradient_accumulation_steps, self.fault[0], self.fault[1])
 
@@ -208,15 +147,15 @@ class FaultCallback(TrainerCallback):
         if not self.fault:
             return
         kind, step, rank = self.fault
-        if state.global_step != step or _rank() != rank:
+        if state.global_step != step or tf.rank() != rank:
             return
-        if kind == "oom_step" and _claim():
-            raise torch.OutOfMemoryError(_oom_text())
-        if kind == "host_oom" and _claim():
+        if kind == "oom_step" and tf.claim():
+            raise torch.OutOfMemoryError(tf.oom_text())
+        if kind == "host_oom" and tf.claim():
             _host_oom()
-        if kind == "stop" and _claim():
+        if kind == "stop" and tf.claim():
             os.kill(os.getpid(), signal.SIGSTOP)
-        if kind == "corrupt_oom" and _claim():
+        if kind == "corrupt_oom" and tf.claim():
             _cut_newest_checkpoint(Path(args.output_dir))
             raise torch.OutOfMemoryError(OOM_TEXT)
 
