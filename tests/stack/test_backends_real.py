@@ -191,15 +191,20 @@ def state_of(checkpoint: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((checkpoint / "trainer_state.json").read_text())  # type: ignore[no-any-return]
 
 
-def test_an_oom_in_a_step_halves_the_micro_batch_and_resumes_on_the_same_samples(
-    entry: Entry, tiny: dict[str, object], tmp_path: Path
-) -> None:
-    out = tmp_path / "out"
-    result = run(entry.safe_sft(tiny, out, tmp_path), env_for(entry, tmp_path, "ranks", "oom_step:4:1"))
+def survived(entry: Entry, tiny: dict[str, object], tmp: Path, fault: str) -> list[dict]:  # type: ignore[type-arg]
+    """Train into `fault` under safe-sft, into tmp/out: it must succeed; its report's attempts."""
+    out = tmp / "out"
+    result = run(entry.safe_sft(tiny, out, tmp), env_for(entry, tmp, "ranks", fault))
     assert result.returncode == 0, result.stderr[-3000:]
     data = report(out)
     assert (data["backend"], data["outcome"]) == (entry.name, "succeeded")
-    first, second = data["attempts"]
+    return data["attempts"]  # type: ignore[no-any-return]
+
+
+def test_an_oom_in_a_step_halves_the_micro_batch_and_resumes_on_the_same_samples(
+    entry: Entry, tiny: dict[str, object], tmp_path: Path
+) -> None:
+    first, second = survived(entry, tiny, tmp_path, "oom_step:4:1")
     assert (first["failure"]["kind"], first["failure"]["rank"]) == ("cuda_oom", 1)
     settings = second["settings"]
     assert (settings["per_device_train_batch_size"], settings["gradient_accumulation_steps"]) == (1, 4)
@@ -218,9 +223,7 @@ def test_an_oom_while_saving_turns_on_save_only_model_and_never_writes_over_the_
     entry: Entry, tiny: dict[str, object], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    result = run(entry.safe_sft(tiny, out, tmp_path), env_for(entry, tmp_path, "ranks", "oom_save:6:0"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    first, second = report(out)["attempts"]
+    first, second = survived(entry, tiny, tmp_path, "oom_save:6:0")
     assert first["failure"]["kind"] == "cuda_oom_save"
     assert second["settings"]["save_only_model"] is True and second["swift"]["save_only_model"] is True
     assert second["resumed_from"]["step"] == 3

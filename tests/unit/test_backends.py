@@ -126,22 +126,32 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=60)
 
 
-def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text("raise SystemExit('never run by plan')\n")
-    argv = ["plan", "--json", "--backend", "torchrun", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
-            str(script), "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4"]  # fmt: skip
+HEAVY = ("torch", "deepspeed", "swift", "transformers", "llamafactory", "omegaconf")
+
+
+def timed_plan(argv: list[str]) -> tuple[dict, list[float]]:  # type: ignore[type-arg]
+    """`safe-sft ARGV` run three times in fresh interpreters: its JSON plan, having imported nothing of
+    HEAVY, and the CPU seconds each run took from import to plan (the wall clock would measure the others'
+    load on a shared machine too)."""
     code = (
         "import sys, time; start = time.process_time(); from launcher.cli import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit: pass\n"
         "print('SECONDS', time.process_time() - start)\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'swift', 'transformers'))\n"
-        "print('HEAVY', bad)"
+        f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60) for _ in range(3)]
     result = runs[0]
     assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
     plan = json.loads(result.stdout[: result.stdout.index("SECONDS")])
+    return plan, [float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs]
+
+
+def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never run by plan')\n")
+    argv = ["plan", "--json", "--backend", "torchrun", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
+            str(script), "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4"]  # fmt: skip
+    plan, seconds = timed_plan(argv)
     assert plan["backend"] == "torchrun"
     worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
     assert plan["command"][worker + 1 : worker + 3] == [str(script.resolve()), "--output_dir"]
@@ -149,9 +159,7 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     assert "device_map" not in plan["estimates"]
     assert any("the ladder skips" in note for note in plan["notes"])
     assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
-    # CPU seconds, the fastest of three: on a shared machine the wall clock measures the others' load too
-    seconds = min(float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs)
-    assert seconds < 0.3, f"plan took {[r.stdout.split('SECONDS')[1].split()[0] for r in runs]} s from import to plan"
+    assert min(seconds) < 0.3, f"plan took {seconds} CPU s from import to plan (the fastest of three counts)"
 
 
 def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:
@@ -298,24 +306,13 @@ def test_plan_for_a_llamafactory_config_names_the_backend_and_imports_nothing_he
     config.write_text(text.replace("examples/deepspeed/ds_z3_config.json", str(zero3)))
     argv = ["plan", "--json", "--backend", "llamafactory", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
             str(config), "per_device_train_batch_size=2"]  # fmt: skip
-    code = (
-        "import sys, time; start = time.process_time(); from launcher.cli import main\n"
-        f"try:\n    main({argv!r})\nexcept SystemExit: pass\n"
-        "print('SECONDS', time.process_time() - start)\n"
-        "heavy = ('torch', 'deepspeed', 'swift', 'transformers', 'llamafactory', 'omegaconf')\n"
-        "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
-    )
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60) for _ in range(3)]
-    result = runs[0]
-    assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
-    plan = json.loads(result.stdout[: result.stdout.index("SECONDS")])
+    plan, seconds = timed_plan(argv)
     assert plan["backend"] == "llamafactory"
     worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
     assert plan["command"][worker + 1 : worker + 4] == ["-m", "llamafactory.launcher", str(config.resolve())]
     assert plan["command"][worker + 4] == "per_device_train_batch_size=2"
     assert plan["topology"]["nproc_per_node"]["value"] == 2
-    seconds = min(float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs)
-    assert seconds < 0.3, f"plan took {[r.stdout.split('SECONDS')[1].split()[0] for r in runs]} s from import to plan"
+    assert min(seconds) < 0.3, f"plan took {seconds} CPU s from import to plan (the fastest of three counts)"
 
 
 @pytest.mark.parametrize("argv", [["llamafactory"], ["llamafactory", "export", "x.yaml"]])
