@@ -210,6 +210,12 @@ def snapshot(output_dir: Path) -> Snapshot:
     return {path: _signature(path) for path in candidate_dirs(output_dir)}
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """N of a `checkpoint-N` dir, else None."""
+    match = _CHECKPOINT_RE.match(path.name)
+    return int(match.group(1)) if match else None
+
+
 def latest_complete(
     output_dir: Path,
     *,

@@ -40,7 +40,7 @@ from launcher.probe.disk import disk_free
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
-from launcher.run.checkpoints import Snapshot, checkpoint_at, snapshot
+from launcher.run.checkpoints import Snapshot, checkpoint_at, checkpoint_step, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
@@ -380,7 +380,7 @@ class Supervisor:
             # a requeued job (or such a trainer): an earlier checkpoint, under the output dir predicted from the argv
             resume, skipped = resume_point([self.output_dir], settings, {})
             if resume is None and skipped and by_itself:
-                newest = max(skipped, key=lambda path: int(path.rsplit("-", 1)[-1]) if path[-1:].isdigit() else -1)
+                newest = max(skipped, key=lambda path: checkpoint_step(Path(path)) or 0)  # all checkpoint-N
                 raise SafeSftError(
                     f"{self.prepared.backend.name} would resume from {newest}, which is incomplete "
                     f"({skipped[newest]}), and no complete checkpoint is in {self.output_dir}",
@@ -419,9 +419,9 @@ class Supervisor:
             return None
         floor = resume.step if resume else 0
         at_risk = sorted(
-            (int(p.name.split("-")[1]), p)
+            (step, p)
             for p in self.output_dir.glob("checkpoint-*")
-            if p.is_dir() and p.name.split("-")[1].isdigit() and int(p.name.split("-")[1]) > floor
+            if p.is_dir() and (step := checkpoint_step(p)) is not None and step > floor
         )
         if not at_risk:
             return None
