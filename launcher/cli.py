@@ -330,6 +330,7 @@ def run_command(
     from launcher.run.memlock import raise_memlock
     from launcher.run.ports import check_ports_free
     from launcher.run.records import RunConfig
+    from launcher.run.resume import only_incomplete
 
     options = _options_from(kwargs)
     refuse_assumptions(options)
@@ -343,6 +344,16 @@ def run_command(
         raise SafeSftError(
             f"--resume_from_checkpoint {resume_arg} {problem}",
             "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
+        )
+    # a trainer that resumes on its own takes the newest checkpoint, complete or not: with no complete one
+    # there, refuse before anything starts (else the supervisor names the newest complete one)
+    by_itself = prepared.backend.resumes_latest and not prepared.swift.get_bool("overwrite_output_dir", False)
+    newest = only_incomplete(prepared.output_dir) if by_itself and not resume_arg else None
+    if newest is not None:
+        raise SafeSftError(
+            f"{prepared.backend.name} would resume from {newest[0]}, which is incomplete ({newest[1]}), "
+            f"and no complete checkpoint is in {prepared.output_dir}",
+            "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
         )
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))

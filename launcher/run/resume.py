@@ -20,12 +20,22 @@ from launcher.run.checkpoints import (
     Checkpoint,
     Snapshot,
     candidate_dirs,
+    checkpoint_step,
     is_complete,
     latest_complete,
     zero_stage,
 )
 
 Writers = Mapping[Path, Settings]  # a checkpoint this run wrote -> the settings of the attempt that wrote it
+
+
+def only_incomplete(output_dir: Path) -> tuple[Path, str] | None:
+    """The newest checkpoint in output_dir and why it is incomplete, when no complete one is there."""
+    found, skipped = latest_complete(output_dir)
+    if found is not None or not skipped:
+        return None
+    newest = max(skipped, key=lambda path: checkpoint_step(path) or 0)  # all checkpoint-N
+    return newest, skipped[newest]
 
 
 def resume_point(

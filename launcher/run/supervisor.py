@@ -377,16 +377,9 @@ class Supervisor:
             by_itself = self.prepared.backend.resumes_latest and not swift.get_bool("overwrite_output_dir", False)
             if not (self.config.resume_latest or by_itself) or swift.has("resume_from_checkpoint"):
                 return None, {}
-            # a requeued job (or such a trainer): an earlier checkpoint, under the output dir predicted from the argv
-            resume, skipped = resume_point([self.output_dir], settings, {})
-            if resume is None and skipped and by_itself:
-                newest = max(skipped, key=lambda path: checkpoint_step(Path(path)) or 0)  # all checkpoint-N
-                raise SafeSftError(
-                    f"{self.prepared.backend.name} would resume from {newest}, which is incomplete "
-                    f"({skipped[newest]}), and no complete checkpoint is in {self.output_dir}",
-                    "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
-                )
-            return resume, skipped
+            # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),
+            # an earlier checkpoint under the output dir predicted from the argv
+            return resume_point([self.output_dir], settings, {})
         first = attempts[0].resumed_from
         return resume_point(
             [Path(a.run_dir) for a in attempts if a.run_dir],

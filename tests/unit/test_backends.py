@@ -416,3 +416,22 @@ def test_a_llamafactory_run_over_several_nodes_takes_its_topology_as_a_swift_run
     command = plan["command"]
     assert command[command.index("--nnodes") + 1 : command.index("--nnodes") + 4] == ["2", "--node_rank", "1"]
     assert command[command.index("--master_addr") + 1] == master
+
+
+def test_llamafactory_on_only_incomplete_checkpoints_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """It would resume from the newest checkpoint-N, complete or not, and die loading it."""
+    out = tmp_path / "out"
+    (out / "checkpoint-10").mkdir(parents=True)
+    (out / "checkpoint-10" / "config.json").write_text("{}")  # half-written: no trainer_state.json
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model_name_or_path: m\noutput_dir: {out}\nuse_cpu: true\n")
+    result = _run_cli("llamafactory", "train", "--nproc", "2", "--model-params", "1e6", str(config))
+    assert result.returncode == 2, result.stderr
+    error, fix = [line for line in result.stderr.splitlines() if line.startswith("safe-sft: ")][-2:]
+    assert error == (
+        f"safe-sft: error: llamafactory would resume from {out / 'checkpoint-10'}, which is incomplete "
+        f"(trainer_state.json is missing), and no complete checkpoint is in {out}"
+    )
+    assert fix.startswith("safe-sft: fix: move the incomplete checkpoint dirs away, or set overwrite_output_dir=true")
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10"]  # nothing started, nothing written
+    assert "Traceback" not in result.stderr

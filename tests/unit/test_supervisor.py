@@ -442,20 +442,14 @@ def test_a_trainer_that_resumes_by_itself_is_given_the_newest_complete_checkpoin
     assert (tmp_path / "checkpoint-6").is_dir()
 
 
-def test_a_trainer_that_resumes_by_itself_from_only_incomplete_checkpoints_is_refused(tmp_path: Path) -> None:
-    from launcher.errors import SafeSftError
+def test_only_incomplete_names_the_newest_when_no_complete_checkpoint_is_there(tmp_path: Path) -> None:
+    from launcher.run.resume import only_incomplete
 
-    make(tmp_path / "checkpoint-10", state=False)
     make(tmp_path / "checkpoint-9", state=False)
-    spawned: list[list[str]] = []
-    try:
-        lf_supervisor(tmp_path, spawned).run()
-    except SafeSftError as err:
-        assert f"{tmp_path / 'checkpoint-10'}, which is incomplete" in err.message
-        assert "overwrite_output_dir=true" in err.hint
-    else:
-        raise AssertionError("started a trainer that would resume from an incomplete checkpoint")
-    assert spawned == []
+    make(tmp_path / "checkpoint-10", state=False)  # newest by step, not by name
+    assert only_incomplete(tmp_path) == (tmp_path / "checkpoint-10", "trainer_state.json is missing")
+    make(tmp_path / "checkpoint-3")
+    assert only_incomplete(tmp_path) is None  # a complete one: the supervisor resumes from it
 
 
 def test_overwrite_output_dir_starts_afresh_as_the_trainer_does(tmp_path: Path) -> None:
