@@ -20,6 +20,7 @@ import click
 from launcher.errors import SafeSftError
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
+    from launcher.plan.notice import NoticeMark
     from launcher.prepare import Prepared
     from launcher.run.records import AttemptRecord, RunConfig, RunResult
 
@@ -355,6 +356,7 @@ def run_command(
             f"and no complete checkpoint is in {prepared.output_dir}",
             "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
         )
+    requeued = requeued_mark(prepared.output_dir.resolve())
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
         sys.exit(EXIT_NOTHING_FITS)
@@ -388,11 +390,33 @@ def run_command(
             run_id,
             node_timeout,
             requeue,
+            requeued,
         )
     finally:
         if lock is not None:
             lock.release()
     sys.exit(code)
+
+
+def requeued_mark(output_dir: Path) -> NoticeMark | None:
+    """The mark a requeued Slurm job resumes from (its earlier run saved a checkpoint on notice), or None.
+    Its checkpoint must be complete: a requeued job never resumes from an incomplete one, so it is refused
+    here, before anything starts."""
+    job_id = os.environ.get("SLURM_JOB_ID") or None
+    if not job_id:
+        return None
+    from launcher.plan.notice import requeued_resume, restart_count
+    from launcher.run.checkpoints import checkpoint_at
+    from launcher.run.notice import mark_path, read_mark
+
+    restarts = restart_count(os.environ.get("SLURM_RESTART_COUNT"))
+    mark = requeued_resume(read_mark(output_dir, job_id), job_id, restarts)
+    if mark is not None and checkpoint_at(Path(mark.checkpoint), mark.step) is None:
+        raise SafeSftError(
+            f"the checkpoint {mark.checkpoint} that job {job_id} saved on notice is not complete",
+            f"resume by hand with --resume-latest, or move {mark_path(output_dir, job_id)} away",
+        )
+    return mark
 
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:
@@ -413,8 +437,10 @@ def _supervise(
     run_id: str | None,
     node_timeout: float,
     requeue: bool | None,
+    requeued: NoticeMark | None,
 ) -> int:
-    """Run the supervisor with report.json kept current from the start; the exit code."""
+    """Run the supervisor with report.json kept current from the start; the exit code. `requeued`: the
+    complete checkpoint a requeued Slurm job resumes its first attempt from (checked by `requeued_mark`)."""
     import socket
     from datetime import datetime
 
@@ -485,18 +511,12 @@ def _supervise(
             raise WaitInterrupted(received[-1], "the first attempt")
 
     job_id = os.environ.get("SLURM_JOB_ID") or None
-    requeued = None
-    if job_id:
-        from launcher.plan.notice import requeued_resume, restart_count
-        from launcher.run.notice import read_mark
-
-        restarts = restart_count(os.environ.get("SLURM_RESTART_COUNT"))
-        requeued = requeued_resume(read_mark(prepared.output_dir.resolve(), job_id), job_id, restarts)
-        if requeued is not None:
-            click.echo(
-                f"safe-sft: job {job_id} was requeued (restart {restarts}): resuming from {requeued.checkpoint}",
-                err=True,
-            )
+    if requeued is not None:
+        click.echo(
+            f"safe-sft: job {job_id} was requeued (restart {os.environ.get('SLURM_RESTART_COUNT')}): "
+            f"resuming from {requeued.checkpoint}",
+            err=True,
+        )
 
     become_subreaper()
     supervisor = Supervisor(
@@ -507,11 +527,10 @@ def _supervise(
     supervisor.install_signal_handlers()
     try:
         result = supervisor.run()
-    except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share
+    except SafeSftError as err:  # lost node 0, or a checkpoint the nodes do not share: the run ends here
         _print_error(err)
-        save(supervisor.attempts)
-        click.echo(f"safe-sft: report: {report_path}", err=True)
-        return EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
+        code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
+        result = RunResult("interrupted" if code > 128 else "failed", supervisor.attempts, code, err.message)
     except OSError as err:  # safe-sft's own write failed (a full disk, say): end with a summary, not a traceback
         where = Path(err.filename) if err.filename else output_dir
         reason = (

@@ -132,6 +132,9 @@ def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -
     log1 = (tmp_path / "node1.log").read_text()
     assert code == 4, log1[-2000:]
     assert "lost node 0's safe-sft" in log1
+    report = node_reports(tmp_path / "out")[1]  # ends as the run ended, not "running"
+    assert (report["outcome"], report["exit_code"]) == ("failed", 4)
+    assert "lost node 0's safe-sft" in report["give_up_reason"]
     assert waited < 2 * 5 + 10  # documented: within 2 x --grace-period + 10 s
     deadline = time.monotonic() + 15
     while _alive(sorted(pids)) and time.monotonic() < deadline:

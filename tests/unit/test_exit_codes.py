@@ -118,3 +118,26 @@ def test_4_node_0_unreachable_at_start(tmp_path: Path) -> None:
     [line] = error_lines(result.stderr)
     assert "waiting for node 0's safe-sft" in line and f"127.0.0.1:{port + 1}" in line
     assert time.monotonic() - start < 60
+
+
+def test_2_a_requeued_job_whose_notice_checkpoint_is_incomplete(tmp_path: Path) -> None:
+    """A requeued job (same job id, higher SLURM_RESTART_COUNT) resumes from the checkpoint its earlier run
+    saved on notice; when that checkpoint is incomplete it is never resumed: refused before anything starts."""
+    import json
+
+    out = tmp_path / "out"
+    checkpoint = out / "v0-x" / "checkpoint-5"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}")  # half-written: no trainer_state.json, no weights
+    mark = out / "safe-sft" / "notice-4243.json"
+    mark.parent.mkdir()
+    mark.write_text(json.dumps({"job_id": "4243", "restart_count": 0, "checkpoint": str(checkpoint), "step": 5}))
+    env = {"SLURM_JOB_ID": "4243", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
+           "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "localhost", "SLURM_RESTART_COUNT": "1"}  # fmt: skip
+    result = run(swift(out), env)
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert line == f"safe-sft: error: the checkpoint {checkpoint} that job 4243 saved on notice is not complete"
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in (out / "safe-sft").iterdir()) == ["notice-4243.json"]  # nothing written
+    assert sorted(p.name for p in checkpoint.iterdir()) == ["config.json"]  # the checkpoint left as it was
