@@ -14,6 +14,7 @@ place or appended. Pure: no torch, no trainer import (`safe-sft plan` stays fast
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,13 @@ class Backend:
 
     def has(self, knob: str) -> bool:
         return knob not in self.missing
+
+    def spelled(self, change: str) -> str:
+        """A ladder change ("MAX_PIXELS 589824 -> 294912") in this trainer's names: an image budget it reads
+        as an argument is named as that argument ("image_max_pixels 589824 -> 294912")."""
+        for variable, argument in self.budget_args.items():
+            change = re.sub(rf"\b{re.escape(variable)}\b", argument, change)
+        return change
 
     def skipped_note(self) -> str | None:
         """The plan's note on the knobs the ladder leaves alone for this trainer."""

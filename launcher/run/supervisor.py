@@ -493,7 +493,7 @@ class Supervisor:
             env_set=env_set,
             log_path=str(attempt_dir / "console.log"),
             started=ev.now_iso(),
-            change=change[0] if change else None,
+            change=self.prepared.backend.spelled(change[0]) if change else None,
             change_reason=change[1] if change else None,
             resumed_from=resume,
             skipped_incomplete=skipped,

@@ -18,8 +18,8 @@ from launcher.backends.llamafactory import LLAMAFACTORY
 from launcher.backends.swift import SWIFT
 from launcher.configs import load_templates
 from launcher.errors import SafeSftError
-from launcher.model import Plan, Source, Sourced, Topology
-from launcher.plan.degrade import Settings
+from launcher.model import FailureKind, Plan, Source, Sourced, Topology
+from launcher.plan.degrade import Settings, Step, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings
 
 TEMPLATES = load_templates()
@@ -373,6 +373,12 @@ def test_llamafactory_turns_its_image_budget_as_image_max_pixels_not_an_environm
         fresh_version_dir=False, missing=LLAMAFACTORY.missing, budget_args=LLAMAFACTORY.budget_args,
     )  # fmt: skip
     assert args.swift.argv() == ("image_max_pixels=524288",) and args.env == {}
+    # the ladder's change, as the summary and report.json say it, names the argument that changed
+    last_rung = replace(start, micro_batch=1, gradient_checkpointing=True, deepspeed="zero3_offload")
+    step = next_step(last_rung, FailureKind.CUDA_OOM)
+    assert isinstance(step, Step) and step.change == "MAX_PIXELS 1048576 -> 524288"
+    assert LLAMAFACTORY.spelled(step.change) == "image_max_pixels 1048576 -> 524288"
+    assert SWIFT.spelled(step.change) == step.change  # swift reads the variable
     unset = LLAMAFACTORY.read([str(config)]).args  # its default, 768 x 768
     assert initial_settings(unset, _plan(), vl, {}, False, None, LLAMAFACTORY.missing, LLAMAFACTORY.budget_args) \
         .vision_budget == 768 * 768  # fmt: skip
