@@ -50,24 +50,34 @@ LORA_FALLBACK_FRACTION = 0.01
 # Fitted on the calibration table (tests/data/calibration: table.jsonl with held-out tables 2 and 3 joined,
 # 338 runs from 65 sources) by scripts/fit_memory.py (grid search; its leave-one-source-out report is in
 # BENCHMARKS.md). The per-process CUDA context with cuBLAS/NCCL workspaces: the driver alone takes
-# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators; the fit lands at 2 GiB, which also
+# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators; the fit lands at 1.5 GiB, which also
 # carries what every run keeps beyond its parts (the tokenizer's and collator's pinned buffers, the
 # allocator's first segments). The margin is what published figures (nvidia-smi or torch's reserved
 # memory) hold beyond the allocated parts: the caching allocator's fragmentation, temporaries of the
-# optimizer step and of NCCL; the fit lands at 17 % of the rest. Rows that report torch's allocated bytes
-# are held to the parts without both. On the first table alone (198 runs) it was 0.75 GiB and 20 %: the
-# joined sources (issue reports, LitGPT, a DeepSpeed benchmark, small cards) pull the context up and the
-# share down.
-CUDA_CONTEXT_BYTES = 2 * GiB
-FRAGMENTATION_MARGIN = 0.17
+# optimizer step and of NCCL; the fit lands at 12 % of the rest. Rows that report torch's allocated bytes
+# are held to the parts without both. With the activation and logit bytes below taken from measured saved
+# tensors instead of counted by hand (16h + 8i per layer, 10 bytes per logit), the same fit needed
+# 2 GiB and 17 %: the measured physics left less for the fitted constants to carry.
+CUDA_CONTEXT_BYTES = int(1.5 * GiB)
+FRAGMENTATION_MARGIN = 0.12
 
-# Bytes per token of one transformer layer's saved activations, in 16-bit: attention block (norm input,
-# q/k/v, attention output, o_proj input) about 12h, the SwiGLU MLP (norm input 2h+2h, gate, up, silu(gate),
-# product) 4h + 8i. For llama-7B (i = 2.7h) this is 37h, close to Korthikanti et al.'s 34h for a 4h GeLU MLP.
-ATTN_BYTES_PER_HIDDEN = 16
+# Bytes per token of one decoder layer's activations saved for the backward, in 16-bit weights, as measured
+# on transformers' own Llama / Qwen2 / Mistral code (scripts/measure_activations.py; the stack test
+# tests/stack/test_activation_bytes_real.py holds these to it): 20h + 4 kv + 8i, where kv is the k/v
+# projection width (h x kv_heads / heads). The 20h: the two RMSNorms' fp32 inputs and outputs, q and the
+# attention output, the residual adds, o_proj's and down_proj's inputs; the 4 kv: k and v as the attention
+# kernel saves them; the 8i: gate, up, silu(gate) and their product (SwiGLU). For llama-7B (MHA, i = 2.7h)
+# this is 46h; Korthikanti et al. count 34h for a GeLU MLP without the fp32 norms.
+ATTN_BYTES_PER_HIDDEN = 20
+KV_BYTES_PER_WIDTH = 4
 MLP_BYTES_PER_INTERMEDIATE = 8
-# Logits: 16-bit logits (2), their fp32 copy in the loss (4), the fp32 log-softmax gradient (4), per token x vocab.
-LOGIT_BYTES = 10
+# Logits, per token x vocabulary, at their peak: in the backward of the loss, the fp32 log-softmax it
+# saved (4: measured exactly, as above), the gradient of that (4) and of its input (4); peak resident
+# memory, a coarse meter, gives 10.5-12.6. The trainer (HF's and swift's compute_loss) returns only the
+# loss, so the 16-bit logits are freed before the backward; the forward's own peak (16-bit logits, their
+# fp32 copy, the log-softmax: 10) is lower, as is that of an fp32 output layer (its logits are the copy).
+LOGIT_SAVED_BYTES = 4
+LOGIT_BYTES = LOGIT_SAVED_BYTES + 4 + 4
 # Eager attention: saved probabilities (2 bytes) per layer; at the peak layer also the scores (2) and
 # their fp32 softmax (4), per head x length^2.
 EAGER_SAVED_BYTES = 2
@@ -130,7 +140,7 @@ class TrainShape:
     loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
     # peft's prepare_model_for_kbit_training (QLoRA in HF-Trainer scripts): every weight left unquantized
-    # (embeddings, output layer, norms) upcast to fp32, so the logits come out in fp32
+    # (embeddings, output layer, norms) upcast to fp32
     upcast_unquantized: bool = False
     optimizer_bits: int = 32  # bits per Adam moment: 8 for an 8-bit AdamW (--optim adamw_bnb_8bit)
     optimizer_paged: bool = False  # a paged optimizer (--optim paged_adamw_8bit): its states in host-backed memory
@@ -290,6 +300,21 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     return parts
 
 
+def layer_bytes_per_token(shape: TrainShape) -> float:
+    """Bytes one decoder layer saves for the backward per token (no checkpointing), at the weights' dtype."""
+    h = shape.hidden_size or 0
+    heads = shape.num_heads or 1
+    attention = ATTN_BYTES_PER_HIDDEN * h + KV_BYTES_PER_WIDTH * (h * (shape.num_kv_heads or heads) // heads)
+    if shape.num_experts and shape.moe_intermediate_size:
+        # only the routed experts run per token; the dispatch copies of the hidden states come with them
+        active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
+        per_token = attention + MLP_BYTES_PER_INTERMEDIATE * active
+        per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
+    else:
+        per_token = attention + MLP_BYTES_PER_INTERMEDIATE * (shape.intermediate_size or 4 * h)
+    return float(per_token * shape.weight_bytes / 2)
+
+
 def activation_parts(shape: TrainShape) -> dict[str, int]:
     """Per GPU: layer activations, eager attention scores, logits, the vision tower's activations, and the
     buffers of MoE expert dispatch and of sequence parallelism: every part in DATA_PARTS."""
@@ -298,14 +323,7 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         return zero
     scale = shape.weight_bytes / 2
     h, layers, tokens = shape.hidden_size, shape.num_layers, shape.tokens
-    if shape.num_experts and shape.moe_intermediate_size:
-        # only the routed experts run per token; the dispatch copies of the hidden states come with them
-        active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
-        per_token = ATTN_BYTES_PER_HIDDEN * h + MLP_BYTES_PER_INTERMEDIATE * active
-        per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
-    else:
-        per_token = ATTN_BYTES_PER_HIDDEN * h + MLP_BYTES_PER_INTERMEDIATE * (shape.intermediate_size or 4 * h)
-    one_layer = tokens * per_token * scale
+    one_layer = tokens * layer_bytes_per_token(shape)
     if shape.gradient_checkpointing and shape.activation_offload:
         layer_acts = 2 * tokens * h * shape.weight_bytes + one_layer  # two checkpoints in flight + a recompute
     elif shape.gradient_checkpointing:
@@ -320,29 +338,29 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         per_layer = heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         scores = per_layer * (EAGER_SAVED_BYTES * saved_layers * scale + EAGER_PEAK_BYTES)
-    fp32_head = shape.weight_bytes == 4 or (shape.upcast_unquantized and bool(shape.quant_bits))
-    logit_bytes = LOGIT_BYTES + (2 if fp32_head else 0)
     # use_logits_to_keep: the head runs only on label positions; the worst case is every token a label
     logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)
     if not shape.vocab_logits:
         logits = 0.0
     elif shape.loss_chunk_tokens and not shape.fused_cross_entropy:
-        # swift's ChunkedCrossEntropyLoss: the 16-bit logits and their gradient whole, the fp32 copy and
-        # log-softmax gradient one chunk at a time
+        # swift's ChunkedCrossEntropyLoss: the 16-bit logits and their gradient whole, the fp32 loss's
+        # LOGIT_BYTES one chunk at a time
         vocab = shape.vocab_size or 0
-        logits = logit_tokens * vocab * 4 + min(shape.loss_chunk_tokens, logit_tokens) * vocab * 8
+        chunk = min(shape.loss_chunk_tokens, logit_tokens)
+        logits = logit_tokens * vocab * 4 + chunk * vocab * LOGIT_BYTES
     elif shape.fused_cross_entropy:
         # liger's fused linear cross-entropy works in chunks of about tokens x hidden / vocab rows: an fp32
         # chunk of logits and its gradient, about the size of one fp32 hidden state
         logits = logit_tokens * h * 8
     else:
-        logits = logit_tokens * (shape.vocab_size or 0) * logit_bytes
+        logits = logit_tokens * (shape.vocab_size or 0) * LOGIT_BYTES
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
         images = shape.micro_batch if shape.batch_images is None else shape.batch_images
         patches = images * shape.image_pixels / VISION_PATCH**2
         vh = shape.vision_hidden_size
-        per_layer_v = patches * (ATTN_BYTES_PER_HIDDEN * vh + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
+        vision_attention = (ATTN_BYTES_PER_HIDDEN + KV_BYTES_PER_WIDTH) * vh  # every head its own k/v
+        per_layer_v = patches * (vision_attention + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
         vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)
     return {
         "gpu_activations": int(layer_acts),

@@ -44,15 +44,15 @@ def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> Non
 
 def test_no_regression_on_the_table() -> None:
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.884
-    assert new.fits_but_oom <= 16
-    assert new.within >= 0.485
+    assert new.agreement >= 0.890
+    assert new.fits_but_oom <= 17
+    assert new.within >= 0.51
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
-    assert first.agreement >= 0.888
-    assert first.fits_but_oom <= 4
-    assert first.within >= 0.515
+    assert first.agreement >= 0.898
+    assert first.fits_but_oom <= 6
+    assert first.within >= 0.545
 
 
 def test_better_than_the_estimate_it_replaced() -> None:
