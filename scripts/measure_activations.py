@@ -10,20 +10,18 @@ of the transformers this project trains with (random weights, bf16, sdpa attenti
   left out; the difference between 2 and 4 layers and between 256 and 512 tokens isolates one layer's
   per-token share. Fitted over three shapes as a·h + b·kv + c·i (h the hidden size, kv the k/v width, i the
   MLP's intermediate size).
-- the bytes of the logits per token x vocabulary entry: what the loss saves for its backward (exact, as
-  above, at two vocabulary sizes), and their peak through the loss and its backward: the process's peak
-  resident memory (ru_maxrss, a fresh process each) at two vocabulary sizes, the median of three (a
-  coarse meter: it varies by about 1.5 bytes between runs).
+- the bytes of the logits per token x vocabulary entry that the loss saves for its backward (exact, as
+  above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
+  same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
+  the whole and is too coarse (4.8 to 12.3 bytes between runs of the same code), so it is not used.
 
 Saved tensors are what the CUDA kernels save as well (sdpa's flash and memory-efficient kernels keep q, k,
-v, the output and the log-sum-exp, as the CPU one does); the peak of the loss is the same sequence of
-tensors on any device. tests/stack/test_activation_bytes_real.py holds the estimate's constants to these.
+v, the output and the log-sum-exp, as the CPU one does). tests/stack/test_activation_bytes_real.py holds
+the estimate's constants to these.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,45 +114,10 @@ def layer_coefficients(model_type: str) -> tuple[float, float, float]:
     return a, b, c
 
 
-def _peak_rss(model_type: str, vocab: int, tokens: int) -> int:
-    """Peak resident bytes of a fresh process that runs one forward and backward with labels."""
-    code = (
-        "import sys, json, resource; sys.path.insert(0, sys.argv[1]);"
-        "from measure_activations import _model, LayerShape; import torch;"
-        "m = _model(sys.argv[2], LayerShape(256, 2, 704), 2, int(sys.argv[3]));"
-        "m.gradient_checkpointing_enable();"
-        "ids = torch.randint(0, int(sys.argv[3]), (1, int(sys.argv[4])));"
-        "m(input_ids=ids[:, :16], labels=ids[:, :16]).loss.backward(); m.zero_grad(set_to_none=True);"
-        "m(input_ids=ids, labels=ids).loss.backward();"
-        "print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))"
-    )
-    here = str(Path(__file__).resolve().parent)
-    done = subprocess.run(
-        [sys.executable, "-c", code, here, model_type, str(vocab), str(tokens)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return int(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
 def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tuple[int, int] = (4000, 8000)) -> float:
     """Bytes per token x vocabulary entry the loss saves for its backward (exact: saved tensors)."""
     low, high = (_saved_bytes(_model(model_type, SHAPES[0], 2, vocab), tokens) for vocab in vocabs)
     return (high - low) / (tokens * (vocabs[1] - vocabs[0]))
-
-
-def logit_peak_bytes_per_entry(
-    model_type: str, tokens: int = 4096, vocabs: tuple[int, int] = (16000, 48000), runs: int = 3
-) -> float:
-    """Peak bytes per token x vocabulary entry of the logits through the loss and its backward: the median
-    of `runs` measurements, resident memory being a coarse meter (freed pages the allocator keeps)."""
-    found = []
-    for _ in range(runs):
-        low, high = (_peak_rss(model_type, vocab, tokens) for vocab in vocabs)
-        found.append((high - low) / (tokens * (vocabs[1] - vocabs[0])))
-    return sorted(found)[len(found) // 2]
 
 
 def main() -> int:
@@ -164,17 +127,17 @@ def main() -> int:
 
     print(f"transformers {transformers.__version__}, bf16, sdpa, CPU")
     print()
-    print("| model code | per layer, per token (bytes) | the estimate | logits saved | logits at peak | the estimate |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| model code | per layer and token (bytes) | the estimate | logits saved per token x entry | the estimate |")
+    print("| --- | --- | --- | --- | --- |")
     ours = f"{estimate.ATTN_BYTES_PER_HIDDEN} h + {estimate.KV_BYTES_PER_WIDTH} kv + "
     ours += f"{estimate.MLP_BYTES_PER_INTERMEDIATE} i"
     for model_type in MODELLED + NOT_MODELLED:
         a, b, c = layer_coefficients(model_type)
-        saved, peak = logit_saved_bytes_per_entry(model_type), logit_peak_bytes_per_entry(model_type)
+        saved = logit_saved_bytes_per_entry(model_type)
         mark = "" if model_type in MODELLED else " (not modelled)"
         measured = f"{a:.2f} h + {b:.2f} kv + {c:.2f} i"
-        logits = f"{saved:.2f} | {peak:.2f} | {estimate.LOGIT_SAVED_BYTES} saved, {estimate.LOGIT_BYTES} at peak"
-        print(f"| {model_type}{mark} | {measured} | {ours} | {logits} |")
+        logits = f"{estimate.LOGIT_SAVED_BYTES} saved, {estimate.LOGIT_BYTES} at the peak"
+        print(f"| {model_type}{mark} | {measured} | {ours} | {saved:.2f} | {logits} |")
     return 0
 
 

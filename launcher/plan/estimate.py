@@ -72,8 +72,8 @@ ATTN_BYTES_PER_HIDDEN = 20
 KV_BYTES_PER_WIDTH = 4
 MLP_BYTES_PER_INTERMEDIATE = 8
 # Logits, per token x vocabulary, at their peak: in the backward of the loss, the fp32 log-softmax it
-# saved (4: measured exactly, as above), the gradient of that (4) and of its input (4); peak resident
-# memory, a coarse meter, gives 10.5-12.6. The trainer (HF's and swift's compute_loss) returns only the
+# saved (4: measured exactly, as above), the gradient of that (4) and of its input (4), the two tensors
+# log-softmax's backward takes and makes. The trainer (HF's and swift's compute_loss) returns only the
 # loss, so the 16-bit logits are freed before the backward; the forward's own peak (16-bit logits, their
 # fp32 copy, the log-softmax: 10) is lower, as is that of an fp32 output layer (its logits are the copy).
 LOGIT_SAVED_BYTES = 4
