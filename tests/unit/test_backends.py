@@ -409,7 +409,7 @@ def test_a_llamafactory_run_over_several_nodes_takes_its_topology_as_a_swift_run
     config.write_text(f"model_name_or_path: m\noutput_dir: {tmp_path / 'out'}\n")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "NNODES", "NODE_RANK", "MASTER_"))}
     argv = [sys.executable, "-m", "launcher", "plan", "--json", "--backend", "llamafactory", "--assume-gpus",
-            "4x80GiB", "--model-params", "7e9", str(config)]  # fmt: skip
+            "4x80GiB", "--assume-ram", "512GiB", "--model-params", "7e9", str(config)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**clean, **env})
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
