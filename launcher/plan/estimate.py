@@ -300,18 +300,23 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     return parts
 
 
+def _saved_bytes_16bit(hidden: int, kv_width: int, mlp_width: int) -> int:
+    """One transformer layer's saved bytes per token in 16-bit (the measured 20h + 4kv + 8i)."""
+    return ATTN_BYTES_PER_HIDDEN * hidden + KV_BYTES_PER_WIDTH * kv_width + MLP_BYTES_PER_INTERMEDIATE * mlp_width
+
+
 def layer_bytes_per_token(shape: TrainShape) -> float:
     """Bytes one decoder layer saves for the backward per token (no checkpointing), at the weights' dtype."""
     h = shape.hidden_size or 0
     heads = shape.num_heads or 1
-    attention = ATTN_BYTES_PER_HIDDEN * h + KV_BYTES_PER_WIDTH * (h * (shape.num_kv_heads or heads) // heads)
+    kv_width = h * (shape.num_kv_heads or heads) // heads
     if shape.num_experts and shape.moe_intermediate_size:
         # only the routed experts run per token; the dispatch copies of the hidden states come with them
         active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
-        per_token = attention + MLP_BYTES_PER_INTERMEDIATE * active
+        per_token = _saved_bytes_16bit(h, kv_width, active)
         per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
     else:
-        per_token = attention + MLP_BYTES_PER_INTERMEDIATE * (shape.intermediate_size or 4 * h)
+        per_token = _saved_bytes_16bit(h, kv_width, shape.intermediate_size or 4 * h)
     return float(per_token * shape.weight_bytes / 2)
 
 
@@ -359,8 +364,7 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         images = shape.micro_batch if shape.batch_images is None else shape.batch_images
         patches = images * shape.image_pixels / VISION_PATCH**2
         vh = shape.vision_hidden_size
-        vision_attention = (ATTN_BYTES_PER_HIDDEN + KV_BYTES_PER_WIDTH) * vh  # every head its own k/v
-        per_layer_v = patches * (vision_attention + MLP_BYTES_PER_INTERMEDIATE * 4 * vh) * scale
+        per_layer_v = patches * _saved_bytes_16bit(vh, vh, 4 * vh) * scale  # every head its own k/v
         vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)
     return {
         "gpu_activations": int(layer_acts),
