@@ -1,15 +1,16 @@
 """Measure what transformers' own model code keeps for the backward, per token, on the CPU.
 
-    python scripts/measure_activations.py
+    python scripts/measure_activations.py [MODEL_TYPE ...]
 
-Two figures the memory estimate (launcher/plan/estimate.py) is built on, measured on the real model code
-of the transformers this project trains with (random weights, bf16, sdpa attention):
+The figures the memory estimate is built on (launcher/plan/layer_bytes.py holds them per model family),
+measured on the real model code of the transformers this project trains with (random weights, bf16, sdpa
+attention), for every family in that table or the model types given:
 
 - the bytes one decoder layer saves for the backward per token, without gradient checkpointing: every
   tensor autograd saves (torch.autograd.graph.saved_tensors_hooks), counted once per storage, parameters
   left out; the difference between 2 and 4 layers and between 256 and 512 tokens isolates one layer's
-  per-token share. Fitted over three shapes as a·h + b·kv + c·i (h the hidden size, kv the k/v width, i the
-  MLP's intermediate size).
+  per-token share. Fitted over four shapes as a·h + q·(heads x head_dim) + kv·(kv_heads x head_dim) + m·i
+  (h the hidden size, i the MLP's intermediate size).
 - the bytes of the logits per token x vocabulary entry that the loss saves for its backward (exact, as
   above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
   same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
@@ -17,7 +18,7 @@ of the transformers this project trains with (random weights, bf16, sdpa attenti
 
 Saved tensors are what the CUDA kernels save as well (sdpa's flash and memory-efficient kernels keep q, k,
 v, the output and the log-sum-exp, as the CPU one does). tests/stack/test_activation_bytes_real.py holds
-the estimate's constants to these.
+the table to these.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from launcher.plan.layer_bytes import MEASURED, LayerBytes
+
 HIDDEN = 256
 HEADS = 4
 TOKENS = (256, 512)
@@ -37,22 +40,29 @@ LAYERS = (2, 4)
 
 @dataclass(frozen=True)
 class LayerShape:
-    """A decoder layer's widths: hidden, k/v heads (of HEADS), intermediate."""
+    """A decoder layer's widths: hidden, k/v heads (of HEADS), intermediate, head size."""
 
     hidden: int
     kv_heads: int
     intermediate: int
+    head_dim: int = HIDDEN // HEADS
+
+    @property
+    def q_width(self) -> int:
+        return HEADS * self.head_dim
 
     @property
     def kv_width(self) -> int:
-        return self.hidden * self.kv_heads // HEADS
+        return self.kv_heads * self.head_dim
 
 
-# The decoder families the estimate's constants are for, and two whose extra norms it does not count yet
-# (Qwen3's q/k norms, Gemma-2's sandwich norms and logit soft-capping): measured to show the gap.
-MODELLED = ("llama", "qwen2", "mistral")
-NOT_MODELLED = ("qwen3", "gemma2")
-SHAPES = (LayerShape(HIDDEN, 2, 704), LayerShape(HIDDEN, 2, 1408), LayerShape(HIDDEN, 4, 704))
+# The base shape, then one wider in the MLP, one with more k/v heads, one with larger heads (q wider than h).
+SHAPES = (
+    LayerShape(HIDDEN, 2, 704),
+    LayerShape(HIDDEN, 2, 1408),
+    LayerShape(HIDDEN, 4, 704),
+    LayerShape(HIDDEN, 2, 704, head_dim=2 * HIDDEN // HEADS),
+)
 
 
 def _model(model_type: str, shape: LayerShape, layers: int, vocab: int) -> Any:
@@ -68,7 +78,10 @@ def _model(model_type: str, shape: LayerShape, layers: int, vocab: int) -> Any:
         num_hidden_layers=layers,
         vocab_size=vocab,
         max_position_embeddings=8192,
-        head_dim=shape.hidden // HEADS,  # Gemma-2's config would default to 256
+        head_dim=shape.head_dim,  # Gemma's config would default to 256
+        pad_token_id=0,  # the families' own token ids lie beyond these small vocabularies
+        bos_token_id=1,
+        eos_token_id=2,
     )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
@@ -105,39 +118,42 @@ def layer_bytes_per_token(model_type: str, shape: LayerShape) -> float:
     return (per_token[1] - per_token[0]) / (LAYERS[1] - LAYERS[0])
 
 
-def layer_coefficients(model_type: str) -> tuple[float, float, float]:
-    """(a, b, c) of a·h + b·kv + c·i bytes per token, from the three SHAPES."""
-    base, wider_mlp, wider_kv = (layer_bytes_per_token(model_type, shape) for shape in SHAPES)
-    c = (wider_mlp - base) / (SHAPES[1].intermediate - SHAPES[0].intermediate)
-    b = (wider_kv - base) / (SHAPES[2].kv_width - SHAPES[0].kv_width)
-    a = (base - b * SHAPES[0].kv_width - c * SHAPES[0].intermediate) / SHAPES[0].hidden
-    return a, b, c
-
-
 def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tuple[int, int] = (4000, 8000)) -> float:
     """Bytes per token x vocabulary entry the loss saves for its backward (exact: saved tensors)."""
     low, high = (_saved_bytes(_model(model_type, SHAPES[0], 2, vocab), tokens) for vocab in vocabs)
     return (high - low) / (tokens * (vocabs[1] - vocabs[0]))
 
 
+def layer_coefficients(model_type: str) -> LayerBytes:
+    """a·h + q·q_width + kv·kv_width + m·i bytes per token from the four SHAPES, and the loss's bytes."""
+    base, wider_mlp, wider_kv, wider_heads = (layer_bytes_per_token(model_type, shape) for shape in SHAPES)
+    first, heads = SHAPES[0], SHAPES[3]
+    m = (wider_mlp - base) / (SHAPES[1].intermediate - first.intermediate)
+    kv = (wider_kv - base) / (SHAPES[2].kv_width - first.kv_width)
+    # larger heads widen q and k/v together
+    q = (wider_heads - base - kv * (heads.kv_width - first.kv_width)) / (heads.q_width - first.q_width)
+    a = (base - q * first.q_width - kv * first.kv_width - m * first.intermediate) / first.hidden
+    return LayerBytes(a, q, kv, m, logit_saved_bytes_per_entry(model_type))
+
+
+def _terms(found: LayerBytes) -> str:
+    return (
+        f"{found.hidden:.2f} h + {found.q:.2f} q + {found.kv:.2f} kv + {found.mlp:.2f} i; loss {found.logit_saved:.2f}"
+    )
+
+
 def main() -> int:
     import transformers
 
-    from launcher.plan import estimate
-
-    print(f"transformers {transformers.__version__}, bf16, sdpa, CPU")
+    families = sys.argv[1:] or list(MEASURED)
+    print(f"transformers {transformers.__version__}, bf16, sdpa, CPU: bytes saved for the backward per token")
     print()
-    print("| model code | per layer and token (bytes) | the estimate | logits saved per token x entry | the estimate |")
-    print("| --- | --- | --- | --- | --- |")
-    ours = f"{estimate.ATTN_BYTES_PER_HIDDEN} h + {estimate.KV_BYTES_PER_WIDTH} kv + "
-    ours += f"{estimate.MLP_BYTES_PER_INTERMEDIATE} i"
-    for model_type in MODELLED + NOT_MODELLED:
-        a, b, c = layer_coefficients(model_type)
-        saved = logit_saved_bytes_per_entry(model_type)
-        mark = "" if model_type in MODELLED else " (not modelled)"
-        measured = f"{a:.2f} h + {b:.2f} kv + {c:.2f} i"
-        logits = f"{estimate.LOGIT_SAVED_BYTES} saved, {estimate.LOGIT_BYTES} at the peak"
-        print(f"| {model_type}{mark} | {measured} | {ours} | {saved:.2f} | {logits} |")
+    print("| model_type | measured: per layer; per logit entry | launcher/plan/layer_bytes.py |")
+    print("| --- | --- | --- |")
+    for model_type in families:
+        ours = MEASURED.get(model_type)
+        held = "not in the table" if ours is None else _terms(ours)
+        print(f"| {model_type} | {_terms(layer_coefficients(model_type))} | {held} |")
     return 0
 
 

@@ -135,6 +135,34 @@ def _arch(row: Row) -> dict[str, Any]:
     return {**arch, **{k: v for k, v in fallback.items() if arch.get(k) is None}}
 
 
+# The families whose decoder layer saves more than Llama's (launcher/plan/layer_bytes.py), by the row's
+# model name, with their config.json's head_dim where q is wider than hidden / heads; other names are
+# counted as Llama, as the planner counts an unmeasured model_type.
+_FAMILY_BY_NAME = (
+    (r"qwen3(?![.-]?(?:next|5|\.5))", "qwen3", 128),
+    (r"gemma-?3n", None, None),  # Gemma-3n's layers are of another kind, not measured
+    (r"gemma-?3-27b", "gemma3_text", 128),
+    (r"gemma-?3-", "gemma3_text", 256),
+    (r"gemma-?2-27b", "gemma2", 128),
+    (r"gemma-?2-", "gemma2", 256),
+    (r"gemma-", "gemma", 256),
+    (r"phi-?3", "phi3", None),
+    (r"phi-?2", "phi", None),
+    (r"olmo-?2", "olmo2", None),
+    (r"glm-4-.*0414", "glm4", None),
+    (r"starcoder-?2", "starcoder2", None),
+)
+
+
+def _family(row: Row) -> tuple[str | None, int | None]:
+    """(model_type, head_dim) of the row's model, by its name; (None, None) for Llama's layout."""
+    name = str(row.raw["model"]).lower()
+    for pattern, model_type, head_dim in _FAMILY_BY_NAME:
+        if re.search(pattern, name):
+            return model_type, head_dim
+    return None, None
+
+
 def _largest(row: Row) -> int:
     arch = _arch(row)
     h, i, vocab = arch["hidden"], arch.get("intermediate") or 4 * arch["hidden"], arch["vocab"]
@@ -178,6 +206,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
     quant = row.raw.get("quant_bits")
     embeddings = arch["vocab"] * arch["hidden"] * 2
     image_tokens = row.raw.get("image_tokens") or 0
+    model_type, head_dim = _family(row)
     return new_estimate.TrainShape(
         total_params=total + _saved_modules(row),
         trainable_params=_trainable(row),
@@ -187,7 +216,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vocab_size=arch["vocab"],
         micro_batch=int(row.raw.get("micro_batch") or 1),
         seq_len=int(row.raw.get("seq_len") or new_estimate.DEFAULT_SEQ_LEN),
-        gradient_checkpointing=row.raw.get("gradient_checkpointing") is not False,
+        gradient_checkpointing=_checkpointing(row),
         gpus_per_node=per_node,
         nnodes=nodes,
         intermediate_size=arch.get("intermediate"),
@@ -205,8 +234,32 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vocab_logits=not _notes_say(row, "sequence-classification"),
         pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
         upcast_unquantized=_kbit_upcast(row),
+        model_type=model_type,
+        head_dim=head_dim,
         **{k: v for k, v in _stated_settings(row).items() if k != "fused_cross_entropy"},
     )
+
+
+# Frameworks whose gradient checkpointing is off unless the run turns it on (HF TrainingArguments, axolotl's
+# config, DeepSpeed-Chat's flag); ms-swift and LLaMA-Factory turn it on by default, and a framework not
+# named here is read as on.
+CHECKPOINTING_OFF_BY_DEFAULT = frozenset({"transformers", "hf-trainer", "trl", "axolotl", "deepspeed-chat"})
+# Sources whose own training script turns it on whatever the config says: both THUDM fine-tuning demos
+# call model.gradient_checkpointing_enable() before building the Trainer (GLM-4 finetune_demo/finetune.py
+# at 081f0fb, the cited commit; ChatGLM3 finetune_demo/finetune_hf.py at 00930ac).
+SCRIPT_TURNS_CHECKPOINTING_ON = frozenset(
+    {"THUDM/GLM-4 finetune_demo/README_en.md", "THUDM/ChatGLM3 finetune_demo/README_en.md"}
+)
+
+
+def _checkpointing(row: Row) -> bool:
+    """The row's gradient checkpointing: as stated, else what its source's script or framework does."""
+    stated = row.raw.get("gradient_checkpointing")
+    if stated is not None:
+        return bool(stated)
+    if row.source in SCRIPT_TURNS_CHECKPOINTING_ON:
+        return True
+    return row.raw.get("framework") not in CHECKPOINTING_OFF_BY_DEFAULT
 
 
 def _stated_settings(row: Row) -> dict[str, Any]:

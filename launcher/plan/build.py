@@ -235,6 +235,8 @@ def train_shape(
         experts_impl=features.experts_impl,
         loss_chunk_tokens=features.loss_chunk_tokens,
         num_kv_heads=model.num_key_value_heads,
+        head_dim=model.head_dim,
+        model_type=model.decoder_type,
     )
 
 

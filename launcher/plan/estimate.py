@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
 from launcher.plan.ds_config import ZeroSettings
+from launcher.plan.layer_bytes import DEFAULT, LayerBytes, layer_bytes
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
@@ -61,23 +62,18 @@ LORA_FALLBACK_FRACTION = 0.01
 CUDA_CONTEXT_BYTES = int(1.5 * GiB)
 FRAGMENTATION_MARGIN = 0.12
 
-# Bytes per token of one decoder layer's activations saved for the backward, in 16-bit weights, as measured
-# on transformers' own Llama / Qwen2 / Mistral code (scripts/measure_activations.py; the stack test
-# tests/stack/test_activation_bytes_real.py holds these to it): 20h + 4 kv + 8i, where kv is the k/v
-# projection width (h x kv_heads / heads). The 20h: the two RMSNorms' fp32 inputs and outputs, q and the
-# attention output, the residual adds, o_proj's and down_proj's inputs; the 4 kv: k and v as the attention
-# kernel saves them; the 8i: gate, up, silu(gate) and their product (SwiGLU). For llama-7B (MHA, i = 2.7h)
-# this is 46h; Korthikanti et al. count 34h for a GeLU MLP without the fp32 norms.
-ATTN_BYTES_PER_HIDDEN = 20
-KV_BYTES_PER_WIDTH = 4
-MLP_BYTES_PER_INTERMEDIATE = 8
-# Logits, per token x vocabulary, at their peak: in the backward of the loss, the fp32 log-softmax it
-# saved (4: measured exactly, as above), the gradient of that (4) and of its input (4), the two tensors
-# log-softmax's backward takes and makes. The trainer (HF's and swift's compute_loss) returns only the
-# loss, so the 16-bit logits are freed before the backward; the forward's own peak (16-bit logits, their
-# fp32 copy, the log-softmax: 10) is lower, as is that of an fp32 output layer (its logits are the copy).
-LOGIT_SAVED_BYTES = 4
-LOGIT_BYTES = LOGIT_SAVED_BYTES + 4 + 4
+# Bytes per token one decoder layer saves for the backward, and per token x vocabulary entry the loss saves,
+# come from launcher/plan/layer_bytes.py: measured on transformers' own code per model family (for Llama
+# 16h + 4q + 4kv + 8i: the two RMSNorms' fp32 inputs and outputs, the residual adds, o_proj's and
+# down_proj's inputs in h; q and the attention output at q's width; k and v as the attention kernel saves
+# them; gate, up, silu(gate) and their product). For llama-7B (MHA, i = 2.7h) this is 46h; Korthikanti et
+# al. count 34h for a GeLU MLP without the fp32 norms.
+# The logits' peak, per token x vocabulary entry, is in the backward of the loss: what the loss saved (the
+# fp32 log-softmax, 4 bytes; Gemma-2's soft-capped logits add 2) and the two fp32 gradients log-softmax's
+# backward takes and makes. The trainer (HF's and swift's compute_loss) returns only the loss, so the 16-bit
+# logits are freed before the backward; the forward's own peak (16-bit logits, their fp32 copy, the
+# log-softmax: 10) is lower, as is that of an fp32 output layer (its logits are the copy).
+LOGIT_GRADIENT_BYTES = 4 + 4
 # Eager attention: saved probabilities (2 bytes) per layer; at the peak layer also the scores (2) and
 # their fp32 softmax (4), per head x length^2.
 EAGER_SAVED_BYTES = 2
@@ -86,6 +82,7 @@ EAGER_PEAK_BYTES = 6
 # GPTQ/AWQ 4-bit 0.5 + fp16 scales and packed zeros per group of 128.
 QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
 VISION_PATCH = 14  # Qwen-VL / InternVL patch side in pixels
+VISION_LAYER: LayerBytes = DEFAULT  # a vision tower's block, counted as a Llama layer (not measured apart)
 
 # The parts that grow with a micro-batch's tokens; every other part is fixed whatever the data.
 DATA_PARTS = frozenset(
@@ -139,6 +136,8 @@ class TrainShape:
     experts_impl: str | None = None  # --experts_impl grouped_mm | batched_mm | eager (transformers 5)
     loss_chunk_tokens: int = 0  # CELOSS_PARALLEL_SIZE under sequence parallelism: the loss in chunks
     num_kv_heads: int | None = None
+    head_dim: int | None = None  # config.json's head_dim where q's width is not the hidden size (Gemma, Qwen3)
+    model_type: str | None = None  # config.json's model_type: which measured layer (launcher.plan.layer_bytes)
     # peft's prepare_model_for_kbit_training (QLoRA in HF-Trainer scripts): every weight left unquantized
     # (embeddings, output layer, norms) upcast to fp32
     upcast_unquantized: bool = False
@@ -300,24 +299,33 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     return parts
 
 
-def _saved_bytes_16bit(hidden: int, kv_width: int, mlp_width: int) -> int:
-    """One transformer layer's saved bytes per token in 16-bit (the measured 20h + 4kv + 8i)."""
-    return ATTN_BYTES_PER_HIDDEN * hidden + KV_BYTES_PER_WIDTH * kv_width + MLP_BYTES_PER_INTERMEDIATE * mlp_width
+def attention_widths(shape: TrainShape) -> tuple[int, int]:
+    """(q's width, k/v's width): heads x head_dim and kv_heads x head_dim; head_dim is hidden / heads unless
+    config.json sets it."""
+    h = shape.hidden_size or 0
+    heads = shape.num_heads or 1
+    head_dim = shape.head_dim or h // heads
+    return heads * head_dim, (shape.num_kv_heads or heads) * head_dim
 
 
 def layer_bytes_per_token(shape: TrainShape) -> float:
     """Bytes one decoder layer saves for the backward per token (no checkpointing), at the weights' dtype."""
     h = shape.hidden_size or 0
-    heads = shape.num_heads or 1
-    kv_width = h * (shape.num_kv_heads or heads) // heads
+    q_width, kv_width = attention_widths(shape)
+    family = layer_bytes(shape.model_type)
     if shape.num_experts and shape.moe_intermediate_size:
         # only the routed experts run per token; the dispatch copies of the hidden states come with them
         active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
-        per_token = _saved_bytes_16bit(h, kv_width, active)
+        per_token = family.per_token(h, q_width, kv_width, active)
         per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
     else:
-        per_token = _saved_bytes_16bit(h, kv_width, shape.intermediate_size or 4 * h)
+        per_token = family.per_token(h, q_width, kv_width, shape.intermediate_size or 4 * h)
     return float(per_token * shape.weight_bytes / 2)
+
+
+def logit_bytes(shape: TrainShape) -> float:
+    """The logits' peak per token x vocabulary entry: what the loss saved and the backward's two gradients."""
+    return layer_bytes(shape.model_type).logit_saved + LOGIT_GRADIENT_BYTES
 
 
 def activation_parts(shape: TrainShape) -> dict[str, int]:
@@ -349,22 +357,22 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         logits = 0.0
     elif shape.loss_chunk_tokens and not shape.fused_cross_entropy:
         # swift's ChunkedCrossEntropyLoss: the 16-bit logits and their gradient whole, the fp32 loss's
-        # LOGIT_BYTES one chunk at a time
+        # peak bytes (logit_bytes) one chunk at a time
         vocab = shape.vocab_size or 0
         chunk = min(shape.loss_chunk_tokens, logit_tokens)
-        logits = logit_tokens * vocab * 4 + chunk * vocab * LOGIT_BYTES
+        logits = logit_tokens * vocab * 4 + chunk * vocab * logit_bytes(shape)
     elif shape.fused_cross_entropy:
         # liger's fused linear cross-entropy works in chunks of about tokens x hidden / vocab rows: an fp32
         # chunk of logits and its gradient, about the size of one fp32 hidden state
         logits = logit_tokens * h * 8
     else:
-        logits = logit_tokens * (shape.vocab_size or 0) * LOGIT_BYTES
+        logits = logit_tokens * (shape.vocab_size or 0) * logit_bytes(shape)
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
         images = shape.micro_batch if shape.batch_images is None else shape.batch_images
         patches = images * shape.image_pixels / VISION_PATCH**2
         vh = shape.vision_hidden_size
-        per_layer_v = patches * _saved_bytes_16bit(vh, vh, 4 * vh) * scale  # every head its own k/v
+        per_layer_v = patches * VISION_LAYER.per_token(vh, vh, vh, 4 * vh) * scale  # every head its own k/v
         vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)
     return {
         "gpu_activations": int(layer_acts),
@@ -394,9 +402,8 @@ def sequence_parallel_bytes(shape: TrainShape) -> int:
     if shape.sequence_parallel <= 1 or not shape.hidden_size:
         return 0
     h, w, tokens = shape.hidden_size, shape.weight_bytes, shape.tokens
-    heads = shape.num_heads or 1
-    kv = h * (shape.num_kv_heads or heads) // heads
-    ulysses = 2 * (2 * h + 2 * kv) * tokens * w
+    q, kv = attention_widths(shape)
+    ulysses = 2 * (2 * q + 2 * kv) * tokens * w
     ring = 2 * 2 * kv * tokens * w if shape.sequence_ring else 0
     return int(shape.sample_tokens * h * w + ulysses + ring)
 

@@ -39,6 +39,11 @@ def _text_config(config: Mapping[str, object]) -> Mapping[str, object]:
     return config
 
 
+def _str(config: Mapping[str, object], key: str) -> str | None:
+    value = config.get(key)
+    return value if isinstance(value, str) and value else None
+
+
 def _int(config: Mapping[str, object], *keys: str) -> int | None:
     for key in keys:
         value = config.get(key)
@@ -82,6 +87,8 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
         "num_experts": _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
         "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"),
         "moe_intermediate_size": _int(text, "moe_intermediate_size", "expert_intermediate_size"),
+        "head_dim": _int(text, "head_dim", "kv_channels"),
+        "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
         "vision_hidden_size": vision_hidden,

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from fit_memory import fit
-from memory_calibration import JOINED, TABLE, estimate_new, estimate_old, load, load_all, score
+from memory_calibration import JOINED, TABLE, estimate_new, estimate_old, load, load_all, score, train_shape
 
 from launcher.plan.estimate import Calibration
 
@@ -44,9 +44,9 @@ def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> Non
 
 def test_no_regression_on_the_table() -> None:
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.890
-    assert new.fits_but_oom <= 17
-    assert new.within >= 0.51
+    assert new.agreement >= 0.895
+    assert new.fits_but_oom <= 14
+    assert new.within >= 0.515
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
@@ -65,3 +65,25 @@ def test_better_than_the_estimate_it_replaced() -> None:
 def test_the_fitted_constants_are_the_fit() -> None:
     fitted, _ = fit(JOINED_ROWS)
     assert fitted == Calibration()
+
+
+def test_unstated_checkpointing_is_what_the_source_ran() -> None:
+    """A row that does not state gradient checkpointing: its framework's default (off for HF Trainer and
+    axolotl, on for ms-swift), unless the source's own script turns it on."""
+    by_id = {row.id: row for row in JOINED_ROWS}
+    axolotl = by_id["axolotl-mistral7b-lora8bit-mbs1"]
+    glm = by_id["glm4-9b-lora-1gpu"]
+    assert axolotl.raw["gradient_checkpointing"] is None and glm.raw["gradient_checkpointing"] is None
+    assert glm.raw["framework"] == "transformers"  # off by default: the demo's script turns it on
+    assert train_shape(axolotl).gradient_checkpointing is False
+    assert train_shape(glm).gradient_checkpointing is True
+
+
+def test_a_models_family_comes_from_its_name() -> None:
+    """The rows state no model_type: the name gives the measured family and config.json's head_dim."""
+    by_id = {row.id: row for row in JOINED_ROWS}
+    gemma2 = train_shape(by_id["ult-gemma-2-9b-lora-h100"])
+    assert (gemma2.model_type, gemma2.head_dim) == ("gemma2", 256)
+    assert train_shape(by_id["litgpt-gemma-2b-full-4xa10g"]).model_type == "gemma"
+    assert train_shape(by_id["swx-single-lora-qwen3-8b"]).model_type == "qwen3"
+    assert train_shape(by_id["swx-dm-lora-qwen3next-80b"]).model_type is None  # hybrid attention: Llama's bytes

@@ -124,6 +124,25 @@ def test_model_dir_exact_count_and_largest_layer(tmp_path: Path) -> None:
     assert (facts.source, facts.dtype, facts.hidden_size, facts.num_layers) == ("safetensors", "BF16", 8, 2)
 
 
+def test_head_size_and_decoder_family_from_config(tmp_path: Path) -> None:
+    """Gemma-2 sets head_dim apart from hidden / heads; a multimodal config's decoder family is its text
+    config's model_type (what launcher/plan/layer_bytes.py keys on), beside the outer model_type."""
+    gemma2 = tmp_path / "gemma2"
+    gemma2.mkdir()
+    config = {"model_type": "gemma2", "hidden_size": 3584, "num_hidden_layers": 42, "intermediate_size": 14336,
+              "vocab_size": 256000, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256}  # fmt: skip
+    (gemma2 / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(gemma2), {}, tmp_path)
+    assert (facts.head_dim, facts.decoder_type, facts.model_type) == (256, "gemma2", "gemma2")
+    vl = tmp_path / "vl"
+    vl.mkdir()
+    text = {"model_type": "qwen3_vl_text", "hidden_size": 2560, "num_hidden_layers": 36, "head_dim": 128,
+            "intermediate_size": 9728, "vocab_size": 151936, "num_attention_heads": 32}  # fmt: skip
+    (vl / "config.json").write_text(json.dumps({"model_type": "qwen3_vl", "text_config": text, "vision_config": {}}))
+    facts = probe_model(str(vl), {}, tmp_path)
+    assert (facts.head_dim, facts.decoder_type, facts.model_type) == (128, "qwen3_vl_text", "qwen3_vl")
+
+
 def test_hub_id_found_in_hf_cache(tmp_path: Path) -> None:
     snapshot = tmp_path / "hf" / "hub" / "models--Qwen--Tiny" / "snapshots" / "abc"
     snapshot.mkdir(parents=True)

@@ -1,0 +1,86 @@
+"""What one decoder layer and the loss save for the backward, per token, by model family: measured.
+
+Contract: pure data and one lookup. `layer_bytes(model_type)` gives the family's `LayerBytes` for
+config.json's `model_type` (a multimodal or MoE model takes its text decoder's family); a model type not
+measured gets Llama's, the most common decoder layout. launcher/plan/estimate.py multiplies the widths in.
+
+Every figure is what transformers' own model code (5.19, the version ms-swift installs) saves, counted by
+scripts/measure_activations.py with saved-tensor hooks on tiny random-weight models in bf16 with sdpa
+attention: per decoder layer and token, a·h + q·(heads x head_dim) + kv·(kv_heads x head_dim) + m·i, fitted
+over four layer shapes (one varies the MLP, one the k/v heads, one the head size); and the bytes per
+token x vocabulary entry the loss saves. tests/stack/test_activation_bytes_real.py measures every entry
+again and fails when the code saves something else. Parameters are not counted (they are weights).
+
+Why the families differ: an RMSNorm saves its fp32 input and output (Llama has two per layer; Gemma-2 and
+Gemma-3 four, the "sandwich" norms; GLM-4 three); Qwen3, Gemma-3 and OLMo-2 normalise q and k as well
+(per head, or over the whole width in OLMo-2), which adds fp32 copies at the q and k/v widths; Gemma scales
+its embeddings; Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the
+log-softmax (6 bytes); GPT-NeoX and Phi-2 run attention and MLP in parallel off one LayerNorm, and their
+MLP is not gated (GeLU: 4 bytes per intermediate entry, Phi-2's gelu_new 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """Saved bytes per token in 16-bit weights: per hidden, q-projection, k/v-projection and MLP-intermediate
+    width of one decoder layer; and per token x vocabulary entry in the loss."""
+
+    hidden: float
+    q: float
+    kv: float
+    mlp: float
+    logit_saved: float = 4
+
+    def per_token(self, hidden: int, q_width: int, kv_width: int, mlp_width: int) -> float:
+        return self.hidden * hidden + self.q * q_width + self.kv * kv_width + self.mlp * mlp_width
+
+
+# model_type -> measured bytes (scripts/measure_activations.py prints this table).
+MEASURED: dict[str, LayerBytes] = {
+    "llama": LayerBytes(16, 4, 4, 8),
+    "mistral": LayerBytes(16, 4, 4, 8),
+    "qwen2": LayerBytes(16, 4, 4, 8),
+    "granite": LayerBytes(16, 4, 4, 8),
+    "qwen3": LayerBytes(16, 10, 10, 8),
+    "gemma": LayerBytes(20, 4, 4, 8),
+    "gemma2": LayerBytes(36, 4, 4, 8, logit_saved=6),
+    "gemma3_text": LayerBytes(36, 12, 12, 8),
+    "olmo2": LayerBytes(20, 12, 12, 8),
+    "cohere": LayerBytes(14, 4, 4, 8),
+    "phi3": LayerBytes(16, 6, 4, 8),
+    "glm": LayerBytes(16, 6.5, 4, 8),  # partial rotary
+    "glm4": LayerBytes(28, 6.5, 4, 8),
+    "starcoder2": LayerBytes(8, 4, 4, 4),
+    "phi": LayerBytes(4, 6, 4, 10),
+    "gpt_neox": LayerBytes(16, 0, 0, 4),  # q, k, v come out of one fused projection, counted in h
+}
+
+# Model types whose text decoder layer is one measured above: the MoE and multimodal variants keep their
+# family's attention and norms (the routed MLP is counted apart, in launcher/plan/estimate.py).
+SAME_LAYER_AS: dict[str, str] = {
+    "mixtral": "mistral",
+    "qwen2_moe": "qwen2",
+    "qwen2_vl": "qwen2",
+    "qwen2_5_vl": "qwen2",
+    "qwen3_moe": "qwen3",
+    "qwen3_vl": "qwen3",
+    "qwen3_vl_text": "qwen3",
+    "qwen3_vl_moe": "qwen3",
+    "qwen3_vl_moe_text": "qwen3",
+    "gemma3": "gemma3_text",
+    "llava": "llama",
+    "phimoe": "phi3",
+}
+
+DEFAULT = MEASURED["llama"]
+
+
+def layer_bytes(model_type: str | None) -> LayerBytes:
+    """The measured bytes of the family `model_type` belongs to; Llama's where it was not measured."""
+    if not model_type:
+        return DEFAULT
+    return MEASURED.get(SAME_LAYER_AS.get(model_type, model_type), DEFAULT)
