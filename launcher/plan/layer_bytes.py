@@ -79,8 +79,25 @@ SAME_LAYER_AS: dict[str, str] = {
 DEFAULT = MEASURED["llama"]
 
 
+def family_of(model_type: str | None) -> str | None:
+    """The measured family `model_type` belongs to; None where it was not measured."""
+    if not model_type:
+        return None
+    family = SAME_LAYER_AS.get(model_type, model_type)
+    return family if family in MEASURED else None
+
+
 def layer_bytes(model_type: str | None) -> LayerBytes:
     """The measured bytes of the family `model_type` belongs to; Llama's where it was not measured."""
-    if not model_type:
-        return DEFAULT
-    return MEASURED.get(SAME_LAYER_AS.get(model_type, model_type), DEFAULT)
+    family = family_of(model_type)
+    return DEFAULT if family is None else MEASURED[family]
+
+
+def describe(model_type: str | None) -> str:
+    """One line for `plan --explain-memory`: whose measured layer the activations are counted as."""
+    family = family_of(model_type)
+    if family is not None:
+        return f"activations: a {family} decoder layer, as measured on transformers' code"
+    if model_type:
+        return f"activations: model_type {model_type} is not measured, counted as a llama decoder layer"
+    return "activations: no config.json model_type, counted as a llama decoder layer"

@@ -295,3 +295,20 @@ def test_assumed_machine_plan_says_its_memlock_is_this_machines() -> None:
     text = run_cli(*args).stdout
     assert "memlock (of this machine; the assumed machine's is unknown):" in text
     assert json.loads(run_cli(*args[:1], "--json", *args[1:]).stdout)["assumed_machine"] is True
+
+
+def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) -> None:
+    """A Gemma-2 config is counted as Gemma-2's measured layer; a model_type never measured says so."""
+    config = {"model_type": "gemma2", "hidden_size": 3584, "num_hidden_layers": 42, "intermediate_size": 14336,
+              "vocab_size": 256000, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256}  # fmt: skip
+    args = ["--assume-gpus", "1x80GiB", "--assume-ram", "256GiB", "--explain-memory"]
+    for model_type, line in (
+        ("gemma2", "activations: a gemma2 decoder layer, as measured on transformers' code"),
+        ("brand_new", "activations: model_type brand_new is not measured, counted as a llama decoder layer"),
+    ):
+        model = tmp_path / model_type
+        model.mkdir()
+        (model / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+        done = run_cli("plan", *args, "--model", str(model), "--max_length", "8192")
+        assert done.returncode == 0, done.stderr
+        assert f"\n  {line}\n" in done.stdout
