@@ -301,11 +301,12 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
 
 def attention_widths(shape: TrainShape) -> tuple[int, int]:
     """(q's width, k/v's width): heads x head_dim and kv_heads x head_dim; head_dim is hidden / heads unless
-    config.json sets it."""
+    config.json sets it; both the hidden size where the heads are unknown."""
     h = shape.hidden_size or 0
-    heads = shape.num_heads or 1
-    head_dim = shape.head_dim or h // heads
-    return heads * head_dim, (shape.num_kv_heads or heads) * head_dim
+    if not shape.num_heads:
+        return h, h
+    head_dim = shape.head_dim or h // shape.num_heads
+    return shape.num_heads * head_dim, (shape.num_kv_heads or shape.num_heads) * head_dim
 
 
 def layer_bytes_per_token(shape: TrainShape) -> float:

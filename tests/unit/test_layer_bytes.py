@@ -30,6 +30,7 @@ def test_head_dim_sets_q_and_kv_widths() -> None:
     """Gemma-2-9B: 16 heads of 256 make q 4096 wide on a 3584 hidden size; without head_dim, hidden / heads."""
     assert attention_widths(shape(head_dim=256)) == (4096, 2048)
     assert attention_widths(shape()) == (3584, 1792)
+    assert attention_widths(shape(num_heads=None, head_dim=256)) == (3584, 3584)  # heads unknown: as MHA
 
 
 def test_gemma2_layer_and_logits_by_hand() -> None:
