@@ -15,6 +15,7 @@ Rows without a card size, a model size, a GPU count or a figure are counted in t
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,9 +60,15 @@ def report(paths: Sequence[Path], summary: bool = False) -> str:
 
 
 def main() -> int:
-    summary = "--summary" in sys.argv[1:]
-    paths = [Path(arg) for arg in sys.argv[1:] if arg != "--summary"]
-    tables = [[path] for path in paths] or [list(JOINED)]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tables", nargs="*", type=Path, help="JSON Lines tables (default: the joined table)")
+    parser.add_argument("--summary", action="store_true", help="only the estimators' lines")
+    args = parser.parse_args()
+    missing = [str(path) for path in args.tables if not path.is_file()]
+    if missing:
+        parser.error(f"no such table: {', '.join(missing)}")
+    summary = args.summary
+    tables = [[path] for path in args.tables] or [list(JOINED)]
     print("\n\n".join(report(table, summary) for table in tables))
     return 0
 
