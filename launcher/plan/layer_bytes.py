@@ -11,12 +11,14 @@ over four layer shapes (one varies the MLP, one the k/v heads, one the head size
 token x vocabulary entry the loss saves. tests/stack/test_activation_bytes_real.py measures every entry
 again and fails when the code saves something else. Parameters are not counted (they are weights).
 
-Why the families differ: an RMSNorm saves its fp32 input and output (Llama has two per layer; Gemma-2 and
-Gemma-3 four, the "sandwich" norms; GLM-4 three); Qwen3, Gemma-3 and OLMo-2 normalise q and k as well
-(per head, or over the whole width in OLMo-2), which adds fp32 copies at the q and k/v widths; Gemma scales
-its embeddings; Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the
-log-softmax (6 bytes); GPT-NeoX and Phi-2 run attention and MLP in parallel off one LayerNorm, and their
-MLP is not gated (GeLU: 4 bytes per intermediate entry, Phi-2's gelu_new 10).
+Why the families differ: an RMSNorm saves fp32 copies of its input and output (Llama has two norms per
+layer; Gemma-2, Gemma-3 and GLM-4 add norms after attention and the MLP, the "sandwich" norms, and Gemma's
+norms scale by 1 + weight in fp32, one more fp32 tensor each); Qwen3, Gemma-3 and OLMo-2 normalise q and
+k as well (per head, or over the whole width in OLMo-2), which adds fp32 copies at the q and k/v widths;
+Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the log-softmax (6 bytes);
+GPT-NeoX and Phi-2 run attention and MLP in parallel off one LayerNorm, and their MLP is not gated (GeLU:
+4 bytes per intermediate entry, Phi-2's gelu_new 10). The table holds what was measured; these are the
+reasons read off the model code, not inputs to it.
 """
 
 from __future__ import annotations
