@@ -110,7 +110,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")
     vocab = _int(text, "vocab_size")
     multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower", "audio_config"))
-    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+    model_type = _str(config, "model_type")
 
     extra = _shape_fields(config)
     quant_bits = extra["quant_bits"]
@@ -143,7 +143,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             vocab_size=vocab,
             dtype=max(dtypes, key=lambda d: dtypes[d]) if quant_bits is None else _config_dtype(config),
             is_multimodal=multimodal,
-            model_type=str(model_type) if model_type else None,
+            model_type=model_type,
             warnings=tuple(warnings),
             vision_params=vision,
             **extra,  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             vocab_size=vocab,
             dtype=_config_dtype(config),
             is_multimodal=multimodal,
-            model_type=str(model_type) if model_type else None,
+            model_type=model_type,
             warnings=tuple(warnings),
             **extra,  # type: ignore[arg-type]
         )
