@@ -17,6 +17,7 @@ from dataclasses import replace
 from math import prod
 from pathlib import Path
 
+from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
 
 _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
@@ -24,11 +25,36 @@ _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za
 
 
 def read_safetensors_header(path: Path) -> dict[str, dict[str, object]]:
-    with path.open("rb") as handle:
-        (length,) = struct.unpack("<Q", handle.read(8))
-        header: dict[str, dict[str, object]] = json.loads(handle.read(length))
+    """The tensors' entries of a safetensors file's header; SafeSftError where the file is not one (a
+    download cut short, say)."""
+    try:
+        with path.open("rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise ValueError("shorter than the 8 bytes of its header's length")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > path.stat().st_size - 8:
+                raise ValueError(f"its header's length, {length} bytes, runs past the end of the file")
+            header = json.loads(handle.read(length))
+        if not isinstance(header, dict):
+            raise ValueError("its header is not a JSON object")
+    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise SafeSftError(
+            f"{path} is not a readable safetensors file: {err}", "download the model again (or complete it)"
+        ) from None
     header.pop("__metadata__", None)
     return header
+
+
+def _read_config(path: Path) -> dict[str, object]:
+    """config.json as an object; SafeSftError where it is not one."""
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SafeSftError(f"{path} is not readable JSON: {err}", "download the model's config.json again") from None
+    if not isinstance(config, dict):
+        raise SafeSftError(f"{path} holds a {type(config).__name__}, not a JSON object", "download it again")
+    return config
 
 
 def _text_config(config: Mapping[str, object]) -> Mapping[str, object]:
@@ -101,7 +127,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     config: dict[str, object] = {}
     config_path = directory / "config.json"
     if config_path.is_file():
-        config = json.loads(config_path.read_text())
+        config = _read_config(config_path)
     else:
         warnings.append(f"{config_path} not found: model shape unknown")
     text = _text_config(config)

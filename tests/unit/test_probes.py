@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from launcher.errors import SafeSftError
 from launcher.probe.gpus import probe_gpus
 from launcher.probe.memory import cgroup_limit
 from launcher.probe.model_size import params_from_name, probe_model
@@ -184,3 +185,26 @@ def test_model_params_flag_overrides(tmp_path: Path) -> None:
 )
 def test_params_from_name(name: str, params: float | None) -> None:
     assert params_from_name(name) == (int(params) if params else None)
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "said"),
+    [
+        pytest.param("config.json", b'{"model_type": "llama", ', "config.json is not readable JSON", id="config-cut"),
+        pytest.param("config.json", b"[1]", "config.json holds a list, not a JSON object", id="config-list"),
+        pytest.param("model.safetensors", b"abc", "shorter than the 8 bytes", id="safetensors-short"),
+        pytest.param("model.safetensors", struct.pack("<Q", 10**9) + b"{}", "runs past the end", id="safetensors-cut"),
+        pytest.param(
+            "model.safetensors", struct.pack("<Q", 3) + b"[1]", "header is not a JSON object", id="header-list"
+        ),
+    ],
+)
+def test_a_corrupt_model_file_is_one_error_naming_it(tmp_path: Path, file: str, content: bytes, said: str) -> None:
+    """A download cut short or a file that is not what its name says: SafeSftError naming the file and the
+    fix, not a traceback."""
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 100}))
+    (tmp_path / file).write_bytes(content)
+    with pytest.raises(SafeSftError) as raised:
+        probe_model(str(tmp_path), {}, tmp_path)
+    assert str(tmp_path / file) in raised.value.message and said in raised.value.message
+    assert "again" in raised.value.hint
