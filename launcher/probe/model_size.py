@@ -71,9 +71,10 @@ def _str(config: Mapping[str, object], key: str) -> str | None:
 
 
 def _int(config: Mapping[str, object], *keys: str) -> int | None:
+    """The first of `keys` that holds a size: a positive integer (a bool, zero or a negative is no size)."""
     for key in keys:
         value = config.get(key)
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 

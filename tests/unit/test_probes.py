@@ -208,3 +208,18 @@ def test_a_corrupt_model_file_is_one_error_naming_it(tmp_path: Path, file: str, 
         probe_model(str(tmp_path), {}, tmp_path)
     assert str(tmp_path / file) in raised.value.message and said in raised.value.message
     assert "again" in raised.value.hint
+
+
+def test_a_size_that_is_not_positive_is_unknown(tmp_path: Path) -> None:
+    """A negative head_dim, a zero hidden size or a bool in config.json is no size: the next key, or
+    unknown (the estimate then uses hidden / heads), never a negative width."""
+    config = {"hidden_size": 0, "d_model": 64, "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100,
+              "head_dim": -256, "num_attention_heads": 4, "num_key_value_heads": True}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert (facts.hidden_size, facts.head_dim, facts.num_attention_heads, facts.num_key_value_heads) == (
+        64,
+        None,
+        4,
+        None,
+    )
