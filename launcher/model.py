@@ -121,7 +121,8 @@ class ModelFacts:
     num_key_value_heads: int | None = None  # GQA: sequence parallelism splits these heads
     num_experts: int | None = None  # MoE: routed experts per layer
     experts_per_token: int | None = None  # MoE: experts each token goes through
-    moe_intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None  # one routed expert's MLP width
+    shared_expert_intermediate_size: int | None = None  # MoE: the always-on shared experts' MLP width
     tie_word_embeddings: bool = False
     quant_bits: int | None = None  # a pre-quantized checkpoint (bnb, GPTQ, AWQ): bits per frozen weight
     vision_params: int = 0  # the vision tower's parameters (frozen by swift's default freeze_vit)

@@ -65,12 +65,38 @@ SHAPES = (
 )
 
 
-def _model(model_type: str, shape: LayerShape, layers: int, vocab: int) -> Any:
+@dataclass(frozen=True)
+class Routing:
+    """An MoE layer's experts: how many, how many per token, one expert's width, the shared experts' width."""
+
+    experts: int
+    per_token: int
+    width: int
+    shared: int = 0
+
+    def config(self) -> dict[str, Any]:
+        """Every family's spelling at once: Mixtral's experts are intermediate_size wide (num_local_experts),
+        Qwen's moe_intermediate_size (num_experts); a config takes the keys it knows."""
+        found: dict[str, Any] = {
+            "num_experts": self.experts,
+            "num_local_experts": self.experts,
+            "num_experts_per_tok": self.per_token,
+            "moe_intermediate_size": self.width,
+            "decoder_sparse_step": 1,  # every layer an MoE layer
+            "mlp_only_layers": [],
+        }
+        if self.shared:
+            found["shared_expert_intermediate_size"] = self.shared
+        return found
+
+
+def _model(model_type: str, shape: LayerShape, layers: int, vocab: int, routing: Routing | None = None) -> Any:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.for_model(
         model_type,
+        **(routing.config() if routing else {}),
         hidden_size=shape.hidden,
         intermediate_size=shape.intermediate,
         num_attention_heads=HEADS,
@@ -108,11 +134,12 @@ def _saved_bytes(model: Any, tokens: int) -> int:
     return sum(seen.values())
 
 
-def layer_bytes_per_token(model_type: str, shape: LayerShape) -> float:
-    """One decoder layer's saved bytes per token (no gradient checkpointing)."""
+def layer_bytes_per_token(model_type: str, shape: LayerShape, routing: Routing | None = None) -> float:
+    """One decoder layer's saved bytes per token (no gradient checkpointing); an MoE layer with `routing`
+    (random weights route the tokens about evenly; what a token saves does not depend on where it goes)."""
     per_token = []
     for layers in LAYERS:
-        model = _model(model_type, shape, layers, vocab=4000)
+        model = _model(model_type, shape, layers, vocab=4000, routing=routing)
         short, long = (_saved_bytes(model, tokens) for tokens in TOKENS)
         per_token.append((long - short) / (TOKENS[1] - TOKENS[0]))
     return (per_token[1] - per_token[0]) / (LAYERS[1] - LAYERS[0])

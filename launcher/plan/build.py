@@ -220,6 +220,7 @@ def train_shape(
         num_experts=model.num_experts,
         experts_per_token=model.experts_per_token,
         moe_intermediate_size=model.moe_intermediate_size,
+        shared_expert_intermediate_size=model.shared_expert_intermediate_size,
         vision_hidden_size=model.vision_hidden_size,
         vision_layers=model.vision_layers,
         image_pixels=features.image_pixels,

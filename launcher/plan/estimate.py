@@ -122,6 +122,7 @@ class TrainShape:
     num_experts: int | None = None
     experts_per_token: int | None = None
     moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None  # MoE shared experts: every token runs them
     vision_hidden_size: int | None = None
     vision_layers: int | None = None
     image_pixels: int = 0  # MAX_PIXELS of one image per sample; 0 for text-only
@@ -191,16 +192,24 @@ def lora_trainable_params(
     *,
     num_experts: int | None = None,
     moe_intermediate_size: int | None = None,
+    shared_expert_intermediate_size: int | None = None,
+    experts_are_linears: bool = False,
 ) -> int:
     """LoRA on every linear of each layer (swift's default `all-linear`): rank x (in + out) per linear.
 
-    In an MoE layer every expert's gate, up and down projections carry their own adapter.
+    An MoE layer's shared experts are one MLP of their summed width. Its routed experts are linears only in
+    transformers 4's layout (a list of MLPs, `experts_are_linears`), where each carries its own adapter;
+    transformers 5 fuses them into parameters that all-linear passes over (launcher/plan/features.py).
     """
     if hidden_size and intermediate_size and num_layers:
         h, i = hidden_size, intermediate_size
         attention = 4 * (h + h)  # q k v o
-        # gate up down, per expert in an MoE layer
-        mlp = num_experts * 3 * (h + moe_intermediate_size) if num_experts and moe_intermediate_size else 3 * (h + i)
+        if num_experts and moe_intermediate_size:
+            mlp = num_experts * 3 * (h + moe_intermediate_size) if experts_are_linears else 0
+            if shared_expert_intermediate_size:
+                mlp += 3 * (h + shared_expert_intermediate_size)
+        else:
+            mlp = 3 * (h + i)
         return num_layers * rank * (attention + mlp)
     return int(total_params * LORA_FALLBACK_FRACTION)
 
@@ -316,9 +325,11 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     family = layer_bytes(shape.model_type)
     if shape.num_experts and shape.moe_intermediate_size:
         # only the routed experts run per token; the dispatch copies of the hidden states come with them
-        active = (shape.experts_per_token or 1) * shape.moe_intermediate_size
-        per_token = family.per_token(h, q_width, kv_width, active)
-        per_token += 4 * (shape.experts_per_token or 1) * h + 4 * shape.num_experts
+        # (measured on Mixtral, Qwen3-MoE and Qwen2-MoE: tests/stack/test_activation_bytes_real.py); shared
+        # experts run as one dense MLP of their width, their output kept for the gate that scales it
+        top_k, shared = shape.experts_per_token or 1, shape.shared_expert_intermediate_size or 0
+        per_token = family.per_token(h, q_width, kv_width, top_k * shape.moe_intermediate_size + shared)
+        per_token += 4 * top_k * h + 4 * shape.num_experts + (2 * h if shared else 0)
     else:
         per_token = family.per_token(h, q_width, kv_width, shape.intermediate_size or 4 * h)
     return float(per_token * shape.weight_bytes / 2)
@@ -492,7 +503,14 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         changes.append(("torch_dtype float32 -> bfloat16", replace(shape, weight_bytes=2)))
     if shape.trainable_params == shape.total_params and shape.hidden_size and shape.num_layers:
         lora = lora_trainable_params(
-            shape.total_params, shape.hidden_size, shape.intermediate_size, shape.num_layers, 8
+            shape.total_params,
+            shape.hidden_size,
+            shape.intermediate_size,
+            shape.num_layers,
+            8,
+            num_experts=shape.num_experts,
+            moe_intermediate_size=shape.moe_intermediate_size,
+            shared_expert_intermediate_size=shape.shared_expert_intermediate_size,
         )
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:

@@ -79,10 +79,22 @@ def _int_env(env: Mapping[str, str], name: str) -> int | None:
 
 
 def lora_params(
-    model: ModelFacts, rank: int, targets: tuple[str, ...], *, llm: bool, vision: bool
+    model: ModelFacts,
+    rank: int,
+    targets: tuple[str, ...],
+    *,
+    llm: bool,
+    vision: bool,
+    parameters: tuple[str, ...] = (),
 ) -> tuple[int, tuple[str, ...]]:
-    """LoRA parameters: rank x (in + out) per targeted linear of each layer, every expert's own in an MoE
-    layer; `all-linear` targets every linear (of the LLM unless frozen, of the ViT when not frozen)."""
+    """LoRA parameters: rank x (in + out) per targeted linear of each layer; `all-linear` targets every
+    linear (of the LLM unless frozen, of the ViT when not frozen).
+
+    An MoE layer's routed experts are no linears in transformers 5: each layer keeps them as two fused 3-D
+    parameters (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`), which swift's all-linear (modules
+    whose class name says Linear) and a q/k/v/o/gate/up/down name pass over. Only the shared experts'
+    MLP is a linear there; `--target_parameters` naming the fused parameters gives every routed expert its
+    own rank-r adapter (peft's ParamWrapper)."""
     h, i, layers = model.hidden_size, model.intermediate_size, model.num_layers
     if not (h and i and layers):
         return int((model.total_params or 0) * 0.01), ()
@@ -97,13 +109,22 @@ def lora_params(
         attention = sum(h + h for name in ATTENTION_LINEARS if name in names)
         mlp_one = sum(h + i for name in MLP_LINEARS if name in names)
         if model.num_experts and model.moe_intermediate_size:
-            mlp = model.num_experts * sum(h + model.moe_intermediate_size for n in MLP_LINEARS if n in names)
+            shared = model.shared_expert_intermediate_size
+            mlp = sum(h + shared for n in MLP_LINEARS if n in names) if shared else 0
+            mlp += model.num_experts * routed_expert_adapters(h, model.moe_intermediate_size, parameters)
         else:
             mlp = mlp_one
         total += layers * rank * (attention + mlp)
     if vision and model.vision_hidden_size and model.vision_layers and "all-linear" in targets:
         total += model.vision_layers * rank * VISION_LORA_PER_HIDDEN * model.vision_hidden_size
     return total, tuple(unknown)
+
+
+def routed_expert_adapters(hidden: int, expert_width: int, parameters: tuple[str, ...]) -> int:
+    """in + out of one routed expert's fused parameters that --target_parameters names: gate_up_proj maps
+    the hidden size to gate and up (2 x the expert's width), down_proj maps back."""
+    widths = {"gate_up_proj": hidden + 2 * expert_width, "down_proj": expert_width + hidden}
+    return sum(width for suffix, width in widths.items() if any(p.endswith(suffix) for p in parameters))
 
 
 def _named_params(model: ModelFacts, names: tuple[str, ...]) -> tuple[int, tuple[str, ...]]:
@@ -137,7 +158,10 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
     vision_named = any(_is_vision(n) for n in extra_names)
     if is_lora(swift):
         rank = swift.get_int("lora_rank", 8) or 8
-        adapters, unknown = lora_params(model, rank, targets, llm=not freeze_llm, vision=not freeze_vit)
+        parameters = _words(swift, "target_parameters")
+        adapters, unknown = lora_params(
+            model, rank, targets, llm=not freeze_llm, vision=not freeze_vit, parameters=parameters
+        )
         if unknown:
             warnings.append(
                 f"--target_modules {' '.join(unknown)}: not a q/k/v/o/gate/up/down projection, its LoRA "

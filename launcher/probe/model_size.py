@@ -103,6 +103,33 @@ def _vision_shape(config: Mapping[str, object]) -> tuple[int | None, int | None]
     return _int(vision, "hidden_size", "embed_dim", "width"), _int(vision, "depth", "num_hidden_layers", "layers")
 
 
+def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
+    """An MoE decoder's routed experts, the experts each token goes through, one expert's MLP width and the
+    shared experts' width. Mixtral's layout (Mixtral, PhiMoE, gpt-oss, OLMoE, GraniteMoE) has no
+    moe_intermediate_size: its intermediate_size is one expert's. DeepSeek's and GLM-4.5's shared experts
+    are n_shared_experts experts wide; Qwen2-MoE and Qwen3-Next state the width. One expert is a dense MLP."""
+    experts = _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    if experts is None or experts < 2:
+        return {
+            "num_experts": None,
+            "experts_per_token": None,
+            "moe_intermediate_size": None,
+            "shared_expert_intermediate_size": None,
+        }
+    width = _int(text, "moe_intermediate_size", "expert_intermediate_size", "expert_ffn_hidden_size")
+    width = width or _int(text, "intermediate_size", "ffn_dim")
+    shared = _int(text, "shared_expert_intermediate_size", "shared_intermediate_size")
+    shared_experts = _int(text, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+    if shared is None and shared_experts and width:
+        shared = shared_experts * width
+    return {
+        "num_experts": experts,
+        "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k"),
+        "moe_intermediate_size": width,
+        "shared_expert_intermediate_size": shared,
+    }
+
+
 def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     """The ModelFacts fields config.json gives beyond the parameter count."""
     text = _text_config(config)
@@ -111,9 +138,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     return {
         "num_attention_heads": _int(text, "num_attention_heads", "n_head", "num_heads"),
         "num_key_value_heads": _int(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads"),
-        "num_experts": _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
-        "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts"),
-        "moe_intermediate_size": _int(text, "moe_intermediate_size", "expert_intermediate_size"),
+        **_moe_fields(text),
         "head_dim": _int(text, "head_dim", "kv_channels"),
         "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
         "tie_word_embeddings": bool(tied),
@@ -180,7 +205,9 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
         embed = vocab * hidden * (1 if tied else 2)
         experts, moe_i = extra["num_experts"], extra["moe_intermediate_size"]
         if isinstance(experts, int) and isinstance(moe_i, int):
-            mlp = experts * 3 * hidden * moe_i + hidden * experts  # the experts and the router
+            shared = extra["shared_expert_intermediate_size"]
+            shared_i = shared if isinstance(shared, int) else 0
+            mlp = (experts * moe_i + shared_i) * 3 * hidden + hidden * experts  # the experts, shared ones, router
         else:
             mlp = 3 * hidden * intermediate
         per_layer = 4 * hidden * hidden + mlp

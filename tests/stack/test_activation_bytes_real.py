@@ -16,15 +16,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from measure_activations import HEADS, SHAPES, LayerShape, logit_saved_bytes_per_entry
+from measure_activations import HEADS, SHAPES, LayerShape, Routing, logit_saved_bytes_per_entry
 from measure_activations import layer_bytes_per_token as measured_layer
 
 from launcher.plan.estimate import LOGIT_GRADIENT_BYTES, TrainShape, activation_parts, layer_bytes_per_token
 from launcher.plan.layer_bytes import MEASURED, layer_bytes
 
 
-def shape_of(model_type: str, layer: LayerShape, vocab: int = 4000) -> TrainShape:
+def shape_of(model_type: str, layer: LayerShape, vocab: int = 4000, routing: Routing | None = None) -> TrainShape:
+    moe = routing or Routing(0, 0, 0)
     return TrainShape(
+        num_experts=moe.experts or None, experts_per_token=moe.per_token or None,
+        moe_intermediate_size=moe.width or None, shared_expert_intermediate_size=moe.shared or None,
         total_params=1, trainable_params=1, largest_layer_params=1, hidden_size=layer.hidden, num_layers=1,
         vocab_size=vocab, micro_batch=1, seq_len=1024, gradient_checkpointing=False, gpus_per_node=1,
         nnodes=1, intermediate_size=layer.intermediate, num_heads=HEADS, num_kv_heads=layer.kv_heads,
@@ -50,3 +53,26 @@ def test_the_loss_saves_what_the_estimate_counts(stack_installed: None, model_ty
     tokens, vocab = 1024, 32000
     ours = activation_parts(shape_of(model_type, SHAPES[0], vocab=vocab))["gpu_logits"] / (tokens * vocab)
     assert ours == saved + LOGIT_GRADIENT_BYTES == saved + 2 * 4
+
+
+# An MoE layer: more experts per token, a wider expert, more experts, shared experts; Mixtral's layout (its
+# experts intermediate_size wide), Qwen3-MoE's and Qwen2-MoE's (with shared experts).
+ROUTINGS = (Routing(8, 2, 128), Routing(8, 4, 128), Routing(8, 2, 256), Routing(16, 2, 128))
+MOE_CASES = [
+    ("mixtral", (Routing(8, 2, 704), Routing(8, 4, 704), Routing(16, 2, 704))),
+    ("qwen3_moe", ROUTINGS),
+    ("qwen2_moe", tuple(Routing(r.experts, r.per_token, r.width, shared=256) for r in ROUTINGS)),
+]
+
+
+@pytest.mark.parametrize(("model_type", "routings"), MOE_CASES, ids=[case[0] for case in MOE_CASES])
+def test_an_moe_layers_saved_bytes_per_token_are_the_estimates(
+    stack_installed: None, model_type: str, routings: tuple[Routing, ...]
+) -> None:
+    """Each routed expert a token goes through saves its share of the hidden states and 8 bytes per entry
+    of its width; the router 4 bytes per expert; a shared expert as a dense MLP of its width: within 3 %."""
+    for routing in routings:
+        layer = SHAPES[0] if model_type != "mixtral" else LayerShape(SHAPES[0].hidden, 2, routing.width)
+        measured = measured_layer(model_type, layer, routing)
+        ours = layer_bytes_per_token(shape_of(model_type, layer, routing=routing))
+        assert ours == pytest.approx(measured, rel=0.03), (model_type, routing, measured, ours)

@@ -34,7 +34,7 @@ TOPOLOGY = resolve_topology(TopologyRequest(), {}, FACTS.gpus.gpus, free_port=1)
 
 def device_map_plan(tmp_path: Path):  # type: ignore[no-untyped-def]
     swift = parse_swift_argv(
-        ["--model", "m", "--tuner_type", "lora", "--max_length", "2048", "--output_dir", str(tmp_path)]
+        ["--model", "m", "--tuner_type", "lora", "--max_length", "4096", "--output_dir", str(tmp_path)]
     )
     plan = build_plan(swift, TOPOLOGY, FACTS, QWEN3_235B, env={}, paths=PATHS)
     assert plan.strategy == "device_map" and plan.device_map is not None

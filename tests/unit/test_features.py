@@ -112,7 +112,20 @@ H7, I7, L7 = 3584, 18944, 28
             48 * 8 * 4 * 2 * 2048,
             id="moe-lora-attention-only",
         ),
-        pytest.param(QWEN3_MOE, (), 48 * 8 * (4 * 2 * 2048 + 128 * 3 * (2048 + 768)), id="moe-lora-every-expert"),
+        # transformers 5's routed experts are fused parameters: all-linear reaches attention only
+        pytest.param(QWEN3_MOE, (), 48 * 8 * 4 * 2 * 2048, id="moe-lora-all-linear"),
+        pytest.param(
+            QWEN3_MOE,
+            ("--target_parameters", "mlp.experts.gate_up_proj", "mlp.experts.down_proj"),
+            48 * 8 * (4 * 2 * 2048 + 128 * ((2048 + 2 * 768) + (768 + 2048))),
+            id="moe-lora-every-expert-by-target_parameters",
+        ),
+        pytest.param(
+            replace(QWEN3_MOE, shared_expert_intermediate_size=5632),
+            (),
+            48 * 8 * (4 * 2 * 2048 + 3 * (2048 + 5632)),
+            id="moe-lora-shared-experts",
+        ),
     ],
 )
 def test_trainable_parameters(model: ModelFacts, argv: tuple[str, ...], expected: int) -> None:

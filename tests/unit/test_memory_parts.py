@@ -264,11 +264,18 @@ def test_moe_activations_use_the_routed_experts_only() -> None:
     assert activation_parts(moe)["gpu_activations"] == tokens * H * 2 * 32 + tokens * per_token
 
 
-def test_moe_lora_adapts_every_expert() -> None:
+def test_moe_lora_adapts_the_experts_that_are_linears() -> None:
+    """transformers 4's experts (a list of MLPs) each carry an adapter; transformers 5's fused ones none; the
+    shared experts, one MLP of their width, always."""
     dense = lora_trainable_params(1, 2048, 10944, 24, 8)
-    moe = lora_trainable_params(1, 2048, 10944, 24, 8, num_experts=64, moe_intermediate_size=1408)
+    moe = {"num_experts": 64, "moe_intermediate_size": 1408}
+    listed = lora_trainable_params(1, 2048, 10944, 24, 8, **moe, experts_are_linears=True)
+    fused = lora_trainable_params(1, 2048, 10944, 24, 8, **moe)
+    shared = lora_trainable_params(1, 2048, 10944, 24, 8, **moe, shared_expert_intermediate_size=2816)
     assert dense == 24 * 8 * (8 * 2048 + 3 * (2048 + 10944))
-    assert moe == 24 * 8 * (8 * 2048 + 64 * 3 * (2048 + 1408))
+    assert listed == 24 * 8 * (8 * 2048 + 64 * 3 * (2048 + 1408))
+    assert fused == 24 * 8 * 8 * 2048
+    assert shared == 24 * 8 * (8 * 2048 + 3 * (2048 + 2816))
 
 
 def test_vision_tower_activations_grow_with_max_pixels() -> None:
@@ -298,6 +305,40 @@ def test_moe_config_counts_every_expert(tmp_path: Path) -> None:
     per_layer = 4 * 2048 * 2048 + 64 * 3 * 2048 * 1408 + 2048 * 64
     assert facts.total_params == 2 * 102400 * 2048 + 24 * per_layer
     assert (facts.num_experts, facts.experts_per_token, facts.moe_intermediate_size) == (64, 6, 1408)
+
+
+@pytest.mark.parametrize(
+    ("routing", "expected"),
+    [
+        # Mixtral's layout: no moe_intermediate_size, its intermediate_size is one expert's
+        ({"num_local_experts": 8, "num_experts_per_tok": 2}, (8, 2, 1408, None)),
+        # Qwen2-MoE: the shared experts' width stated
+        (
+            {"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 352,
+             "shared_expert_intermediate_size": 1408},
+            (60, 4, 352, 1408),
+        ),
+        # DeepSeek: n_shared_experts experts of moe_intermediate_size
+        (
+            {"n_routed_experts": 64, "num_experts_per_tok": 6, "moe_intermediate_size": 352, "n_shared_experts": 2},
+            (64, 6, 352, 704),
+        ),
+        # ERNIE-4.5's spelling
+        ({"moe_num_experts": 64, "moe_k": 6, "moe_intermediate_size": 352}, (64, 6, 352, None)),
+        # one expert (Hunyuan's dense config) is a dense MLP
+        ({"num_experts": 1, "moe_topk": 1}, (None, None, None, None)),
+    ],
+    ids=["mixtral", "qwen2_moe", "deepseek", "ernie", "one-expert"],
+)  # fmt: skip
+def test_moe_routing_is_read_in_every_spelling(tmp_path: Path, routing: dict[str, int], expected: tuple) -> None:  # type: ignore[type-arg]
+    config = {"hidden_size": 512, "num_hidden_layers": 2, "intermediate_size": 1408, "vocab_size": 1000, **routing}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    found = (facts.num_experts, facts.experts_per_token, facts.moe_intermediate_size)
+    assert (*found, facts.shared_expert_intermediate_size) == expected
+    experts, _, width, shared = expected
+    mlp = (experts * width + (shared or 0)) * 3 * 512 + 512 * experts if experts else 3 * 512 * 1408
+    assert facts.total_params == 2 * 1000 * 512 + 2 * (4 * 512 * 512 + mlp)
 
 
 def test_gptq_packed_weights_are_counted_unpacked(tmp_path: Path) -> None:

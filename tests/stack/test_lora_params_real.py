@@ -1,0 +1,83 @@
+"""The plan's LoRA parameter count held against swift's own target search and peft (real, on the CPU).
+
+`swift sft --tuner_type lora` adapts what swift's `find_all_linears` returns for `all-linear` (modules whose
+class name says Linear), or the parameters `--target_parameters` names (peft's ParamWrapper). transformers 5
+keeps an MoE layer's routed experts as fused 3-D parameters, so all-linear reaches only attention and the
+shared experts' MLP. The plan reads config.json alone (launcher/plan/features.py); its count must be what
+peft makes trainable on the model built from that config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from launcher.plan.features import lora_params
+from launcher.probe.model_size import probe_model
+
+RANK = 8
+BASE = {
+    "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "head_dim": 64, "vocab_size": 1000, "intermediate_size": 704, "pad_token_id": 0, "bos_token_id": 1,
+    "eos_token_id": 2,
+}  # fmt: skip
+CASES = [
+    ("llama", {}, ()),
+    ("mixtral", {"num_local_experts": 8, "num_experts_per_tok": 2}, ()),
+    ("qwen3_moe", {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128}, ()),
+    (
+        "qwen2_moe",
+        {
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 128,
+            "shared_expert_intermediate_size": 384,
+        },
+        (),
+    ),
+    (
+        "qwen3_moe",
+        {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128},
+        ("mlp.experts.gate_up_proj", "mlp.experts.down_proj"),
+    ),
+]
+# A 1-wide linear the plan leaves out: Qwen2-MoE's sigmoid gate on the shared experts (rank x (h + 1) per
+# layer, under 0.1 % of the adapters at real sizes).
+UNCOUNTED = ("shared_expert_gate",)
+
+
+def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[str, ...]) -> int:
+    """Parameters peft trains with swift's all-linear targets, rank RANK, on the model built from `config`."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from swift.utils.transformers_utils import find_all_linears
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    fields = {k: v for k, v in config.items() if k != "model_type"}
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields))
+    model.model_meta = SimpleNamespace(model_arch=None)  # what swift's loader attaches; no arch: lm_head skipped
+    targets = [name for name in find_all_linears(model) if not name.endswith(UNCOUNTED)]
+    lora = LoraConfig(r=RANK, target_modules=targets, target_parameters=list(parameters) or None)
+    adapted = get_peft_model(model, lora)
+    return sum(p.numel() for p in adapted.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "routing", "parameters"),
+    CASES,
+    ids=[f"{case[0]}{'-target_parameters' if case[2] else ''}" for case in CASES],
+)
+def test_the_plans_lora_count_is_what_peft_trains(
+    stack_installed: None, tmp_path: Path, model_type: str, routing: dict[str, Any], parameters: tuple[str, ...]
+) -> None:
+    config = {**BASE, **routing, "model_type": model_type}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    ours, unknown = lora_params(facts, RANK, ("all-linear",), llm=True, vision=False, parameters=parameters)
+    assert unknown == ()
+    assert ours == peft_trainable(model_type, config, parameters)
