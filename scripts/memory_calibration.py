@@ -163,6 +163,44 @@ def _family(row: Row) -> tuple[str | None, int | None]:
     return None, None
 
 
+# An MoE row's routing, which the schema has no column for: experts per token and the shared experts' MLP
+# width, from each model's published config.json (num_experts_per_tok; shared_expert_intermediate_size);
+# and whether the routed experts were linears in the transformers code the run had (a list of MLPs, as
+# Mixtral, Qwen2-MoE, Qwen3-MoE and Qwen3-Next were in transformers 4), so that a LoRA on every linear gave
+# each expert an adapter. Qwen3-VL-MoE and gpt-oss shipped with fused expert parameters from the start.
+# A row's `intermediate` is one expert's width, as its config's moe_intermediate_size (Mixtral's layout
+# has only intermediate_size, which is one expert's).
+_MOE_BY_NAME = (
+    (r"mixtral", 2, None, True),
+    (r"qwen3-next", 10, 512, True),
+    (r"qwen3-vl", 8, None, False),
+    (r"qwen3", 8, None, True),
+    (r"qwen2-57b-a14b", 8, 20480, True),
+    (r"gpt-oss", 4, None, False),
+)
+
+
+def _moe(row: Row) -> dict[str, int | None]:
+    """The row's MoE fields in TrainShape's terms; empty for a dense model."""
+    arch = _arch(row)
+    experts = arch.get("moe_experts")
+    if not experts or experts < 2:
+        return {}
+    top_k, shared, _ = _routing(row)
+    return {
+        "num_experts": int(experts),
+        "experts_per_token": top_k,
+        "moe_intermediate_size": arch.get("intermediate"),
+        "shared_expert_intermediate_size": shared,
+    }
+
+
+def _routing(row: Row) -> tuple[int | None, int | None, bool]:
+    name = str(row.raw["model"]).lower()
+    found = next((entry[1:] for entry in _MOE_BY_NAME if re.search(entry[0], name)), None)
+    return found or (None, None, False)
+
+
 def _largest(row: Row) -> int:
     arch = _arch(row)
     h, i, vocab = arch["hidden"], arch.get("intermediate") or 4 * arch["hidden"], arch["vocab"]
@@ -185,8 +223,10 @@ def _trainable(row: Row) -> int:
     total = _params(row)
     if row.raw["tuner"] == "full":
         return total
+    routing: dict[str, Any] = {k: v for k, v in _moe(row).items() if k != "experts_per_token"}
+    routing["experts_are_linears"] = _routing(row)[2]
     lora = new_estimate.lora_trainable_params(
-        total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8)
+        total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8), **routing
     )
     return lora + _saved_modules(row)
 
@@ -229,13 +269,13 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,
         image_pixels=int(image_tokens) * 28 * 28,
-        fused_cross_entropy=_notes_say(row, "liger")
-        or bool((row.raw.get("settings") or {}).get("fused_cross_entropy")),
+        fused_cross_entropy=_liger(row) or bool((row.raw.get("settings") or {}).get("fused_cross_entropy")),
         vocab_logits=not _notes_say(row, "sequence-classification"),
         pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
         upcast_unquantized=_kbit_upcast(row),
         model_type=model_type,
         head_dim=head_dim,
+        **_moe(row),
         **{k: v for k, v in _stated_settings(row).items() if k != "fused_cross_entropy"},
     )
 
@@ -291,6 +331,12 @@ def _kbit_upcast(row: Row) -> bool:
         and row.raw.get("framework") in KBIT_UPCAST
         and not any(_notes_say(row, word) for word in ("gptq", "awq"))
     )
+
+
+def _liger(row: Row) -> bool:
+    """The row ran liger's fused cross-entropy: its notes say liger, and not that it was left off (ms-swift's
+    liger example publishes both runs: "Using use_liger_kernel ..." and "Not using use_liger_kernel ...")."""
+    return _notes_say(row, "liger") and not _notes_say(row, "not using use_liger_kernel")
 
 
 def _notes_say(row: Row, word: str) -> bool:

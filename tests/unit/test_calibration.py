@@ -43,16 +43,19 @@ def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> Non
 
 
 def test_no_regression_on_the_table() -> None:
+    # Floors at this round's figures. Counting an MoE layer's routed experts per token moved one run out of
+    # "within 15 %" (a padding-free Qwen3-VL-30B-A3B run whose samples are shorter than max_length, now
+    # 1.22 x its peak) and reading ms-swift's "Not using use_liger_kernel" run as unfused moved one in.
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.895
-    assert new.fits_but_oom <= 14
-    assert new.within >= 0.515
+    assert new.agreement >= 0.899
+    assert new.fits_but_oom <= 13
+    assert new.within >= 0.514
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
     assert first.agreement >= 0.898
     assert first.fits_but_oom <= 6
-    assert first.within >= 0.545
+    assert first.within >= 0.539
 
 
 def test_better_than_the_estimate_it_replaced() -> None:
@@ -87,3 +90,16 @@ def test_a_models_family_comes_from_its_name() -> None:
     assert train_shape(by_id["litgpt-gemma-2b-full-4xa10g"]).model_type == "gemma"
     assert train_shape(by_id["swx-single-lora-qwen3-8b"]).model_type == "qwen3"
     assert train_shape(by_id["swx-dm-lora-qwen3next-80b"]).model_type is None  # hybrid attention: Llama's bytes
+
+
+def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
+    """An MoE row's experts per token and shared experts come from its model's config (the schema has only
+    the expert count and width); ms-swift's example that says it is "Not using use_liger_kernel" is not
+    fused, the one "Using use_liger_kernel" is."""
+    by_id = {row.id: row for row in JOINED_ROWS}
+    mixtral = train_shape(by_id["mixtral-8x7b-lora-ddp-8xa800-oom"])
+    assert (mixtral.num_experts, mixtral.experts_per_token, mixtral.moe_intermediate_size) == (8, 2, 14336)
+    qwen2 = train_shape(by_id["lf-qwen2-57b-a14b-qlora-1xa6000"])
+    assert (qwen2.experts_per_token, qwen2.shared_expert_intermediate_size) == (8, 20480)
+    assert train_shape(by_id["swx-z3-full-7b-pack8k"]).fused_cross_entropy is False
+    assert train_shape(by_id["swx-z3-full-7b-liger-pack8k"]).fused_cross_entropy is True
