@@ -1,6 +1,6 @@
 """Fit the estimate's two fitted constants on the calibration table, and test the fit leave-one-source-out.
 
-    python scripts/fit_memory.py [TABLE] [--markdown]
+    python scripts/fit_memory.py [TABLE ...]
 
 The constants: the per-process CUDA context (cuda_context_bytes: the driver, cuBLAS and NCCL workspaces)
 and the fragmentation margin (the share the caching allocator reserves beyond what is allocated). Every
