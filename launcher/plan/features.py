@@ -106,7 +106,7 @@ def lora_params(
         unknown = [t for t in targets if t not in ATTENTION_LINEARS + MLP_LINEARS]
     total = 0
     if llm:
-        attention = sum(h + h for name in ATTENTION_LINEARS if name in names)
+        attention = sum(in_out for name, in_out in attention_linears(model).items() if name in names)
         mlp_one = sum(h + i for name in MLP_LINEARS if name in names)
         if model.num_experts and model.moe_intermediate_size:
             shared = model.shared_expert_intermediate_size
@@ -118,6 +118,18 @@ def lora_params(
     if vision and model.vision_hidden_size and model.vision_layers and "all-linear" in targets:
         total += model.vision_layers * rank * VISION_LORA_PER_HIDDEN * model.vision_hidden_size
     return total, tuple(unknown)
+
+
+def attention_linears(model: ModelFacts) -> dict[str, int]:
+    """in + out of each attention projection: q is heads x head_dim wide, k and v kv_heads x head_dim (GQA),
+    o maps q's width back; all as wide as the hidden size where the heads are unknown."""
+    h = model.hidden_size or 0
+    heads = model.num_attention_heads
+    if not heads:
+        return dict.fromkeys(ATTENTION_LINEARS, 2 * h)
+    head_dim = model.head_dim or h // heads
+    q, kv = heads * head_dim, (model.num_key_value_heads or heads) * head_dim
+    return {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h}
 
 
 def routed_expert_adapters(hidden: int, expert_width: int, parameters: tuple[str, ...]) -> int:

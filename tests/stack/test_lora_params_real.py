@@ -4,7 +4,8 @@
 class name says Linear), or the parameters `--target_parameters` names (peft's ParamWrapper). transformers 5
 keeps an MoE layer's routed experts as fused 3-D parameters, so all-linear reaches only attention and the
 shared experts' MLP. The plan reads config.json alone (launcher/plan/features.py); its count must be what
-peft makes trainable on the model built from that config.
+peft makes trainable on the model built from that config. The models have grouped k/v heads and heads wider
+than hidden / heads, so k, v and q are each their own width.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from launcher.probe.model_size import probe_model
 
 RANK = 8
 BASE = {
-    "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
-    "head_dim": 64, "vocab_size": 1000, "intermediate_size": 704, "pad_token_id": 0, "bos_token_id": 1,
+    "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 96, "vocab_size": 1000, "intermediate_size": 704, "pad_token_id": 0, "bos_token_id": 1,
     "eos_token_id": 2,
 }  # fmt: skip
 CASES = [

@@ -43,19 +43,20 @@ def test_the_joined_table_reads_every_file_and_scores_what_has_a_figure() -> Non
 
 
 def test_no_regression_on_the_table() -> None:
-    # Floors at this round's figures. Counting an MoE layer's routed experts per token moved one run out of
-    # "within 15 %" (a padding-free Qwen3-VL-30B-A3B run whose samples are shorter than max_length, now
-    # 1.22 x its peak) and reading ms-swift's "Not using use_liger_kernel" run as unfused moved one in.
+    # Floors at this round's figures. This round counted an MoE layer's routed experts per token (a
+    # padding-free Qwen3-VL-30B-A3B run, its samples shorter than max_length, moved out of "within 15 %"),
+    # read ms-swift's "Not using use_liger_kernel" run as unfused (one moved in) and counted LoRA's k/v
+    # adapters at the k/v heads' width; the refit moved along its flat ridge, 1.5 GiB / 12 % -> 0.75 / 16 %.
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.899
-    assert new.fits_but_oom <= 13
-    assert new.within >= 0.514
+    assert new.agreement >= 0.896
+    assert new.fits_but_oom <= 12
+    assert new.within >= 0.50
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
     assert first.agreement >= 0.898
-    assert first.fits_but_oom <= 6
-    assert first.within >= 0.539
+    assert first.fits_but_oom <= 5
+    assert first.within >= 0.528
 
 
 def test_better_than_the_estimate_it_replaced() -> None:

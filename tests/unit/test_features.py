@@ -52,23 +52,32 @@ def shape(model: ModelFacts, *argv: str, n_gpus: int = 8, env: dict[str, str] | 
 
 H3, I3, L3 = 2048, 11008, 36
 H7, I7, L7 = 3584, 18944, 28
+# in + out of q, k, v and o: q heads x head_dim wide, k and v kv_heads x head_dim (GQA), o back to h
+ATT3 = (H3 + 16 * 128) + 2 * (H3 + 2 * 128) + (16 * 128 + H3)  # 16 heads, 2 kv heads of 128
+ATT7 = (H7 + 28 * 128) + 2 * (H7 + 4 * 128) + (28 * 128 + H7)  # 28 heads, 4 kv heads of 128
+ATT_MOE = (2048 + 32 * 64) + 2 * (2048 + 4 * 64) + (32 * 64 + 2048)  # 32 heads, 4 kv heads of 64
 
 
 @pytest.mark.parametrize(
     ("model", "argv", "expected"),
     [
-        pytest.param(QWEN3B, (), L3 * 8 * (4 * 2 * H3 + 3 * (H3 + I3)), id="lora-all-linear-default"),
-        pytest.param(QWEN3B, ("--target_modules", "q_proj", "v_proj"), L3 * 8 * 2 * (H3 + H3), id="lora-q-v-only"),
+        pytest.param(QWEN3B, (), L3 * 8 * (ATT3 + 3 * (H3 + I3)), id="lora-all-linear-default"),
+        pytest.param(
+            QWEN3B,
+            ("--target_modules", "q_proj", "v_proj"),
+            L3 * 8 * ((H3 + 16 * 128) + (H3 + 2 * 128)),
+            id="lora-q-v-only",
+        ),
         pytest.param(
             QWEN3B,
             ("--lora_rank", "64", "--target_modules", "all-linear"),
-            L3 * 64 * (4 * 2 * H3 + 3 * (H3 + I3)),
+            L3 * 64 * (ATT3 + 3 * (H3 + I3)),
             id="lora-rank-64",
         ),
         pytest.param(
             QWEN3B,
             ("--modules_to_save", "embed_tokens", "lm_head"),
-            L3 * 8 * (4 * 2 * H3 + 3 * (H3 + I3)) + 151936 * H3,
+            L3 * 8 * (ATT3 + 3 * (H3 + I3)) + 151936 * H3,
             id="lora-modules-to-save-tied-counted-once",
         ),
         pytest.param(QWEN3B, ("--tuner_type", "full"), 3_085_938_688, id="full"),
@@ -85,7 +94,7 @@ H7, I7, L7 = 3584, 18944, 28
         pytest.param(
             QWEN_VL7B,
             ("--freeze_vit", "false"),
-            L7 * 8 * (4 * 2 * H7 + 3 * (H7 + I7)) + 32 * 8 * 16 * 1280,
+            L7 * 8 * (ATT7 + 3 * (H7 + I7)) + 32 * 8 * 16 * 1280,
             id="vl-lora-on-vit-too",
         ),
         pytest.param(
@@ -97,33 +106,33 @@ H7, I7, L7 = 3584, 18944, 28
         pytest.param(
             QWEN_VL7B,
             ("--trainable_parameters", "visual"),
-            L7 * 8 * (4 * 2 * H7 + 3 * (H7 + I7)) + 676_000_000,
+            L7 * 8 * (ATT7 + 3 * (H7 + I7)) + 676_000_000,
             id="vl-lora-plus-full-vit-by-prefix",
         ),
         pytest.param(
             QWEN_VL7B,
             ("--tuner_type", "lora_llm", "--lora_rank", "16"),
-            L7 * 16 * (4 * 2 * H7 + 3 * (H7 + I7)) + 676_000_000,
+            L7 * 16 * (ATT7 + 3 * (H7 + I7)) + 676_000_000,
             id="vl-lora-llm-full-vit",
         ),
         pytest.param(
             QWEN3_MOE,
             ("--target_modules", "q_proj", "k_proj", "v_proj", "o_proj"),
-            48 * 8 * 4 * 2 * 2048,
+            48 * 8 * ATT_MOE,
             id="moe-lora-attention-only",
         ),
         # transformers 5's routed experts are fused parameters: all-linear reaches attention only
-        pytest.param(QWEN3_MOE, (), 48 * 8 * 4 * 2 * 2048, id="moe-lora-all-linear"),
+        pytest.param(QWEN3_MOE, (), 48 * 8 * ATT_MOE, id="moe-lora-all-linear"),
         pytest.param(
             QWEN3_MOE,
             ("--target_parameters", "mlp.experts.gate_up_proj", "mlp.experts.down_proj"),
-            48 * 8 * (4 * 2 * 2048 + 128 * ((2048 + 2 * 768) + (768 + 2048))),
+            48 * 8 * (ATT_MOE + 128 * ((2048 + 2 * 768) + (768 + 2048))),
             id="moe-lora-every-expert-by-target_parameters",
         ),
         pytest.param(
             replace(QWEN3_MOE, shared_expert_intermediate_size=5632),
             (),
-            48 * 8 * (4 * 2 * 2048 + 3 * (2048 + 5632)),
+            48 * 8 * (ATT_MOE + 3 * (2048 + 5632)),
             id="moe-lora-shared-experts",
         ),
     ],
