@@ -20,7 +20,7 @@ import click
 from launcher.errors import SafeSftError
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
-    from launcher.plan.notice import NoticeMark
+    from launcher.plan.notice import NoticeMark, SlurmJob
     from launcher.prepare import Prepared
     from launcher.run.records import AttemptRecord, RunConfig, RunResult
 
@@ -356,7 +356,10 @@ def run_command(
             f"and no complete checkpoint is in {prepared.output_dir}",
             "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
         )
-    requeued = requeued_mark(prepared.output_dir.resolve())
+    from launcher.plan.notice import slurm_job
+
+    job = slurm_job(os.environ)
+    requeued = requeued_mark(prepared.output_dir.resolve(), job)
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
         sys.exit(EXIT_NOTHING_FITS)
@@ -364,9 +367,7 @@ def run_command(
     check_ports_free(topology, coord_port)
     output_dir = prepared.output_dir.resolve()
     if topology.nnodes.value > 1:
-        run_id = (
-            run_id or os.environ.get("SLURM_JOB_ID") or f"{topology.master_addr.value}:{topology.master_port.value}"
-        )
+        run_id = run_id or (job.job_id if job else f"{topology.master_addr.value}:{topology.master_port.value}")
     lock = acquire(output_dir, run_id) if topology.node_rank.value == 0 else None  # node 0 holds it for the run
     if lock is not None and lock.stale is not None:
         click.echo(
@@ -390,6 +391,7 @@ def run_command(
             run_id,
             node_timeout,
             requeue,
+            job,
             requeued,
         )
     finally:
@@ -398,23 +400,21 @@ def run_command(
     sys.exit(code)
 
 
-def requeued_mark(output_dir: Path) -> NoticeMark | None:
+def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
     """The mark a requeued Slurm job resumes from (its earlier run saved a checkpoint on notice), or None.
     Its checkpoint must be complete: a requeued job never resumes from an incomplete one, so it is refused
     here, before anything starts."""
-    job_id = os.environ.get("SLURM_JOB_ID") or None
-    if not job_id:
+    if job is None:
         return None
-    from launcher.plan.notice import requeued_resume, restart_count
+    from launcher.plan.notice import requeued_resume
     from launcher.run.checkpoints import checkpoint_at
     from launcher.run.notice import mark_path, read_mark
 
-    restarts = restart_count(os.environ.get("SLURM_RESTART_COUNT"))
-    mark = requeued_resume(read_mark(output_dir, job_id), job_id, restarts)
+    mark = requeued_resume(read_mark(output_dir, job.job_id), job.job_id, job.restarts)
     if mark is not None and checkpoint_at(Path(mark.checkpoint), mark.step) is None:
         raise SafeSftError(
-            f"the checkpoint {mark.checkpoint} that job {job_id} saved on notice is not complete",
-            f"resume by hand with --resume-latest, or move {mark_path(output_dir, job_id)} away",
+            f"the checkpoint {mark.checkpoint} that job {job.job_id} saved on notice is not complete",
+            f"resume by hand with --resume-latest, or move {mark_path(output_dir, job.job_id)} away",
         )
     return mark
 
@@ -437,10 +437,12 @@ def _supervise(
     run_id: str | None,
     node_timeout: float,
     requeue: bool | None,
+    job: SlurmJob | None,
     requeued: NoticeMark | None,
 ) -> int:
-    """Run the supervisor with report.json kept current from the start; the exit code. `requeued`: the
-    complete checkpoint a requeued Slurm job resumes its first attempt from (checked by `requeued_mark`)."""
+    """Run the supervisor with report.json kept current from the start; the exit code. `job`: the Slurm job
+    this run is a step of; `requeued`: the complete checkpoint a requeued Slurm job resumes its first
+    attempt from (checked by `requeued_mark`)."""
     import socket
     from datetime import datetime
 
@@ -510,11 +512,9 @@ def _supervise(
 
             raise WaitInterrupted(received[-1], "the first attempt")
 
-    job_id = os.environ.get("SLURM_JOB_ID") or None
-    if requeued is not None:
+    if requeued is not None and job is not None:
         click.echo(
-            f"safe-sft: job {job_id} was requeued (restart {os.environ.get('SLURM_RESTART_COUNT')}): "
-            f"resuming from {requeued.checkpoint}",
+            f"safe-sft: job {job.job_id} was requeued (restart {job.restarts}): resuming from {requeued.checkpoint}",
             err=True,
         )
 
@@ -540,19 +540,20 @@ def _supervise(
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
     save(result.attempts, result)
     click.echo(summary(result, report_path, batch), err=True)
-    if result.outcome == "preempted" and job_id:
-        _after_preemption(output_dir, job_id, result, requeue)
+    if result.outcome == "preempted" and job is not None:
+        _after_preemption(output_dir, job, result, requeue)
     return int(result.exit_code)
 
 
-def _after_preemption(output_dir: Any, job_id: str, result: Any, requeue: bool | None) -> None:
+def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool | None) -> None:
     """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes)."""
-    from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted, restart_count
+    from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted
     from launcher.run.notice import requeue as scontrol_requeue
     from launcher.run.notice import show_job, write_mark
 
+    job_id = job.job_id
     saved = result.attempts[-1].preempted
-    mark = NoticeMark(job_id, restart_count(os.environ.get("SLURM_RESTART_COUNT")), saved["checkpoint"], saved["step"])
+    mark = NoticeMark(job_id, job.restarts, saved["checkpoint"], saved["step"])
     click.echo(f"safe-sft: the requeued job resumes from step {mark.step}: {write_mark(output_dir, mark)}", err=True)
     allows = job_allows_requeue(show_job(job_id)) if requeue is None else None
     if not requeue_wanted(requeue, job_id, allows):

@@ -70,6 +70,20 @@ class NoticeMark:
         return mark if mark.step >= 0 and mark.restart_count >= 0 else None
 
 
+@dataclass(frozen=True)
+class SlurmJob:
+    """The Slurm job this run is a step of: its id, and how often Slurm has requeued it."""
+
+    job_id: str
+    restarts: int
+
+
+def slurm_job(env: Mapping[str, str]) -> SlurmJob | None:
+    """SLURM_JOB_ID and SLURM_RESTART_COUNT, read once; None outside a Slurm job."""
+    job_id = env.get("SLURM_JOB_ID") or None
+    return SlurmJob(job_id, restart_count(env.get("SLURM_RESTART_COUNT"))) if job_id else None
+
+
 def restart_count(value: str | None) -> int:
     """SLURM_RESTART_COUNT: absent or unreadable on the first run of a job."""
     try:

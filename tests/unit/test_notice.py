@@ -12,11 +12,13 @@ from launcher.errors import SafeSftError
 from launcher.plan.notice import (
     EXIT_PREEMPTED,
     NoticeMark,
+    SlurmJob,
     job_allows_requeue,
     requeue_wanted,
     requeued_resume,
     restart_count,
     sigterm_is_notice,
+    slurm_job,
 )
 from launcher.run.notice import read_mark, write_mark
 from launcher.run.report import report_json
@@ -191,3 +193,11 @@ def test_the_training_tree_starts_with_sigusr1_ignored(tmp_path: Path) -> None:
     assert process.finish()[0] == 0
     sink.close()
     assert (tmp_path / "out").read_text().strip() == "True"
+
+
+def test_the_slurm_job_is_read_once_from_its_two_variables() -> None:
+    assert slurm_job({}) is None
+    assert slurm_job({"SLURM_JOB_ID": ""}) is None
+    assert slurm_job({"SLURM_JOB_ID": "4243"}) == SlurmJob("4243", 0)
+    assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": "2"}) == SlurmJob("4243", 2)
+    assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": "two"}) == SlurmJob("4243", 0)
