@@ -128,6 +128,8 @@ class ModelFacts:
     vision_params: int = 0  # the vision tower's parameters (frozen by swift's default freeze_vit)
     vision_hidden_size: int | None = None
     vision_layers: int | None = None
+    vision_intermediate_size: int | None = None  # the tower's MLP width (intermediate_size, or mlp_ratio x width)
+    vision_patch_size: int | None = None  # pixels per patch side (14 for Qwen2/2.5-VL, 16 for Qwen3-VL)
     head_dim: int | None = None  # config.json's head_dim where q's width is not hidden / heads (Gemma, Qwen3)
     decoder_type: str | None = None  # the text decoder's model_type (qwen3_vl_text inside qwen3_vl)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launcher.plan.layer_bytes import MEASURED, LayerBytes
+from launcher.plan.layer_bytes import MEASURED, VISION_MEASURED, LayerBytes
 
 HIDDEN = 256
 HEADS = 4
@@ -163,6 +163,80 @@ def layer_coefficients(model_type: str) -> LayerBytes:
     return LayerBytes(a, q, kv, m, logit_saved_bytes_per_entry(model_type))
 
 
+# The vision towers measured (VISION_MEASURED), by the multimodal model's model_type: the tower's class.
+VISION_TOWERS = {
+    "qwen2_vl": "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VisionTransformerPretrainedModel",
+    "qwen2_5_vl": "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl.Qwen2_5_VisionTransformerPretrainedModel",
+    "qwen3_vl": "transformers.models.qwen3_vl.modeling_qwen3_vl.Qwen3VLVisionModel",
+}
+GRIDS = (16, 32)  # patches per image side: 256 and 1024 patches
+
+
+def _tower(model_type: str, blocks: int, intermediate: int) -> Any:
+    import importlib
+
+    import torch
+    from transformers import AutoConfig
+
+    vision = AutoConfig.for_model(model_type).vision_config
+    sizes = {
+        "depth": blocks,
+        "hidden_size": HIDDEN,
+        "embed_dim": HIDDEN,  # Qwen2-VL's width
+        "num_heads": HEADS,
+        "out_hidden_size": HIDDEN,
+        "intermediate_size": intermediate,
+        "mlp_ratio": intermediate // HIDDEN,  # Qwen2-VL's MLP
+    }
+    for key, value in sizes.items():
+        setattr(vision, key, value)
+    vision.fullatt_block_indexes = []  # Qwen2.5-VL's windowed blocks attend the same per patch
+    vision.deepstack_visual_indexes = []  # Qwen3-VL's deepstack mergers are not blocks
+    vision._attn_implementation = "sdpa"
+    module, name = VISION_TOWERS[model_type].rsplit(".", 1)
+    torch.manual_seed(0)
+    tower = getattr(importlib.import_module(module), name)._from_config(vision, dtype=torch.bfloat16)
+    tower.train()
+    return tower
+
+
+def _tower_saved_bytes(tower: Any, grid: int) -> int:
+    """Bytes autograd saves in one forward of a grid x grid patch image through a trained tower."""
+    import torch
+
+    config = tower.config
+    pixels = torch.randn(grid * grid, 3 * config.temporal_patch_size * config.patch_size**2, dtype=torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in tower.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(tensor: Any) -> Any:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        tower(pixels, grid_thw=torch.tensor([[1, grid, grid]]))
+    return sum(seen.values())
+
+
+def vision_block_bytes_per_patch(model_type: str, intermediate: int) -> float:
+    """One vision block's saved bytes per patch: 2 and 4 blocks at 256 and 1024 patches."""
+    per_patch = []
+    for blocks in LAYERS:
+        tower = _tower(model_type, blocks, intermediate)
+        small, large = (_tower_saved_bytes(tower, grid) for grid in GRIDS)
+        per_patch.append((large - small) / (GRIDS[1] ** 2 - GRIDS[0] ** 2))
+    return (per_patch[1] - per_patch[0]) / (LAYERS[1] - LAYERS[0])
+
+
+def vision_coefficients(model_type: str) -> LayerBytes:
+    """a·vh + m·vi bytes per patch, at MLP widths 4 and 8 x the tower's width."""
+    narrow, wide = (vision_block_bytes_per_patch(model_type, k * HIDDEN) for k in (4, 8))
+    m = (wide - narrow) / (4 * HIDDEN)
+    return LayerBytes((narrow - m * 4 * HIDDEN) / HIDDEN, 0, 0, m)
+
+
 def _terms(found: LayerBytes) -> str:
     return (
         f"{found.hidden:.2f} h + {found.q:.2f} q + {found.kv:.2f} kv + {found.mlp:.2f} i; loss {found.logit_saved:.2f}"
@@ -181,6 +255,16 @@ def main() -> int:
         ours = MEASURED.get(model_type)
         held = "not in the table" if ours is None else _terms(ours)
         print(f"| {model_type} | {_terms(layer_coefficients(model_type))} | {held} |")
+    print()
+    print("Vision towers, bytes saved per patch and block (vh the tower's width, vi its MLP's):")
+    print()
+    print("| model_type | measured | launcher/plan/layer_bytes.py |")
+    print("| --- | --- | --- |")
+    for model_type in [t for t in sys.argv[1:] if t in VISION_TOWERS] or list(VISION_TOWERS):
+        found, held = vision_coefficients(model_type), VISION_MEASURED[model_type]
+        print(
+            f"| {model_type} | {found.hidden:.2f} vh + {found.mlp:.2f} vi | {held.hidden:.2f} vh + {held.mlp:.2f} vi |"
+        )
     return 0
 
 

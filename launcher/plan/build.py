@@ -198,6 +198,7 @@ def train_shape(
     total = model.total_params or 0
     lora = is_lora(swift)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
+    checkpointing = swift.get_bool("gradient_checkpointing", True)
     return TrainShape(
         total_params=total,
         trainable_params=features.trainable_params,
@@ -207,7 +208,7 @@ def train_shape(
         vocab_size=model.vocab_size,
         micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
         seq_len=swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN,
-        gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
+        gradient_checkpointing=checkpointing,
         gpus_per_node=max(topology.nproc_per_node.value, 1),
         nnodes=topology.nnodes.value,
         intermediate_size=model.intermediate_size,
@@ -225,6 +226,10 @@ def train_shape(
         vision_layers=model.vision_layers,
         image_pixels=features.image_pixels,
         vision_trainable=features.vision_trainable,
+        vision_checkpointing=swift.get_bool("vit_gradient_checkpointing", checkpointing),
+        vision_intermediate_size=model.vision_intermediate_size,
+        vision_patch_size=model.vision_patch_size or VISION_PATCH,
+        vision_type=model.model_type,
         fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
         vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
         optimizer_bits=8 if "8bit" in (swift.get("optim") or "").lower() else 32,  # adamw_bnb_8bit, ...
@@ -265,7 +270,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
         micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,
-        image_tokens=shape.image_pixels // (VISION_PATCH**2 * PATCH_MERGE) if shape else 0,
+        image_tokens=shape.image_pixels // (shape.vision_patch_size**2 * PATCH_MERGE) if shape else 0,
     )
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
 from launcher.plan.ds_config import ZeroSettings
-from launcher.plan.layer_bytes import DEFAULT, LayerBytes, layer_bytes
+from launcher.plan.layer_bytes import layer_bytes, vision_layer_bytes
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
@@ -82,8 +82,7 @@ EAGER_PEAK_BYTES = 6
 # Quantized frozen weights, bytes per weight: bnb nf4 0.5 + double-quantized absmax; int8 1 + a row scale;
 # GPTQ/AWQ 4-bit 0.5 + fp16 scales and packed zeros per group of 128.
 QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
-VISION_PATCH = 14  # Qwen-VL / InternVL patch side in pixels
-VISION_LAYER: LayerBytes = DEFAULT  # a vision tower's block, counted as a Llama layer (not measured apart)
+VISION_PATCH = 14  # Qwen2/2.5-VL / InternVL patch side in pixels, where config.json gives none
 
 # The parts that grow with a micro-batch's tokens; every other part is fixed whatever the data.
 DATA_PARTS = frozenset(
@@ -128,6 +127,10 @@ class TrainShape:
     vision_layers: int | None = None
     image_pixels: int = 0  # MAX_PIXELS of one image per sample; 0 for text-only
     vision_trainable: bool = False  # --freeze_vit false
+    vision_checkpointing: bool | None = None  # --vit_gradient_checkpointing; None: as gradient_checkpointing
+    vision_intermediate_size: int | None = None  # the tower's MLP width; 4 x its width where unknown
+    vision_patch_size: int = VISION_PATCH
+    vision_type: str | None = None  # the multimodal model's model_type: whose measured tower
     fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full
     vocab_logits: bool = True  # False for --task_type seq_cls / embedding / reranker: no vocabulary head
     sequence_parallel: int = 1  # --sequence_parallel_size: each GPU holds 1/S of every sample's tokens
@@ -340,6 +343,12 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     return float(per_token * shape.weight_bytes / 2)
 
 
+def vision_checkpointed(shape: TrainShape) -> bool:
+    """swift checkpoints the vision tower's blocks as it does the decoder's unless --vit_gradient_checkpointing
+    says otherwise."""
+    return shape.gradient_checkpointing if shape.vision_checkpointing is None else shape.vision_checkpointing
+
+
 def logit_bytes(shape: TrainShape) -> float:
     """The logits' peak per token x vocabulary entry: what the loss saved and the backward's two gradients."""
     return layer_bytes(shape.model_type).logit_saved + LOGIT_GRADIENT_BYTES
@@ -387,10 +396,16 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
     vision = 0.0
     if shape.image_pixels and shape.vision_hidden_size:
         images = shape.micro_batch if shape.batch_images is None else shape.batch_images
-        patches = images * shape.image_pixels / VISION_PATCH**2
+        patches = images * shape.image_pixels / shape.vision_patch_size**2
         vh = shape.vision_hidden_size
-        per_layer_v = patches * VISION_LAYER.per_token(vh, vh, vh, 4 * vh) * scale  # every head its own k/v
-        vision = per_layer_v * ((shape.vision_layers or 1) if shape.vision_trainable else 1)
+        vi = shape.vision_intermediate_size or 4 * vh
+        per_layer_v = patches * vision_layer_bytes(shape.vision_type).per_token(vh, 0, 0, vi) * scale
+        if not shape.vision_trainable:  # a frozen tower saves nothing: one block's transient
+            vision = per_layer_v
+        elif vision_checkpointed(shape):  # each block's input kept, one block recomputed at a time
+            vision = patches * vh * shape.weight_bytes * (shape.vision_layers or 1) + per_layer_v
+        else:
+            vision = per_layer_v * (shape.vision_layers or 1)
     return {
         "gpu_activations": int(layer_acts),
         "gpu_attention_scores": int(scores),
@@ -526,6 +541,8 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         changes.append(("8-bit AdamW (--optim adamw_bnb_8bit)", replace(shape, optimizer_bits=8)))
     if shape.vision_trainable:
         changes.append(("--freeze_vit true", replace(shape, vision_trainable=False)))
+        if not vision_checkpointed(shape):
+            changes.append(("--vit_gradient_checkpointing true", replace(shape, vision_checkpointing=True)))
     if shape.vocab_logits and not shape.fused_cross_entropy:
         changes.append(("--use_liger_kernel true", replace(shape, fused_cross_entropy=True)))
     doubled = 2 * shape.sequence_parallel

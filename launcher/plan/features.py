@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from launcher.model import ModelFacts
+from launcher.plan.estimate import VISION_PATCH
 from launcher.plan.swift_args import SwiftArgs
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
@@ -41,7 +42,7 @@ MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
 VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
 EMBEDDING_NAMES = ("embed_tokens", "lm_head")
 DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
-PIXELS_PER_IMAGE_TOKEN = 28 * 28  # one merged token is 2x2 patches of 14 pixels (the estimate's patch)
+MERGED_PATCHES = 2  # one image token is 2 x 2 patches merged (Qwen-VL's spatial_merge_size)
 VISION_LORA_PER_HIDDEN = 16  # qkv (vh + 3vh), proj (2vh), fc1 (vh + 4vh), fc2 (4vh + vh): 16vh per layer
 
 
@@ -236,7 +237,8 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
     if model.is_multimodal and model.vision_hidden_size:
         tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
         given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
-        pixels = tokens * PIXELS_PER_IMAGE_TOKEN if tokens else (given or DEFAULT_MAX_PIXELS)
+        token_side = MERGED_PATCHES * (model.vision_patch_size or VISION_PATCH)
+        pixels = tokens * token_side**2 if tokens else (given or DEFAULT_MAX_PIXELS)
     return Features(
         trainable_params=trainable,
         vision_trainable=vision_trained,

@@ -80,6 +80,25 @@ SAME_LAYER_AS: dict[str, str] = {
 
 DEFAULT = MEASURED["llama"]
 
+# A vision tower's block, per patch: a·vh + m·vi (vh the tower's width, vi its MLP's; its heads attend at
+# the full width, so q and k/v fold into a). Keyed by the multimodal model's model_type; measured on the
+# towers' own code by scripts/measure_activations.py. Qwen2-VL: LayerNorm and a quick-GeLU MLP; Qwen2.5-VL:
+# RMSNorm (fp32 copies) and a gated SiLU MLP; Qwen3-VL: LayerNorm and a tanh-GeLU MLP.
+VISION_MEASURED: dict[str, LayerBytes] = {
+    "qwen2_vl": LayerBytes(22, 0, 0, 6),
+    "qwen2_5_vl": LayerBytes(30, 0, 0, 8),
+    "qwen3_vl": LayerBytes(22, 0, 0, 4),
+}
+VISION_SAME_AS: dict[str, str] = {"qwen3_vl_moe": "qwen3_vl", "qwen2_5_omni": "qwen2_5_vl"}
+# An unmeasured tower is counted as a Llama layer at full-width attention (24 vh + 8 vi).
+VISION_DEFAULT = LayerBytes(DEFAULT.hidden + DEFAULT.q + DEFAULT.kv, 0, 0, DEFAULT.mlp)
+
+
+def vision_layer_bytes(model_type: str | None) -> LayerBytes:
+    """The measured bytes of the vision tower of a `model_type` model; a Llama layer's where not measured."""
+    family = VISION_SAME_AS.get(model_type or "", model_type or "")
+    return VISION_MEASURED.get(family, VISION_DEFAULT)
+
 
 def family_of(model_type: str | None) -> str | None:
     """The measured family `model_type` belongs to; None where it was not measured."""

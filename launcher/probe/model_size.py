@@ -96,11 +96,23 @@ def quant_bits_of(config: Mapping[str, object]) -> int | None:
     return bits if isinstance(bits, int) and 1 < bits < 16 else None
 
 
-def _vision_shape(config: Mapping[str, object]) -> tuple[int | None, int | None]:
+def _vision_shape(config: Mapping[str, object]) -> dict[str, int | None]:
+    """The vision tower's width, blocks, MLP width and patch side from vision_config. Qwen2-VL's hidden_size
+    there is the language model's (what the merger maps to): its tower's width is embed_dim."""
     vision = config.get("vision_config")
     if not isinstance(vision, Mapping):
-        return None, None
-    return _int(vision, "hidden_size", "embed_dim", "width"), _int(vision, "depth", "num_hidden_layers", "layers")
+        return {}
+    width = _int(vision, "embed_dim", "hidden_size", "width")
+    ratio = vision.get("mlp_ratio")
+    from_ratio = int(ratio * width) if isinstance(ratio, int | float) and ratio > 0 and width else None
+    patch = vision.get("patch_size")
+    patch = patch[0] if isinstance(patch, list) and patch else patch
+    return {
+        "vision_hidden_size": width,
+        "vision_layers": _int(vision, "depth", "num_hidden_layers", "layers"),
+        "vision_intermediate_size": _int(vision, "intermediate_size") or from_ratio,
+        "vision_patch_size": patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None,
+    }
 
 
 def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
@@ -133,7 +145,6 @@ def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
 def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     """The ModelFacts fields config.json gives beyond the parameter count."""
     text = _text_config(config)
-    vision_hidden, vision_layers = _vision_shape(config)
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     return {
         "num_attention_heads": _int(text, "num_attention_heads", "n_head", "num_heads"),
@@ -143,8 +154,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
         "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
-        "vision_hidden_size": vision_hidden,
-        "vision_layers": vision_layers,
+        **_vision_shape(config),
     }
 
 

@@ -10,17 +10,26 @@ saves more per token, or of the table, fails here.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from measure_activations import HEADS, SHAPES, LayerShape, Routing, logit_saved_bytes_per_entry
+from measure_activations import (
+    HEADS,
+    HIDDEN,
+    SHAPES,
+    LayerShape,
+    Routing,
+    logit_saved_bytes_per_entry,
+    vision_block_bytes_per_patch,
+)
 from measure_activations import layer_bytes_per_token as measured_layer
 
 from launcher.plan.estimate import LOGIT_GRADIENT_BYTES, TrainShape, activation_parts, layer_bytes_per_token
-from launcher.plan.layer_bytes import MEASURED, layer_bytes
+from launcher.plan.layer_bytes import MEASURED, VISION_MEASURED, layer_bytes, vision_layer_bytes
 
 
 def shape_of(model_type: str, layer: LayerShape, vocab: int = 4000, routing: Routing | None = None) -> TrainShape:
@@ -76,3 +85,20 @@ def test_an_moe_layers_saved_bytes_per_token_are_the_estimates(
         measured = measured_layer(model_type, layer, routing)
         ours = layer_bytes_per_token(shape_of(model_type, layer, routing=routing))
         assert ours == pytest.approx(measured, rel=0.03), (model_type, routing, measured, ours)
+
+
+@pytest.mark.parametrize("model_type", sorted(VISION_MEASURED))
+def test_a_vision_blocks_saved_bytes_per_patch_are_the_estimates(stack_installed: None, model_type: str) -> None:
+    """Each measured vision tower at two MLP widths: a trained block saves what the table says per patch,
+    within 2 %, and the estimate's vision part is that per patch and block."""
+    for intermediate in (4 * HIDDEN, 8 * HIDDEN):
+        measured = vision_block_bytes_per_patch(model_type, intermediate)
+        ours = vision_layer_bytes(model_type).per_token(HIDDEN, 0, 0, intermediate)
+        assert ours == pytest.approx(measured, rel=0.02), (model_type, intermediate, measured, ours)
+    pixels, patch = 448 * 448, 14
+    vl = replace(
+        shape_of("qwen2", SHAPES[0]), vision_hidden_size=HIDDEN, vision_layers=4, vision_intermediate_size=4 * HIDDEN,
+        image_pixels=pixels, vision_patch_size=patch, vision_type=model_type, vision_trainable=True,
+    )  # fmt: skip
+    per_patch = vision_layer_bytes(model_type).per_token(HIDDEN, 0, 0, 4 * HIDDEN)
+    assert activation_parts(vl)["gpu_vision"] == int(pixels / patch**2 * per_patch * 4)

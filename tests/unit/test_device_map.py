@@ -118,6 +118,7 @@ QWEN3_235B = ModelFacts(
     hidden_size=4096, num_layers=94, intermediate_size=12288, vocab_size=151936, dtype="bfloat16",
     is_multimodal=True, model_type="qwen3_vl_moe", num_attention_heads=64, num_experts=128, experts_per_token=8,
     moe_intermediate_size=1536, vision_hidden_size=1152, vision_layers=27, vision_params=400_000_000,
+    vision_intermediate_size=4304, vision_patch_size=16,
 )  # fmt: skip
 
 
@@ -149,7 +150,9 @@ def test_the_235b_moe_on_8x80gib_is_device_map_as_swift_runs_it() -> None:
     assert layers[0] < max(layers[1:7]) and layers[7] < max(layers[1:7])
     assert p.device_map.first_gpu == 0 and p.device_map.head_gpu == 7
     needs = p.device_map.need_bytes
-    assert max(needs) <= 80 * GiB and max(needs) / min(needs) < 1.1  # even within 10 %
+    # even within 11 %: GPU 0 holds the vision tower and keeps the room transformers reserves there for the
+    # largest module, so it cannot take the last GPU's extra layer (a layer is 7 % of a GPU's need)
+    assert max(needs) <= 80 * GiB and max(needs) / min(needs) < 1.11
     dm = next(e for e in p.estimates if e.strategy is Strategy.DEVICE_MAP)
     assert dm.gpu_need_bytes == max(needs) and sum(v for k, v in dm.parts.items() if k.startswith("gpu_")) == max(needs)
     # its levers rebalance each change: shorter sequences save on every GPU, 4-bit base weights the most
@@ -184,7 +187,7 @@ def test_balanced_budgets_even_out_what_plain_auto_leaves_uneven() -> None:
     assert plain is not None and even is not None
     assert plain[1].layers == (11, 13, 13, 13, 13, 13, 13, 5)  # transformers' cap: 13 layers of 5 GB
     spread = [max(lay.need_bytes) / min(lay.need_bytes) for _, lay in (plain, even)]
-    assert spread[1] < 1.1 < spread[0]
+    assert spread[1] < 1.11 < spread[0]  # within 11 %: see the test above
     assert even[0].gpu_need_bytes < plain[0].gpu_need_bytes
     # transformers' cap bounds how far layers can move: a split it cannot give is not proposed
     assert all(k * pieces.layer.weights <= balanced_cap(pieces, 8) for k in even[1].layers[:-1])

@@ -254,3 +254,19 @@ def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None
     plan = build_plan(swift, topo, facts, QWEN3B, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
     # swift's default accumulation counts all 8 processes: ceil(16 / 2 / 8) = 1; 2 data-parallel ranks
     assert any("a step trains on 4 samples (micro-batch 2 x accumulation 1 x 2)" in n for n in plan.notes)
+
+
+def test_the_vision_towers_checkpointing_follows_swifts_default() -> None:
+    """swift's vit_gradient_checkpointing, unset, is gradient_checkpointing (sft_args.py)."""
+    assert shape(QWEN_VL7B, "--freeze_vit", "false").vision_checkpointing is True
+    assert shape(QWEN_VL7B, "--freeze_vit", "false", "--gradient_checkpointing", "false").vision_checkpointing is False
+    off = shape(QWEN_VL7B, "--freeze_vit", "false", "--vit_gradient_checkpointing", "false")
+    assert off.gradient_checkpointing is True and off.vision_checkpointing is False
+
+
+def test_image_tokens_are_pixels_at_the_towers_patch_size() -> None:
+    """IMAGE_MAX_TOKEN_NUM counts merged tokens of 2 x 2 patches: 28 x 28 pixels each with Qwen2.5-VL's
+    14-pixel patches, 32 x 32 with Qwen3-VL's 16."""
+    env = {"IMAGE_MAX_TOKEN_NUM": "1024"}
+    assert features(QWEN_VL7B, env=env).image_pixels == 1024 * 28 * 28
+    assert features(replace(QWEN_VL7B, vision_patch_size=16), env=env).image_pixels == 1024 * 32 * 32

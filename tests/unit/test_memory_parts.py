@@ -20,6 +20,7 @@ from launcher.plan.estimate import (
     TrainShape,
     activation_parts,
     estimate,
+    lever_changes,
     levers,
     lora_trainable_params,
     weight_parts,
@@ -283,7 +284,22 @@ def test_vision_tower_activations_grow_with_max_pixels() -> None:
     patches = 1024 * 1024 / 14**2
     one_layer = patches * (20 * 1280 + 4 * 1280 + 8 * 4 * 1280)  # every vision head its own k/v
     assert activation_parts(vl)["gpu_vision"] == int(one_layer)  # frozen tower: no saved activations
-    assert activation_parts(replace(vl, vision_trainable=True))["gpu_vision"] == int(one_layer * 32)
+    # a trained tower under swift's default vit_gradient_checkpointing (as gradient_checkpointing, on here):
+    # each of the 32 blocks keeps its 2-byte input, one block is recomputed
+    trained = replace(vl, vision_trainable=True)
+    assert activation_parts(trained)["gpu_vision"] == int(patches * 1280 * 2 * 32 + one_layer)
+    # --vit_gradient_checkpointing false, or the decoder's checkpointing off with the tower's unset: every block
+    assert activation_parts(replace(trained, vision_checkpointing=False))["gpu_vision"] == int(one_layer * 32)
+    no_gc = replace(trained, gradient_checkpointing=False)
+    assert activation_parts(no_gc)["gpu_vision"] == int(one_layer * 32)
+    assert activation_parts(replace(no_gc, vision_checkpointing=True))["gpu_vision"] < int(one_layer * 32) // 4
+
+
+def test_a_trained_tower_without_checkpointing_names_the_lever() -> None:
+    vl = shape(vision_hidden_size=1280, vision_layers=32, image_pixels=1024 * 1024, vision_trainable=True)
+    changes = dict(lever_changes(replace(vl, vision_checkpointing=False)))
+    assert changes["--vit_gradient_checkpointing true"].vision_checkpointing is True
+    assert "--vit_gradient_checkpointing true" not in dict(lever_changes(vl))  # on already: no lever
 
 
 # ---- model facts from config.json and safetensors ----------------------------------------------------------
@@ -452,3 +468,39 @@ def test_levers_name_the_saving_of_halving_the_micro_batch() -> None:
     half = estimate(Strategy.ZERO2, replace(s, micro_batch=2), None, None, zero).gpu_need_bytes
     assert found["micro-batch 4 -> 2"] == base - half > 0
     assert list(found) == sorted(found, key=lambda k: -found[k])
+
+
+@pytest.mark.parametrize(
+    ("vision", "expected"),
+    [
+        # Qwen2-VL-7B: vision_config's hidden_size is the language model's; the tower is embed_dim wide
+        ({"embed_dim": 1280, "hidden_size": 3584, "mlp_ratio": 4, "depth": 32, "patch_size": 14}, (1280, 32, 5120, 14)),
+        # Qwen2.5-VL-7B and Qwen3-VL: the width is hidden_size, the MLP's intermediate_size
+        ({"hidden_size": 1280, "intermediate_size": 3420, "depth": 32, "patch_size": 14}, (1280, 32, 3420, 14)),
+        ({"hidden_size": 1152, "intermediate_size": 4304, "depth": 27, "patch_size": 16}, (1152, 27, 4304, 16)),
+        # InternVL's patch side as a pair
+        ({"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "patch_size": [14, 14]},
+         (1024, 24, 4096, 14)),
+    ],
+    ids=["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl"],
+)  # fmt: skip
+def test_the_vision_towers_shape_is_read_from_vision_config(
+    tmp_path: Path, vision: dict[str, object], expected: tuple[int, int, int, int]
+) -> None:
+    config = {"hidden_size": 3584, "num_hidden_layers": 2, "intermediate_size": 18944, "vocab_size": 1000,
+              "vision_config": vision}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    found = (facts.vision_hidden_size, facts.vision_layers, facts.vision_intermediate_size, facts.vision_patch_size)
+    assert found == expected
+
+
+def test_a_measured_vision_tower_counts_its_own_bytes_per_patch() -> None:
+    """Qwen3-VL's tower (22 vh + 4 vi per patch and block, 16-pixel patches), against a tower not measured
+    (a Llama layer at full width: 24 vh + 8 vi, 14-pixel patches where config.json gives none)."""
+    pixels = 1024 * 1024
+    vl = shape(vision_hidden_size=1152, vision_layers=27, vision_intermediate_size=4304, image_pixels=pixels,
+               vision_patch_size=16, vision_type="qwen3_vl")  # fmt: skip
+    assert activation_parts(vl)["gpu_vision"] == int(pixels / 16**2 * (22 * 1152 + 4 * 4304))
+    other = replace(vl, vision_type="llava", vision_patch_size=14, vision_intermediate_size=None)
+    assert activation_parts(other)["gpu_vision"] == int(pixels / 14**2 * (24 * 1152 + 8 * 4 * 1152))
