@@ -15,6 +15,11 @@ attention), for every family in that table or the model types given:
   above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
   same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
   the whole and is too coarse (4.8 to 12.3 bytes between runs of the same code), so it is not used.
+- an MoE layer (`Routing`: experts, experts per token, expert width, shared experts), by
+  `layer_bytes_per_token(model_type, shape, routing)`: the stack test holds the estimate's routed-pair,
+  router and shared-expert terms to it (not printed here).
+- a vision tower's block per patch (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: VISION_TOWERS, or those named), trained,
+  at 256 and 1024 patches and 2 and 4 blocks, fitted as a·vh + m·vi (vh the tower's width, vi its MLP's).
 
 Saved tensors are what the CUDA kernels save as well (sdpa's flash and memory-efficient kernels keep q, k,
 v, the output and the log-sum-exp, as the CPU one does). tests/stack/test_activation_bytes_real.py holds
@@ -246,7 +251,9 @@ def _terms(found: LayerBytes) -> str:
 def main() -> int:
     import transformers
 
-    families = sys.argv[1:] or list(MEASURED)
+    asked = sys.argv[1:]
+    families = [t for t in asked if t not in VISION_TOWERS] if asked else list(MEASURED)
+    towers = [t for t in asked if t in VISION_TOWERS] if asked else list(VISION_TOWERS)
     print(f"transformers {transformers.__version__}, bf16, sdpa, CPU: bytes saved for the backward per token")
     print()
     print("| model_type | measured: per layer; per logit entry | launcher/plan/layer_bytes.py |")
@@ -260,7 +267,7 @@ def main() -> int:
     print()
     print("| model_type | measured | launcher/plan/layer_bytes.py |")
     print("| --- | --- | --- |")
-    for model_type in [t for t in sys.argv[1:] if t in VISION_TOWERS] or list(VISION_TOWERS):
+    for model_type in towers:
         found, held = vision_coefficients(model_type), VISION_MEASURED[model_type]
         print(
             f"| {model_type} | {found.hidden:.2f} vh + {found.mlp:.2f} vi | {held.hidden:.2f} vh + {held.mlp:.2f} vi |"
