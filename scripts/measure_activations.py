@@ -120,11 +120,12 @@ def _model(model_type: str, shape: LayerShape, layers: int, vocab: int, routing:
     return model
 
 
-def _saved_bytes(model: Any, tokens: int) -> int:
-    """Bytes autograd saves for the backward in one forward with labels, parameters left out."""
+def _saved_by(module: Any, forward: Any) -> int:
+    """Bytes autograd saves for the backward while `forward()` runs: each storage once, `module`'s
+    parameters left out (they are weights, not activations)."""
     import torch
 
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     seen: dict[int, int] = {}
 
     def pack(tensor: Any) -> Any:
@@ -133,10 +134,17 @@ def _saved_bytes(model: Any, tokens: int) -> int:
             seen[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    ids = torch.randint(0, model.config.vocab_size, (1, tokens))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        model(input_ids=ids, labels=ids)
+        forward()
     return sum(seen.values())
+
+
+def _saved_bytes(model: Any, tokens: int) -> int:
+    """Bytes autograd saves for the backward in one forward with labels."""
+    import torch
+
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens))
+    return _saved_by(model, lambda: model(input_ids=ids, labels=ids))
 
 
 def layer_bytes_per_token(model_type: str, shape: LayerShape, routing: Routing | None = None) -> float:
@@ -211,18 +219,7 @@ def _tower_saved_bytes(tower: Any, grid: int) -> int:
 
     config = tower.config
     pixels = torch.randn(grid * grid, 3 * config.temporal_patch_size * config.patch_size**2, dtype=torch.bfloat16)
-    params = {p.untyped_storage().data_ptr() for p in tower.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(tensor: Any) -> Any:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        tower(pixels, grid_thw=torch.tensor([[1, grid, grid]]))
-    return sum(seen.values())
+    return _saved_by(tower, lambda: tower(pixels, grid_thw=torch.tensor([[1, grid, grid]])))
 
 
 def vision_block_bytes_per_patch(model_type: str, intermediate: int) -> float:
