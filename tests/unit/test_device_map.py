@@ -51,7 +51,7 @@ SMALL = TrainShape(
     vocab_size=VOCAB, micro_batch=1, seq_len=1024, gradient_checkpointing=True, gpus_per_node=1, nnodes=1,
     intermediate_size=INTER, num_heads=16,
 )  # fmt: skip
-CONTEXT = CUDA_CONTEXT_BYTES  # the fitted CUDA context per GPU the process touches (1.5 GiB)
+CONTEXT = CUDA_CONTEXT_BYTES  # the fitted CUDA context per GPU the process touches (0.75 GiB)
 
 
 def test_pieces_by_hand() -> None:
