@@ -199,6 +199,9 @@ def train_shape(
     lora = is_lora(swift)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
     checkpointing = swift.get_bool("gradient_checkpointing", True)
+    # unset, swift checkpoints the tower as the decoder: left None, estimate.vision_checkpointed follows
+    # gradient_checkpointing, also where a lever turns that on
+    vit_checkpointing = swift.get("vit_gradient_checkpointing")
     return TrainShape(
         total_params=total,
         trainable_params=features.trainable_params,
@@ -226,7 +229,9 @@ def train_shape(
         vision_layers=model.vision_layers,
         image_pixels=features.image_pixels,
         vision_trainable=features.vision_trainable,
-        vision_checkpointing=swift.get_bool("vit_gradient_checkpointing", checkpointing),
+        vision_checkpointing=None
+        if vit_checkpointing is None
+        else swift.get_bool("vit_gradient_checkpointing", checkpointing),
         vision_intermediate_size=model.vision_intermediate_size,
         vision_patch_size=model.vision_patch_size or VISION_PATCH,
         vision_type=model.model_type,

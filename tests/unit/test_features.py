@@ -12,7 +12,7 @@ import pytest
 
 from launcher.model import ModelFacts, Strategy
 from launcher.plan.build import train_shape
-from launcher.plan.estimate import DATA_PARTS, activation_parts, estimate
+from launcher.plan.estimate import DATA_PARTS, activation_parts, estimate, vision_checkpointed
 from launcher.plan.features import read_features
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
@@ -257,11 +257,14 @@ def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None
 
 
 def test_the_vision_towers_checkpointing_follows_swifts_default() -> None:
-    """swift's vit_gradient_checkpointing, unset, is gradient_checkpointing (sft_args.py)."""
-    assert shape(QWEN_VL7B, "--freeze_vit", "false").vision_checkpointing is True
-    assert shape(QWEN_VL7B, "--freeze_vit", "false", "--gradient_checkpointing", "false").vision_checkpointing is False
+    """swift's vit_gradient_checkpointing, unset, is gradient_checkpointing (sft_args.py), also after a lever
+    turns gradient checkpointing on; given, it stays as given."""
+    assert vision_checkpointed(shape(QWEN_VL7B, "--freeze_vit", "false")) is True
+    no_gc = shape(QWEN_VL7B, "--freeze_vit", "false", "--gradient_checkpointing", "false")
+    assert vision_checkpointed(no_gc) is False
+    assert vision_checkpointed(replace(no_gc, gradient_checkpointing=True)) is True
     off = shape(QWEN_VL7B, "--freeze_vit", "false", "--vit_gradient_checkpointing", "false")
-    assert off.gradient_checkpointing is True and off.vision_checkpointing is False
+    assert off.gradient_checkpointing is True and vision_checkpointed(off) is False
 
 
 def test_image_tokens_are_pixels_at_the_towers_patch_size() -> None:
