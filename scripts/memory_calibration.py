@@ -225,11 +225,9 @@ def _trainable(row: Row) -> int:
         return total
     routing: dict[str, Any] = {k: v for k, v in _moe(row).items() if k != "experts_per_token"}
     routing["experts_are_linears"] = _routing(row)[2]
-    heads, head_dim = arch.get("heads"), _family(row)[1]
-    if heads:
-        width = head_dim or arch["hidden"] // heads
-        routing["q_width"] = heads * width
-        routing["kv_width"] = (arch.get("kv_heads") or heads) * width
+    routing["q_width"], routing["kv_width"] = new_estimate.q_kv_widths(
+        arch["hidden"], arch.get("heads"), arch.get("kv_heads"), _family(row)[1]
+    )
     lora = new_estimate.lora_trainable_params(
         total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8), **routing
     )

@@ -32,7 +32,7 @@ from launcher.plan.data_lengths import PERCENTILE, data_lengths
 from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, VISION_PATCH, TrainShape, estimate, levers
+from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH, TrainShape, estimate, levers
 from launcher.plan.features import is_lora, read_features
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
@@ -256,9 +256,6 @@ def _with_config_env(swift: SwiftArgs, env: Mapping[str, str] | None) -> dict[st
     return {**swift.config_env, **(env or {})}
 
 
-PATCH_MERGE = 4  # Qwen-VL merges 2x2 vision patches into one LLM token
-
-
 def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | None) -> DataLengths | None:
     """The sampled data's lengths at this run's max_length, truncation, micro-batch and image budget."""
     if data is None or not data.datasets:
@@ -275,7 +272,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
         micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,
-        image_tokens=shape.image_pixels // (shape.vision_patch_size**2 * PATCH_MERGE) if shape else 0,
+        image_tokens=shape.image_pixels // (shape.vision_patch_size * PATCH_MERGE) ** 2 if shape else 0,
     )
 
 

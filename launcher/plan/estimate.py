@@ -83,6 +83,7 @@ EAGER_PEAK_BYTES = 6
 # GPTQ/AWQ 4-bit 0.5 + fp16 scales and packed zeros per group of 128.
 QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
 VISION_PATCH = 14  # Qwen2/2.5-VL / InternVL patch side in pixels, where config.json gives none
+PATCH_MERGE = 2  # Qwen-VL's spatial_merge_size: one image token is PATCH_MERGE x PATCH_MERGE patches
 
 # The parts that grow with a micro-batch's tokens; every other part is fixed whatever the data.
 DATA_PARTS = frozenset(
@@ -316,14 +317,17 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     return parts
 
 
-def attention_widths(shape: TrainShape) -> tuple[int, int]:
+def q_kv_widths(hidden: int, heads: int | None, kv_heads: int | None, head_dim: int | None) -> tuple[int, int]:
     """(q's width, k/v's width): heads x head_dim and kv_heads x head_dim; head_dim is hidden / heads unless
     config.json sets it; both the hidden size where the heads are unknown."""
-    h = shape.hidden_size or 0
-    if not shape.num_heads:
-        return h, h
-    head_dim = shape.head_dim or h // shape.num_heads
-    return shape.num_heads * head_dim, (shape.num_kv_heads or shape.num_heads) * head_dim
+    if not heads:
+        return hidden, hidden
+    width = head_dim or hidden // heads
+    return heads * width, (kv_heads or heads) * width
+
+
+def attention_widths(shape: TrainShape) -> tuple[int, int]:
+    return q_kv_widths(shape.hidden_size or 0, shape.num_heads, shape.num_kv_heads, shape.head_dim)
 
 
 def layer_bytes_per_token(shape: TrainShape) -> float:
@@ -522,6 +526,7 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
     if shape.weight_bytes == 4:
         changes.append(("torch_dtype float32 -> bfloat16", replace(shape, weight_bytes=2)))
     if shape.trainable_params == shape.total_params and shape.hidden_size and shape.num_layers:
+        q_width, kv_width = attention_widths(shape)
         lora = lora_trainable_params(
             shape.total_params,
             shape.hidden_size,
@@ -531,8 +536,8 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
             num_experts=shape.num_experts,
             moe_intermediate_size=shape.moe_intermediate_size,
             shared_expert_intermediate_size=shape.shared_expert_intermediate_size,
-            q_width=attention_widths(shape)[0],
-            kv_width=attention_widths(shape)[1],
+            q_width=q_width,
+            kv_width=kv_width,
         )
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:

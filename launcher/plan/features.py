@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from launcher.model import ModelFacts
-from launcher.plan.estimate import VISION_PATCH
+from launcher.plan.estimate import PATCH_MERGE, VISION_PATCH, q_kv_widths
 from launcher.plan.swift_args import SwiftArgs
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
@@ -42,7 +42,6 @@ MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
 VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
 EMBEDDING_NAMES = ("embed_tokens", "lm_head")
 DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
-MERGED_PATCHES = 2  # one image token is 2 x 2 patches merged (Qwen-VL's spatial_merge_size)
 VISION_LORA_PER_HIDDEN = 16  # qkv (vh + 3vh), proj (2vh), fc1 (vh + 4vh), fc2 (4vh + vh): 16vh per layer
 
 
@@ -125,11 +124,7 @@ def attention_linears(model: ModelFacts) -> dict[str, int]:
     """in + out of each attention projection: q is heads x head_dim wide, k and v kv_heads x head_dim (GQA),
     o maps q's width back; all as wide as the hidden size where the heads are unknown."""
     h = model.hidden_size or 0
-    heads = model.num_attention_heads
-    if not heads:
-        return dict.fromkeys(ATTENTION_LINEARS, 2 * h)
-    head_dim = model.head_dim or h // heads
-    q, kv = heads * head_dim, (model.num_key_value_heads or heads) * head_dim
+    q, kv = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
     return {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h}
 
 
@@ -237,7 +232,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
     if model.is_multimodal and model.vision_hidden_size:
         tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
         given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
-        token_side = MERGED_PATCHES * (model.vision_patch_size or VISION_PATCH)
+        token_side = PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
         pixels = tokens * token_side**2 if tokens else (given or DEFAULT_MAX_PIXELS)
     return Features(
         trainable_params=trainable,

@@ -70,13 +70,14 @@ def _str(config: Mapping[str, object], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _size(value: object) -> int | None:
+    """A size: a positive integer (a bool, zero or a negative is no size)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _int(config: Mapping[str, object], *keys: str) -> int | None:
-    """The first of `keys` that holds a size: a positive integer (a bool, zero or a negative is no size)."""
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    """The first of `keys` that holds a size."""
+    return next((size for key in keys if (size := _size(config.get(key))) is not None), None)
 
 
 _VISION_RE = re.compile(r"(?:^|\.)(?:visual|vision_tower|vision_model|vit|vpm)\.")
@@ -105,13 +106,12 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | None]:
     width = _int(vision, "embed_dim", "hidden_size", "width")
     ratio = vision.get("mlp_ratio")
     from_ratio = int(ratio * width) if isinstance(ratio, int | float) and ratio > 0 and width else None
-    patch = vision.get("patch_size")
-    patch = patch[0] if isinstance(patch, list) and patch else patch
+    patch = vision.get("patch_size")  # InternVL's is a pair
     return {
         "vision_hidden_size": width,
         "vision_layers": _int(vision, "depth", "num_hidden_layers", "layers"),
         "vision_intermediate_size": _int(vision, "intermediate_size") or from_ratio,
-        "vision_patch_size": patch if isinstance(patch, int) and not isinstance(patch, bool) and patch > 0 else None,
+        "vision_patch_size": _size(patch[0] if isinstance(patch, list) and patch else patch),
     }
 
 
