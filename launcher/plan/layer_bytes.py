@@ -15,7 +15,8 @@ Why the families differ: an RMSNorm saves fp32 copies of its input and output (L
 layer; Gemma-2, Gemma-3 and GLM-4 add norms after attention and the MLP, the "sandwich" norms, and Gemma's
 norms scale by 1 + weight in fp32, one more fp32 tensor each); Qwen3, Gemma-3 and OLMo-2 normalise q and
 k as well (per head, or over the whole width in OLMo-2), which adds fp32 copies at the q and k/v widths;
-Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the log-softmax (6 bytes);
+Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the log-softmax (6 bytes),
+and under eager attention it soft-caps the scores too (tanh saves its output, one more copy per score);
 GPT-NeoX and Phi-2 run attention and MLP in parallel off one LayerNorm, and their MLP is not gated (GeLU:
 4 bytes per intermediate entry, Phi-2's gelu_new 10). The table holds what was measured; these are the
 reasons read off the model code, not inputs to it.
@@ -36,6 +37,7 @@ class LayerBytes:
     kv: float
     mlp: float
     logit_saved: float = 4
+    softcapped_scores: bool = False  # eager attention soft-caps its scores: tanh saves one more copy
 
     def per_token(self, hidden: int, q_width: int, kv_width: int, mlp_width: int) -> float:
         return self.hidden * hidden + self.q * q_width + self.kv * kv_width + self.mlp * mlp_width
@@ -49,7 +51,7 @@ MEASURED: dict[str, LayerBytes] = {
     "granite": LayerBytes(16, 4, 4, 8),
     "qwen3": LayerBytes(16, 10, 10, 8),
     "gemma": LayerBytes(20, 4, 4, 8),
-    "gemma2": LayerBytes(36, 4, 4, 8, logit_saved=6),
+    "gemma2": LayerBytes(36, 4, 4, 8, logit_saved=6, softcapped_scores=True),
     "gemma3_text": LayerBytes(36, 12, 12, 8),
     "olmo2": LayerBytes(20, 12, 12, 8),
     "cohere": LayerBytes(14, 4, 4, 8),

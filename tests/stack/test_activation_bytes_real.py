@@ -23,12 +23,19 @@ from measure_activations import (
     SHAPES,
     LayerShape,
     Routing,
+    eager_scores_bytes,
     logit_saved_bytes_per_entry,
     vision_block_bytes_per_patch,
 )
 from measure_activations import layer_bytes_per_token as measured_layer
 
-from launcher.plan.estimate import LOGIT_GRADIENT_BYTES, TrainShape, activation_parts, layer_bytes_per_token
+from launcher.plan.estimate import (
+    LOGIT_GRADIENT_BYTES,
+    TrainShape,
+    activation_parts,
+    eager_saved_bytes,
+    layer_bytes_per_token,
+)
 from launcher.plan.layer_bytes import MEASURED, VISION_MEASURED, layer_bytes, vision_layer_bytes
 
 
@@ -62,6 +69,19 @@ def test_the_loss_saves_what_the_estimate_counts(stack_installed: None, model_ty
     tokens, vocab = 1024, 32000
     ours = activation_parts(shape_of(model_type, SHAPES[0], vocab=vocab))["gpu_logits"] / (tokens * vocab)
     assert ours == saved + LOGIT_GRADIENT_BYTES == saved + 2 * 4
+
+
+EAGER_CASES = [(t, "bfloat16") for t in sorted(MEASURED)] + [("llama", "float32"), ("gemma2", "float32")]
+
+
+@pytest.mark.parametrize(("model_type", "dtype"), EAGER_CASES, ids=[f"{t}-{d}" for t, d in EAGER_CASES])
+def test_eager_attentions_saved_bytes_per_score_are_the_estimates(
+    stack_installed: None, model_type: str, dtype: str
+) -> None:
+    """Under eager attention each layer saves per head x length^2 what the estimate counts, exactly: 6 bytes
+    in bf16 (the fp32 softmax and its copy), 4 in fp32, Gemma-2's soft-capping one more copy."""
+    ours = eager_saved_bytes(replace(shape_of(model_type, SHAPES[0]), weight_bytes=4 if dtype == "float32" else 2))
+    assert eager_scores_bytes(model_type, dtype) == pytest.approx(ours, abs=0.01)
 
 
 # An MoE layer: more experts per token, a wider expert, more experts, shared experts; Mixtral's layout (its

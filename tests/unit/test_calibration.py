@@ -47,16 +47,19 @@ def test_no_regression_on_the_table() -> None:
     # padding-free Qwen3-VL-30B-A3B run, its samples shorter than max_length, moved out of "within 15 %"),
     # read ms-swift's "Not using use_liger_kernel" run as unfused (one moved in) and counted LoRA's k/v
     # adapters at the k/v heads' width; the refit moved along its flat ridge, 1.5 GiB / 12 % -> 0.75 / 16 %.
+    # Eager attention now saves the 6 bytes per score transformers 5 measures (fp32 softmax and its copy):
+    # one Qwen-1 row without flash attention or checkpointing (swb-lora-qwen-7b-noflash-nogc) ran that
+    # model's own 2023 attention code, a 16-bit softmax, and moved out of 15 % (0.89 -> 1.21).
     new = score(JOINED_ROWS, estimate_new)
     assert new.agreement >= 0.896
     assert new.fits_but_oom <= 12
-    assert new.within >= 0.50
+    assert new.within >= 0.496
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
     assert first.agreement >= 0.898
     assert first.fits_but_oom <= 5
-    assert first.within >= 0.528
+    assert first.within >= 0.522
 
 
 def test_better_than_the_estimate_it_replaced() -> None:

@@ -236,12 +236,24 @@ def test_ddp_full_bf16_is_ten_bytes_per_parameter() -> None:
 
 def test_eager_attention_is_quadratic_and_packing_removes_it() -> None:
     eager = activation_parts(shape(eager_attention=True))
-    # one layer (checkpointing): saved probs 2 bytes + scores 2 + fp32 softmax 4, per head x length^2
-    assert eager["gpu_attention_scores"] == 32 * 2048**2 * (2 + 6)
+    # one layer (checkpointing), per head x length^2: the fp32 softmax and its bf16 copy it saved (6), and
+    # its backward's fp32 gradient and the scores' bf16 gradient (6)
+    assert eager["gpu_attention_scores"] == 32 * 2048**2 * (6 + 6)
+    # without checkpointing every layer keeps its 6 bytes
+    every = activation_parts(shape(eager_attention=True, gradient_checkpointing=False))
+    assert every["gpu_attention_scores"] == 32 * 2048**2 * (6 * 32 + 6)
     doubled = activation_parts(shape(eager_attention=True, seq_len=4096))["gpu_attention_scores"]
     assert doubled == 4 * eager["gpu_attention_scores"]
     assert activation_parts(shape(eager_attention=True, packing=True))["gpu_attention_scores"] == 0
     assert activation_parts(shape())["gpu_attention_scores"] == 0  # sdpa / flash
+
+
+def test_eager_attention_saves_by_dtype_and_gemma2_soft_caps() -> None:
+    """fp32 weights: the softmax's output is the probabilities (no copy); Gemma-2's tanh saves one more."""
+    fp32 = activation_parts(shape(eager_attention=True, weight_bytes=4))["gpu_attention_scores"]
+    assert fp32 == 32 * 2048**2 * (4 + 8)
+    gemma2 = activation_parts(shape(eager_attention=True, model_type="gemma2"))["gpu_attention_scores"]
+    assert gemma2 == 32 * 2048**2 * (8 + 6)
 
 
 def test_packing_counts_every_sample_at_max_length() -> None:
