@@ -11,8 +11,9 @@ attention), for every family in that table or the model types given:
   left out; the difference between 2 and 4 layers and between 256 and 512 tokens isolates one layer's
   per-token share. Fitted over four shapes as a·h + q·(heads x head_dim) + kv·(kv_heads x head_dim) + m·i
   (h the hidden size, i the MLP's intermediate size).
-- under eager attention, the bytes one layer saves per head x length^2 beyond sdpa's (the fp32 softmax and
-  its 16-bit copy: 6 in bf16; Gemma-2's soft-capping 8), by `eager_scores_bytes(model_type, dtype)`.
+- under eager attention, the bytes one layer saves per head x length^2 (the fp32 softmax and its 16-bit
+  copy: 6 in bf16; Gemma-2's soft-capping 8; gpt-oss's 16-bit softmax 2), by
+  `eager_scores_bytes(model_type, dtype)`.
 - the bytes of the logits per token x vocabulary entry that the loss saves for its backward (exact, as
   above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
   same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
@@ -169,21 +170,18 @@ def layer_bytes_per_token(model_type: str, shape: LayerShape, routing: Routing |
 
 
 def eager_scores_bytes(model_type: str, dtype: str = "bfloat16") -> float:
-    """Bytes per head x length^2 that one layer's eager attention saves beyond sdpa's: the difference
-    between the two at 2 and 4 layers isolates one layer's, and 256 and 512 tokens its length^2 term."""
-    extra = {}
+    """Bytes per head x length^2 that one layer's eager attention saves: 2 and 4 layers isolate one layer's
+    bytes, and 256 and 512 tokens their length^2 term (a layer's other tensors grow with the length)."""
+    per_layer = {}
     for tokens in TOKENS:
-        per_layer = {}
-        for attention in ("sdpa", "eager"):
-            two, four = (
-                _saved_bytes(_model(model_type, SHAPES[0], layers, 4000, attention=attention, dtype=dtype), tokens)
-                for layers in LAYERS
-            )
-            per_layer[attention] = (four - two) / (LAYERS[1] - LAYERS[0])
-        extra[tokens] = per_layer["eager"] - per_layer["sdpa"]
+        two, four = (
+            _saved_bytes(_model(model_type, SHAPES[0], layers, 4000, attention="eager", dtype=dtype), tokens)
+            for layers in LAYERS
+        )
+        per_layer[tokens] = (four - two) / (LAYERS[1] - LAYERS[0])
     short, long = TOKENS
-    # extra = c·heads·tokens^2 + d·tokens: doubling the tokens cancels the linear term
-    return (extra[long] - extra[short] * long / short) / (HEADS * (long**2 - short * long))
+    # per_layer = c·heads·tokens^2 + d·tokens: scaling the shorter run's by long/short cancels d
+    return (per_layer[long] - per_layer[short] * long / short) / (HEADS * (long**2 - short * long))
 
 
 def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tuple[int, int] = (4000, 8000)) -> float:
@@ -280,7 +278,7 @@ def main() -> int:
     families = [t for t in asked if t not in VISION_TOWERS] if asked else list(MEASURED)
     towers = [t for t in asked if t in VISION_TOWERS] if asked else list(VISION_TOWERS)
     print(f"transformers {transformers.__version__}, bf16, sdpa, CPU: bytes saved for the backward per token")
-    print("(eager: what one layer saves beyond sdpa per head x length^2)")
+    print("(eager: what one layer saves per head x length^2)")
     print()
     print("| model_type | measured: per layer; per logit entry | launcher/plan/layer_bytes.py | eager, per score |")
     print("| --- | --- | --- | --- |")

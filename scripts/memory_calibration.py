@@ -39,6 +39,7 @@ from memory_baselines import estimate_566cec5 as old_estimate  # noqa: E402
 from launcher.model import Strategy  # noqa: E402
 from launcher.plan import device_map  # noqa: E402
 from launcher.plan import estimate as new_estimate  # noqa: E402
+from launcher.plan.attention_default import swift_runs_eager, transformers_runs_eager  # noqa: E402
 from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings  # noqa: E402
 from launcher.probe.model_size import typical_shape  # noqa: E402
 from launcher.units import GiB  # noqa: E402
@@ -151,7 +152,29 @@ _FAMILY_BY_NAME = (
     (r"olmo-?2", "olmo2", None),
     (r"glm-4-.*0414", "glm4", None),
     (r"starcoder-?2", "starcoder2", None),
+    (r"gpt-oss", "gpt_oss", 64),  # not measured (Llama's layer), but its own eager attention and head_dim
 )
+
+
+# The attention a row ran where it states none, as the plan reads an unset --attn_impl
+# (launcher/plan/attention_default.py): frameworks that run transformers' model code fall back to eager for
+# a model with no sdpa path (BLOOM, gpt-oss), and ms-swift's loaders pick eager for Gemma-3; litgpt,
+# torchtune and the other frameworks run attention code of their own.
+_ATTENTION_TYPE_BY_NAME = ((r"bloom", "bloom"), (r"gpt-oss", "gpt_oss"), (r"gemma-?3-", "gemma3_text"))
+TRANSFORMERS_MODEL_CODE = frozenset(
+    {"ms-swift", "transformers", "hf-trainer", "llama-factory", "llamafactory", "trl", "axolotl", "deepspeed-chat"}
+)
+
+
+def _eager(row: Row) -> bool:
+    """The row ran eager attention: stated, or its framework's default for its model."""
+    stated = row.raw.get("attn_impl")
+    framework = row.raw.get("framework")
+    if stated is not None or framework not in TRANSFORMERS_MODEL_CODE:
+        return stated == "eager"
+    name = str(row.raw["model"]).lower()
+    model_type = next((t for pattern, t in _ATTENTION_TYPE_BY_NAME if re.search(pattern, name)), None)
+    return swift_runs_eager(model_type) if framework == "ms-swift" else transformers_runs_eager(model_type)
 
 
 def _family(row: Row) -> tuple[str | None, int | None]:
@@ -267,7 +290,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         weight_bytes=4 if row.raw.get("torch_dtype") == "float32" else 2,
         quant_bits=int(quant) if quant else None,
         quantized_params=max(total - embeddings, 0),
-        eager_attention=row.raw.get("attn_impl") == "eager",
+        eager_attention=_eager(row),
         packing=bool(row.raw.get("packing")),
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,

@@ -39,8 +39,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
+from launcher.plan.attention_default import transformers_runs_eager
 from launcher.plan.ds_config import ZeroSettings
-from launcher.plan.layer_bytes import layer_bytes, vision_layer_bytes
+from launcher.plan.layer_bytes import eager_score_bytes, layer_bytes, vision_layer_bytes
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
@@ -75,12 +76,10 @@ FRAGMENTATION_MARGIN = 0.16
 # logits are freed before the backward; the forward's own peak (16-bit logits, their fp32 copy, the
 # log-softmax: 10) is lower, as is that of an fp32 output layer (its logits are the copy).
 LOGIT_GRADIENT_BYTES = 4 + 4
-# Eager attention, per head x length^2 (measured on transformers' eager_attention_forward by
-# scripts/measure_activations.py): each layer saves the fp32 softmax (4 bytes, for its backward) and, with
-# 16-bit weights, its 16-bit copy (for the matmul with v); Gemma-2 also the soft-capped scores' tanh, at
-# the weights' width. The layer whose backward runs adds the fp32 gradient through the softmax and the
-# scores' gradient at the weights' width.
-EAGER_SOFTMAX_BYTES = 4
+# Eager attention, per head x length^2: what each layer saves comes from launcher/plan/layer_bytes.py
+# (measured: 6 bytes in bf16 for transformers' shared eager attention); the layer whose backward runs adds
+# the fp32 gradient through the softmax and the scores' gradient at the weights' width.
+EAGER_BACKWARD_FP32_BYTES = 4
 # Quantized frozen weights, bytes per weight: bnb nf4 0.5 + double-quantized absmax; int8 1 + a row scale;
 # GPTQ/AWQ 4-bit 0.5 + fp16 scales and packed zeros per group of 128.
 QUANT_BYTES = {4: 0.53, 8: 1.01, 2: 0.28, 3: 0.4}
@@ -360,14 +359,6 @@ def logit_bytes(shape: TrainShape) -> float:
     return layer_bytes(shape.model_type).logit_saved + LOGIT_GRADIENT_BYTES
 
 
-def eager_saved_bytes(shape: TrainShape) -> int:
-    """What one layer's eager attention saves per head x length^2: the fp32 softmax, its 16-bit copy
-    (none in fp32: the cast returns the same tensor), and Gemma-2's soft-capped scores."""
-    copy = shape.weight_bytes if shape.weight_bytes < 4 else 0
-    softcap = shape.weight_bytes if layer_bytes(shape.model_type).softcapped_scores else 0
-    return EAGER_SOFTMAX_BYTES + copy + softcap
-
-
 def activation_parts(shape: TrainShape) -> dict[str, int]:
     """Per GPU: layer activations, eager attention scores, logits, the vision tower's activations, and the
     buffers of MoE expert dispatch and of sequence parallelism: every part in DATA_PARTS."""
@@ -390,8 +381,9 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         heads = max(shape.num_heads // max(shape.sequence_parallel, 1), 1)
         per_layer = heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
-        backward = EAGER_SOFTMAX_BYTES + shape.weight_bytes
-        scores = per_layer * (eager_saved_bytes(shape) * saved_layers + backward)
+        backward = EAGER_BACKWARD_FP32_BYTES + shape.weight_bytes
+        saved = eager_score_bytes(shape.model_type, shape.weight_bytes)
+        scores = per_layer * (saved * saved_layers + backward)
     # use_logits_to_keep: the head runs only on label positions; the worst case is every token a label
     logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)
     if not shape.vocab_logits:
@@ -532,7 +524,7 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         changes.append((f"max_length {shape.seq_len} -> {half_len}", replace(shape, seq_len=half_len)))
     if not shape.gradient_checkpointing:
         changes.append(("gradient checkpointing on", replace(shape, gradient_checkpointing=True)))
-    if shape.eager_attention:
+    if shape.eager_attention and not transformers_runs_eager(shape.model_type):  # else sdpa is refused
         changes.append(("attn_impl eager -> sdpa", replace(shape, eager_attention=False)))
     if shape.weight_bytes == 4:
         changes.append(("torch_dtype float32 -> bfloat16", replace(shape, weight_bytes=2)))

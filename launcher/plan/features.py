@@ -22,6 +22,8 @@ What each argument does is read from ms-swift 4.6's source:
 - `--use_logits_to_keep` (default: on where the model's forward takes `logits_to_keep`, transformers 5):
   logits only from the first label on.
 - `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
+- `--attn_impl`: unset, eager where swift's loader or transformers chooses it
+  (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
   to it only when it is unset), MAX_PIXELS, `--max_pixels`.
 """
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from launcher.model import ModelFacts
+from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import PATCH_MERGE, VISION_PATCH, q_kv_widths
 from launcher.plan.swift_args import SwiftArgs
 
@@ -244,7 +247,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         logits_on_labels=logits_on_labels,
         loss_chunk_tokens=chunk,
         experts_impl=experts,
-        eager_attention=attn == "eager",
+        eager_attention=attn == "eager" or (not attn and swift_runs_eager(model.model_type)),
         image_pixels=pixels,
         warnings=tuple(warnings),
     )

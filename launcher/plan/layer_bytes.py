@@ -15,8 +15,7 @@ Why the families differ: an RMSNorm saves fp32 copies of its input and output (L
 layer; Gemma-2, Gemma-3 and GLM-4 add norms after attention and the MLP, the "sandwich" norms, and Gemma's
 norms scale by 1 + weight in fp32, one more fp32 tensor each); Qwen3, Gemma-3 and OLMo-2 normalise q and
 k as well (per head, or over the whole width in OLMo-2), which adds fp32 copies at the q and k/v widths;
-Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the log-softmax (6 bytes),
-and under eager attention it soft-caps the scores too (tanh saves its output, one more copy per score);
+Gemma-2 soft-caps the logits, so the loss saves the capped fp32 logits beside the log-softmax (6 bytes);
 GPT-NeoX and Phi-2 run attention and MLP in parallel off one LayerNorm, and their MLP is not gated (GeLU:
 4 bytes per intermediate entry, Phi-2's gelu_new 10). The table holds what was measured; these are the
 reasons read off the model code, not inputs to it.
@@ -37,7 +36,6 @@ class LayerBytes:
     kv: float
     mlp: float
     logit_saved: float = 4
-    softcapped_scores: bool = False  # eager attention soft-caps its scores: tanh saves one more copy
 
     def per_token(self, hidden: int, q_width: int, kv_width: int, mlp_width: int) -> float:
         return self.hidden * hidden + self.q * q_width + self.kv * kv_width + self.mlp * mlp_width
@@ -51,7 +49,7 @@ MEASURED: dict[str, LayerBytes] = {
     "granite": LayerBytes(16, 4, 4, 8),
     "qwen3": LayerBytes(16, 10, 10, 8),
     "gemma": LayerBytes(20, 4, 4, 8),
-    "gemma2": LayerBytes(36, 4, 4, 8, logit_saved=6, softcapped_scores=True),
+    "gemma2": LayerBytes(36, 4, 4, 8, logit_saved=6),
     "gemma3_text": LayerBytes(36, 12, 12, 8),
     "olmo2": LayerBytes(20, 12, 12, 8),
     "cohere": LayerBytes(14, 4, 4, 8),
@@ -62,6 +60,22 @@ MEASURED: dict[str, LayerBytes] = {
     "phi": LayerBytes(4, 6, 4, 10),
     "gpt_neox": LayerBytes(16, 0, 0, 4),  # q, k, v come out of one fused projection, counted in h
 }
+
+# Eager attention, per head x length^2 and layer (scripts/measure_activations.py: eager minus sdpa, its
+# length^2 term): transformers' shared eager_attention_forward saves the fp32 softmax for its backward and,
+# with 16-bit weights, the 16-bit copy the matmul with v keeps (in fp32 the cast returns the same tensor);
+# gpt-oss runs its softmax (over the scores and the sinks) at the weights' width, one copy; Gemma-2
+# soft-caps the scores first, and tanh keeps its output at the weights' width.
+SOFTMAX_AT_WEIGHT_WIDTH = frozenset({"gpt_oss"})
+SOFTCAPPED_SCORES = frozenset({"gemma2"})
+
+
+def eager_score_bytes(model_type: str | None, weight_bytes: int) -> int:
+    """What one layer's eager attention saves per head x length^2 for a `model_type` model."""
+    fp32_softmax_and_copy = 4 + (weight_bytes if weight_bytes < 4 else 0)
+    softmax = weight_bytes if model_type in SOFTMAX_AT_WEIGHT_WIDTH else fp32_softmax_and_copy
+    return softmax + (weight_bytes if model_type in SOFTCAPPED_SCORES else 0)
+
 
 # Model types whose text decoder layer is one measured above: the MoE and multimodal variants keep their
 # family's attention and norms (the routed MLP is counted apart, in launcher/plan/estimate.py).

@@ -30,13 +30,21 @@ from measure_activations import (
 from measure_activations import layer_bytes_per_token as measured_layer
 
 from launcher.plan.estimate import (
+    EAGER_BACKWARD_FP32_BYTES,
     LOGIT_GRADIENT_BYTES,
     TrainShape,
     activation_parts,
-    eager_saved_bytes,
     layer_bytes_per_token,
 )
-from launcher.plan.layer_bytes import MEASURED, VISION_MEASURED, layer_bytes, vision_layer_bytes
+from launcher.plan.layer_bytes import (
+    MEASURED,
+    SOFTCAPPED_SCORES,
+    SOFTMAX_AT_WEIGHT_WIDTH,
+    VISION_MEASURED,
+    eager_score_bytes,
+    layer_bytes,
+    vision_layer_bytes,
+)
 
 
 def shape_of(model_type: str, layer: LayerShape, vocab: int = 4000, routing: Routing | None = None) -> TrainShape:
@@ -71,7 +79,8 @@ def test_the_loss_saves_what_the_estimate_counts(stack_installed: None, model_ty
     assert ours == saved + LOGIT_GRADIENT_BYTES == saved + 2 * 4
 
 
-EAGER_CASES = [(t, "bfloat16") for t in sorted(MEASURED)] + [("llama", "float32"), ("gemma2", "float32")]
+EAGER_TYPES = sorted(MEASURED.keys() | SOFTMAX_AT_WEIGHT_WIDTH | SOFTCAPPED_SCORES)
+EAGER_CASES = [(t, "bfloat16") for t in EAGER_TYPES] + [(t, "float32") for t in ("llama", "gemma2", "gpt_oss")]
 
 
 @pytest.mark.parametrize(("model_type", "dtype"), EAGER_CASES, ids=[f"{t}-{d}" for t, d in EAGER_CASES])
@@ -79,9 +88,18 @@ def test_eager_attentions_saved_bytes_per_score_are_the_estimates(
     stack_installed: None, model_type: str, dtype: str
 ) -> None:
     """Under eager attention each layer saves per head x length^2 what the estimate counts, exactly: 6 bytes
-    in bf16 (the fp32 softmax and its copy), 4 in fp32, Gemma-2's soft-capping one more copy."""
-    ours = eager_saved_bytes(replace(shape_of(model_type, SHAPES[0]), weight_bytes=4 if dtype == "float32" else 2))
+    in bf16 (the fp32 softmax and its copy), 4 in fp32, gpt-oss's 16-bit softmax one copy, Gemma-2's
+    soft-capping one more; and the estimate's scores part is that per layer without checkpointing."""
+    weight_bytes = 4 if dtype == "float32" else 2
+    ours = eager_score_bytes(model_type, weight_bytes)
     assert eager_scores_bytes(model_type, dtype) == pytest.approx(ours, abs=0.01)
+    layers, tokens = 3, 1024
+    shape = replace(
+        shape_of(model_type, SHAPES[0]), eager_attention=True, weight_bytes=weight_bytes, num_layers=layers,
+        seq_len=tokens,
+    )  # fmt: skip
+    backward = EAGER_BACKWARD_FP32_BYTES + weight_bytes
+    assert activation_parts(shape)["gpu_attention_scores"] == HEADS * tokens**2 * (ours * layers + backward)
 
 
 # An MoE layer: more experts per token, a wider expert, more experts, shared experts; Mixtral's layout (its

@@ -49,11 +49,14 @@ def test_no_regression_on_the_table() -> None:
     # adapters at the k/v heads' width; the refit moved along its flat ridge, 1.5 GiB / 12 % -> 0.75 / 16 %.
     # Eager attention now saves the 6 bytes per score transformers 5 measures (fp32 softmax and its copy):
     # one Qwen-1 row without flash attention or checkpointing (swb-lora-qwen-7b-noflash-nogc) ran that
-    # model's own 2023 attention code, a 16-bit softmax, and moved out of 15 % (0.89 -> 1.21).
+    # model's own 2023 attention code, a 16-bit softmax, and moved out of 15 % (0.89 -> 1.21). A row that
+    # states no attention now runs what its framework would pick (BLOOM and gpt-oss have no sdpa path in
+    # transformers): DeepSpeed-Chat's BLOOM-3B OOM is now called OOM; two BLOOM-560M rows at 1024 tokens,
+    # measured no higher than at 512 (short samples), moved out of 15 %, a BLOOM-1.1B row in.
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.896
-    assert new.fits_but_oom <= 12
-    assert new.within >= 0.496
+    assert new.agreement >= 0.899
+    assert new.fits_but_oom <= 11
+    assert new.within >= 0.492
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone

@@ -202,6 +202,36 @@ def test_padding_free_runs_no_length_squared_scores_even_with_eager() -> None:
     assert any("needs a flash attention" in w and "eager" in w for w in warned)
 
 
+@pytest.mark.parametrize(
+    ("model_type", "argv", "eager"),
+    [
+        ("qwen2", (), False),  # transformers' sdpa
+        ("gemma3_text", (), True),  # swift's loader picks eager for Gemma-3
+        ("gemma3", ("--attn_impl", "sdpa"), False),  # unless the user asks
+        ("bloom", (), True),  # no sdpa path in transformers
+        ("gpt_oss", ("--attn_impl", "flash_attn"), False),
+    ],
+)
+def test_an_unset_attn_impl_is_what_swift_and_transformers_pick(
+    model_type: str, argv: tuple[str, ...], eager: bool
+) -> None:
+    model = replace(QWEN3B, model_type=model_type)
+    assert features(model, *argv).eager_attention is eager
+    assert (activation_parts(shape(model, *argv))["gpu_attention_scores"] > 0) is eager
+
+
+def test_no_sdpa_lever_where_transformers_has_no_sdpa_path() -> None:
+    """Gemma-3 can run sdpa when asked (a lever); BLOOM cannot (transformers refuses it)."""
+    from launcher.plan.estimate import lever_changes
+
+    def levers(model_type: str) -> list[str]:
+        model = replace(QWEN3B, model_type=model_type, decoder_type=model_type)
+        return [name for name, _ in lever_changes(shape(model))]
+
+    assert "attn_impl eager -> sdpa" in levers("gemma3_text")
+    assert "attn_impl eager -> sdpa" not in levers("bloom")
+
+
 def test_logits_to_keep_counts_only_label_tokens_when_the_data_says_so() -> None:
     kept = shape(QWEN3B, "--max_length", "4096")
     assert kept.logits_on_labels
