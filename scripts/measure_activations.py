@@ -18,6 +18,8 @@ attention), for every family in that table or the model types given:
   above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
   same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
   the whole and is too coarse (4.8 to 12.3 bytes between runs of the same code), so it is not used.
+- a LoRA layer: its base with frozen weights (`frozen=True`) and peft's adapters on it (`lora=Lora(...)`),
+  as a bf16 GPU run trains them (autocast, dropout's 1-byte mask), by `layer_bytes_per_token`.
 - an MoE layer (`Routing`: experts, experts per token, expert width, shared experts), by
   `layer_bytes_per_token(model_type, shape, routing)`: the stack test holds the estimate's routed-pair,
   router and shared-expert terms to it (not printed here).
@@ -31,14 +33,16 @@ the table to these.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launcher.plan.layer_bytes import MEASURED, VISION_MEASURED, LayerBytes
+from launcher.plan.layer_bytes import FROZEN_MEASURED, MEASURED, VISION_MEASURED, LayerBytes
 
 HIDDEN = 256
 HEADS = 4
@@ -150,21 +154,75 @@ def _saved_by(module: Any, forward: Any) -> int:
     return sum(seen.values())
 
 
-def _saved_bytes(model: Any, tokens: int) -> int:
-    """Bytes autograd saves for the backward in one forward with labels."""
+@dataclass(frozen=True)
+class Lora:
+    """peft LoRA adapters as swift applies them: the linears adapted, the rank, lora_dropout (the adapters
+    in fp32: peft's autocast for a 16-bit model, swift's default without --lora_dtype)."""
+
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    rank: int = 8
+    dropout: float = 0.05
+
+
+@contextlib.contextmanager
+def _dropout_as_on_cuda() -> Iterator[None]:
+    """nn.Dropout as CUDA runs it: torch.native_dropout, whose backward keeps a 1-byte bool mask. On the CPU
+    F.dropout multiplies by an fp32 noise tensor and keeps that instead (4 bytes an entry)."""
+    import torch
+
+    forward = torch.nn.Dropout.forward
+
+    def native(module: Any, tensor: Any) -> Any:
+        if not module.training or module.p == 0:
+            return tensor
+        return torch.native_dropout(tensor, module.p, True)[0]
+
+    torch.nn.Dropout.forward = native  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Dropout.forward = forward  # type: ignore[method-assign]
+
+
+def _with_lora(model: Any, lora: Lora) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora.rank, target_modules=list(lora.targets), lora_dropout=lora.dropout)
+    adapted = get_peft_model(model, config)
+    adapted.train()
+    return adapted
+
+
+def _saved_bytes(model: Any, tokens: int, frozen: bool = False) -> int:
+    """Bytes autograd saves for the backward in one forward with labels. `frozen`: the model's own weights
+    frozen and its input embeddings requiring a gradient, as under LoRA (peft freezes the base, and
+    swift's enable_input_require_grads lets checkpointed layers backpropagate), run as a bf16 GPU run
+    trains: under bf16 autocast (accelerate's, for single-GPU and DDP runs; it computes peft's fp32
+    adapters at 16 bits) with dropout as CUDA runs it."""
     import torch
 
     ids = torch.randint(0, model.config.vocab_size, (1, tokens))
-    return _saved_by(model, lambda: model(input_ids=ids, labels=ids))
+    if not frozen:
+        return _saved_by(model, lambda: model(input_ids=ids, labels=ids))
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    with _dropout_as_on_cuda(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return _saved_by(model, lambda: model(inputs_embeds=embeds, labels=ids))
 
 
-def layer_bytes_per_token(model_type: str, shape: LayerShape, routing: Routing | None = None) -> float:
+def layer_bytes_per_token(
+    model_type: str, shape: LayerShape, routing: Routing | None = None, frozen: bool = False, lora: Lora | None = None
+) -> float:
     """One decoder layer's saved bytes per token (no gradient checkpointing); an MoE layer with `routing`
-    (random weights route the tokens about evenly; what a token saves does not depend on where it goes)."""
+    (random weights route the tokens about evenly; what a token saves does not depend on where it goes);
+    `frozen` with its weights frozen, and `lora` with peft's adapters on it as well."""
     per_token = []
     for layers in LAYERS:
         model = _model(model_type, shape, layers, vocab=4000, routing=routing)
-        short, long = (_saved_bytes(model, tokens) for tokens in TOKENS)
+        if frozen or lora:
+            model.requires_grad_(False)
+        if lora:
+            model = _with_lora(model, lora)
+        short, long = (_saved_bytes(model, tokens, frozen or lora is not None) for tokens in TOKENS)
         per_token.append((long - short) / (TOKENS[1] - TOKENS[0]))
     return (per_token[1] - per_token[0]) / (LAYERS[1] - LAYERS[0])
 
@@ -190,9 +248,12 @@ def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tupl
     return (high - low) / (tokens * (vocabs[1] - vocabs[0]))
 
 
-def layer_coefficients(model_type: str) -> LayerBytes:
-    """a·h + q·q_width + kv·kv_width + m·i bytes per token from the four SHAPES, and the loss's bytes."""
-    base, wider_mlp, wider_kv, wider_heads = (layer_bytes_per_token(model_type, shape) for shape in SHAPES)
+def layer_coefficients(model_type: str, frozen: bool = False) -> LayerBytes:
+    """a·h + q·q_width + kv·kv_width + m·i bytes per token from the four SHAPES, and the loss's bytes;
+    `frozen`: of the layer with its weights frozen (LoRA's base, before its adapters)."""
+    base, wider_mlp, wider_kv, wider_heads = (
+        layer_bytes_per_token(model_type, shape, frozen=frozen) for shape in SHAPES
+    )
     first, heads = SHAPES[0], SHAPES[3]
     m = (wider_mlp - base) / (SHAPES[1].intermediate - first.intermediate)
     kv = (wider_kv - base) / (SHAPES[2].kv_width - first.kv_width)
@@ -287,6 +348,15 @@ def main() -> int:
         held = "not in the table" if ours is None else _terms(ours)
         eager = f"{eager_scores_bytes(model_type):.2f}"
         print(f"| {model_type} | {_terms(layer_coefficients(model_type))} | {held} | {eager} |")
+    print()
+    print("The same layers frozen, as LoRA leaves its base (bf16 autocast):")
+    print()
+    print("| model_type | measured | launcher/plan/layer_bytes.py FROZEN_MEASURED |")
+    print("| --- | --- | --- |")
+    for model_type in families:
+        frozen = FROZEN_MEASURED.get(model_type)
+        held = "not in the table" if frozen is None else _terms(frozen).split(";")[0]
+        print(f"| {model_type} | {_terms(layer_coefficients(model_type, frozen=True)).split(';')[0]} | {held} |")
     print()
     print("Vision towers, bytes saved per patch and block (vh the tower's width, vi its MLP's):")
     print()

@@ -257,6 +257,48 @@ def _trainable(row: Row) -> int:
     return lora + _saved_modules(row)
 
 
+ALL_LINEAR = new_estimate.LORA_LINEARS
+# A LoRA row's adapted linears, from what its notes say (the first pattern found), else its framework's
+# default: ms-swift 3/4's all-linear; peft's for a Llama-family model (q_proj, v_proj), which litgpt's and
+# most torchtune recipes' defaults match. A fused q/k/v projection is counted as q, k and v.
+_TARGETS_BY_NOTE = (
+    ("this row: lora target all", ALL_LINEAR),
+    ("lm_head only", ()),
+    ("target all", ALL_LINEAR),
+    ("targets all", ALL_LINEAR),
+    ("lora_target all", ALL_LINEAR),
+    ("target_modules all", ALL_LINEAR),
+    ("q/k/v/o", ALL_LINEAR[:4]),
+    ("k_proj v_proj o_proj", ALL_LINEAR[:4]),
+    ("qkv", ALL_LINEAR[:3]),
+    ("q_proj,k_proj,v_proj", ALL_LINEAR[:3]),
+    ("query_key_value", ALL_LINEAR[:3]),
+    ("q_proj,v_proj", ("q_proj", "v_proj")),
+    ("q_proj v_proj", ("q_proj", "v_proj")),
+)
+
+
+def _adapter_targets(row: Row) -> tuple[str, ...]:
+    for note, targets in _TARGETS_BY_NOTE:
+        if _notes_say(row, note):
+            return targets
+    return ALL_LINEAR if row.raw.get("framework") == "ms-swift" else ("q_proj", "v_proj")
+
+
+def _adapters(row: Row) -> new_estimate.Adapters | None:
+    """A LoRA row's adapters on the decoder layers (`_adapter_targets`), dropout on as every framework's
+    default has it."""
+    if row.raw["tuner"] == "full":
+        return None
+    arch = _arch(row)
+    h = int(arch["hidden"])
+    q_width, _ = new_estimate.q_kv_widths(h, arch.get("heads"), arch.get("kv_heads"), _family(row)[1])
+    moe = _moe(row)
+    mlp = moe["shared_expert_intermediate_size"] if moe else arch.get("intermediate")
+    inputs = new_estimate.adapter_inputs(h, q_width, mlp, _adapter_targets(row))
+    return new_estimate.Adapters(inputs, int(row.raw.get("lora_rank") or 8))
+
+
 def _gpus(row: Row) -> tuple[int, int]:
     """(GPUs per node, nodes) as the estimate sees them: one process for single and device_map."""
     if row.strategy in ("single", "device_map"):
@@ -291,7 +333,9 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         quant_bits=int(quant) if quant else None,
         quantized_params=max(total - embeddings, 0),
         eager_attention=_eager(row),
-        packing=bool(row.raw.get("packing")),
+        adapters=_adapters(row),
+        # packed rows run flash-attention's varlen kernel, except under eager attention, which has none
+        packing=bool(row.raw.get("packing")) and not _eager(row),
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,
         image_pixels=int(image_tokens) * 28 * 28,

@@ -31,7 +31,15 @@ from launcher.configs import load_templates
 from launcher.model import FailureKind, Strategy
 from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.ds_config import zero_settings
-from launcher.plan.estimate import TrainShape, estimate, lora_trainable_params, weight_parts
+from launcher.plan.estimate import (
+    LORA_LINEARS,
+    Adapters,
+    TrainShape,
+    adapter_inputs,
+    estimate,
+    lora_trainable_params,
+    weight_parts,
+)
 from launcher.plan.guided import Memory, speed_cost
 
 GiB = 1 << 30
@@ -68,6 +76,7 @@ class Scenario:
     def shape(self, s: Settings) -> TrainShape:
         params, hidden, layers, inter, heads, vocab = MODELS[self.model]
         trainable = lora_trainable_params(params, hidden, inter, layers, 8) if self.lora else params
+        adapters = Adapters(adapter_inputs(hidden, hidden, inter, LORA_LINEARS)) if self.lora else None
         return TrainShape(
             total_params=params,
             trainable_params=trainable,
@@ -82,6 +91,7 @@ class Scenario:
             nnodes=max(self.gpus // 8, 1),
             intermediate_size=inter,
             num_heads=heads,
+            adapters=adapters,
         )
 
     def need(self, s: Settings) -> int:

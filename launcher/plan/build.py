@@ -220,6 +220,7 @@ def train_shape(
         quant_bits=quant_bits_of(swift, model) if lora else None,
         quantized_params=quantizable_params(model, total),
         eager_attention=features.eager_attention,
+        adapters=features.adapters,
         packing=features.packing,
         num_experts=model.num_experts,
         experts_per_token=model.experts_per_token,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from launcher.model import Estimate, Strategy
 from launcher.plan.attention_default import transformers_runs_eager
 from launcher.plan.ds_config import ZeroSettings
-from launcher.plan.layer_bytes import eager_score_bytes, layer_bytes, vision_layer_bytes
+from launcher.plan.layer_bytes import adapter_bytes_per_token, eager_score_bytes, layer_bytes, vision_layer_bytes
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
@@ -52,17 +52,17 @@ LORA_FALLBACK_FRACTION = 0.01
 # Fitted on the calibration table (tests/data/calibration: table.jsonl with held-out tables 2 and 3 joined,
 # 338 runs from 65 sources) by scripts/fit_memory.py (grid search; its leave-one-source-out report is in
 # BENCHMARKS.md). The per-process CUDA context with cuBLAS/NCCL workspaces: the driver alone takes
-# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators; the fit lands at 0.75 GiB, which also
+# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators; the fit lands at 1.75 GiB, which also
 # carries what every run keeps beyond its parts (the tokenizer's and collator's pinned buffers, the
 # allocator's first segments). The margin is what published figures (nvidia-smi or torch's reserved
 # memory) hold beyond the allocated parts: the caching allocator's fragmentation, temporaries of the
-# optimizer step and of NCCL; the fit lands at 16 % of the rest. Rows that report torch's allocated bytes
+# optimizer step and of NCCL; the fit lands at 14 % of the rest. Rows that report torch's allocated bytes
 # are held to the parts without both. The objective is flat along a ridge where a larger context trades
-# against a smaller margin: (0.75 GiB, 16 %), (1 GiB, 15 %) and (1.5 GiB, 12 %) lie within one row's
-# weight of each other, and a correction of the physics moves the choice along it (1.5 GiB and 12 % before
-# LoRA's k/v adapters were counted at the k/v heads' width).
-CUDA_CONTEXT_BYTES = int(0.75 * GiB)
-FRAGMENTATION_MARGIN = 0.16
+# against a smaller margin: (0.75 GiB, 16 %), (1 GiB, 15 %), (1.5 GiB, 12 %) and (1.75 GiB, 14 %) lie
+# within a row or two of each other, and a correction of the physics moves the choice along it (0.75 GiB
+# and 16 % before LoRA's base was counted frozen, with its adapters' own activations).
+CUDA_CONTEXT_BYTES = int(1.75 * GiB)
+FRAGMENTATION_MARGIN = 0.14
 
 # Bytes per token one decoder layer saves for the backward, and per token x vocabulary entry the loss saves,
 # come from launcher/plan/layer_bytes.py: measured on transformers' own code per model family (for Llama
@@ -100,6 +100,33 @@ DATA_PARTS = frozenset(
 
 
 @dataclass(frozen=True)
+class Adapters:
+    """LoRA on the decoder layers (their weights frozen): the adapted linears' input widths by name, the
+    rank and whether --lora_dropout is on (swift's 0.05)."""
+
+    inputs: tuple[tuple[str, int], ...]
+    rank: int = 8
+    dropout: bool = True
+
+
+# The projections of a decoder layer LoRA adapts by name (swift's all-linear: every one of them)
+LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def adapter_inputs(
+    hidden: int, q_width: int, mlp_width: int | None, targets: Iterable[str]
+) -> tuple[tuple[str, int], ...]:
+    """The input widths of the projections named in `targets`: q, k, v and the MLP's gate and up read the
+    hidden states, o the attention output (q's width), down the MLP's width (an MoE layer's shared
+    experts'; None or 0 where it has no MLP linears)."""
+    widths = {"q_proj": hidden, "k_proj": hidden, "v_proj": hidden, "o_proj": q_width}
+    if mlp_width:
+        widths |= {"gate_proj": hidden, "up_proj": hidden, "down_proj": mlp_width}
+    named = set(targets)
+    return tuple((name, width) for name, width in widths.items() if name in named)
+
+
+@dataclass(frozen=True)
 class TrainShape:
     """What the estimate needs to know of the model and the run."""
 
@@ -133,6 +160,7 @@ class TrainShape:
     vision_intermediate_size: int | None = None  # the tower's MLP width; 4 x its width where unknown
     vision_patch_size: int = VISION_PATCH
     vision_type: str | None = None  # the multimodal model's model_type: whose measured tower
+    adapters: Adapters | None = None  # LoRA: a frozen base with these adapters; None: the layers train
     fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full
     vocab_logits: bool = True  # False for --task_type seq_cls / embedding / reranker: no vocabulary head
     sequence_parallel: int = 1  # --sequence_parallel_size: each GPU holds 1/S of every sample's tokens
@@ -335,17 +363,30 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     """Bytes one decoder layer saves for the backward per token (no checkpointing), at the weights' dtype."""
     h = shape.hidden_size or 0
     q_width, kv_width = attention_widths(shape)
-    family = layer_bytes(shape.model_type)
+    family = layer_bytes(shape.model_type, frozen=frozen_base(shape))
     if shape.num_experts and shape.moe_intermediate_size:
         # only the routed experts run per token; the dispatch copies of the hidden states come with them
         # (measured on Mixtral, Qwen3-MoE and Qwen2-MoE: tests/stack/test_activation_bytes_real.py); shared
-        # experts run as one dense MLP of their width, their output kept for the gate that scales it
+        # experts run as one dense MLP of their width, their output kept for the gate that scales it. Frozen
+        # experts (LoRA) keep no copy of their input for a weight gradient: 2h per routed pair, not 4h.
         top_k, shared = shape.experts_per_token or 1, shape.shared_expert_intermediate_size or 0
         per_token = family.per_token(h, q_width, kv_width, top_k * shape.moe_intermediate_size + shared)
-        per_token += 4 * top_k * h + 4 * shape.num_experts + (2 * h if shared else 0)
+        dispatch = (2 if frozen_base(shape) else 4) * top_k * h
+        per_token += dispatch + 4 * shape.num_experts + (2 * h if shared else 0)
     else:
         per_token = family.per_token(h, q_width, kv_width, shape.intermediate_size or 4 * h)
-    return float(per_token * shape.weight_bytes / 2)
+    adapters = shape.adapters
+    if adapters is None:
+        return float(per_token * shape.weight_bytes / 2)
+    widths = [width for _, width in adapters.inputs]
+    kept = adapter_bytes_per_token(widths, len(widths), adapters.rank, shape.weight_bytes, adapters.dropout)
+    return float(per_token * shape.weight_bytes / 2 + kept)
+
+
+def frozen_base(shape: TrainShape) -> bool:
+    """LoRA's base layers keep what frozen layers keep; a quantized base (QLoRA) is counted as a trained
+    layer: what its 4- and 8-bit matmuls keep for the backward is not measured here (no GPU kernels)."""
+    return shape.adapters is not None and not shape.quant_bits
 
 
 def vision_checkpointed(shape: TrainShape) -> bool:
@@ -542,7 +583,9 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
             q_width=q_width,
             kv_width=kv_width,
         )
-        changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora)))
+        mlp = shape.shared_expert_intermediate_size if shape.num_experts else shape.intermediate_size
+        adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, LORA_LINEARS))
+        changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora, adapters=adapters)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:
         changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
     if shape.optimizer_bits >= 32 and not shape.optimizer_paged:

@@ -36,12 +36,12 @@ from math import gcd
 
 from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
-from launcher.plan.estimate import PATCH_MERGE, VISION_PATCH, q_kv_widths
+from launcher.plan.estimate import LORA_LINEARS, PATCH_MERGE, VISION_PATCH, Adapters, adapter_inputs, q_kv_widths
 from launcher.plan.swift_args import SwiftArgs
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
-ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP_LINEARS = ("gate_proj", "up_proj", "down_proj")
+ATTENTION_LINEARS = LORA_LINEARS[:4]
+MLP_LINEARS = LORA_LINEARS[4:]
 VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
 EMBEDDING_NAMES = ("embed_tokens", "lm_head")
 DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
@@ -63,6 +63,7 @@ class Features:
     experts_impl: str | None
     eager_attention: bool
     image_pixels: int
+    adapters: Adapters | None = None  # LoRA on the decoder layers: what their activations add
     warnings: tuple[str, ...] = ()
 
 
@@ -129,6 +130,27 @@ def attention_linears(model: ModelFacts) -> dict[str, int]:
     h = model.hidden_size or 0
     q, kv = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
     return {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h}
+
+
+def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
+    """LoRA's adapters on one decoder layer, as the activations see them: the input width of each adapted
+    q/k/v/o and MLP projection (an MoE layer's MLP adapters are its shared experts'; its routed experts are
+    parameters, not linears), the rank and --lora_dropout (--lora_dtype does not matter: a bf16 run computes
+    the adapters at 16 bits either way). None without LoRA on the LLM.
+    Families with fused projections (Phi-3's qkv_proj, GPT-NeoX's query_key_value) are counted by
+    Llama's names, as the parameter count is."""
+    h = model.hidden_size
+    frozen_llm = swift.get_bool("freeze_llm", False) and model.is_multimodal
+    if not is_lora(swift) or frozen_llm or not h:
+        return None
+    targets = _words(swift, "target_modules") or ("all-linear",)
+    if "all-linear" in targets or swift.get("target_regex"):
+        targets = LORA_LINEARS
+    q_width, _ = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
+    mlp = model.shared_expert_intermediate_size if model.num_experts else model.intermediate_size
+    inputs = adapter_inputs(h, q_width, mlp, targets)
+    dropout = (swift.get("lora_dropout") or "0.05").strip() not in ("0", "0.0", "0.", ".0")
+    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, dropout)
 
 
 def routed_expert_adapters(hidden: int, expert_width: int, parameters: tuple[str, ...]) -> int:
@@ -249,5 +271,6 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         experts_impl=experts,
         eager_attention=attn == "eager" or (not attn and swift_runs_eager(model.model_type)),
         image_pixels=pixels,
+        adapters=lora_adapters(swift, model),
         warnings=tuple(warnings),
     )

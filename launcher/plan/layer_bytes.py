@@ -23,6 +23,7 @@ reasons read off the model code, not inputs to it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -60,6 +61,45 @@ MEASURED: dict[str, LayerBytes] = {
     "phi": LayerBytes(4, 6, 4, 10),
     "gpt_neox": LayerBytes(16, 0, 0, 4),  # q, k, v come out of one fused projection, counted in h
 }
+
+# The same layers with their weights frozen, as LoRA leaves its base (measured the same way, the input
+# embeddings requiring a gradient as swift's enable_input_require_grads makes them): a frozen linear keeps
+# no input for a weight gradient, so the hidden-size terms about halve and a gated MLP keeps 6 bytes per
+# intermediate entry (gate, up and the activation) instead of 8.
+FROZEN_MEASURED: dict[str, LayerBytes] = {
+    "llama": LayerBytes(8, 4, 4, 6),
+    "mistral": LayerBytes(8, 4, 4, 6),
+    "qwen2": LayerBytes(8, 4, 4, 6),
+    "granite": LayerBytes(8, 4, 4, 6),
+    "qwen3": LayerBytes(8, 8, 8, 6),
+    "gemma": LayerBytes(8, 4, 4, 6),
+    "gemma2": LayerBytes(16, 4, 4, 6, logit_saved=6),
+    "gemma3_text": LayerBytes(16, 8, 8, 6),
+    "olmo2": LayerBytes(8, 8, 8, 6),
+    "cohere": LayerBytes(8, 4, 4, 6),
+    "phi3": LayerBytes(8, 4, 4, 6),
+    "glm": LayerBytes(8, 4.5, 4, 6),
+    "glm4": LayerBytes(16, 4.5, 4, 6),
+    "starcoder2": LayerBytes(4, 4, 4, 2),
+    "phi": LayerBytes(2, 4, 4, 8),
+    "gpt_neox": LayerBytes(10, 0, 0, 2),
+}
+
+# LoRA's adapters (peft on the same models, measured as a bf16 run trains them: under autocast, as
+# accelerate runs single-GPU and DDP training, with dropout as CUDA runs it; DeepSpeed casts the adapters
+# to bf16 instead, which keeps the same with dropout on), per token: each adapted linear keeps its own
+# 16-bit copy of its input (the cast of peft's fp32 adapter input, or the dropout's output) and, with
+# --lora_dropout (swift's 0.05), a 1-byte mask; its rank-wide middle at 16 bits. Without dropout under
+# DeepSpeed the linears that read the same input share it (q, k, v), so that case is counted high.
+DROPOUT_MASK_BYTES = 1
+
+
+def adapter_bytes_per_token(inputs: Iterable[int], adapters: int, rank: int, weight_bytes: int, dropout: bool) -> float:
+    """What LoRA's adapters on one decoder layer keep per token: `inputs` the adapted linears' input widths,
+    `adapters` how many, at the training's `weight_bytes`."""
+    per_entry = weight_bytes + (DROPOUT_MASK_BYTES if dropout else 0)
+    return float(per_entry * sum(inputs) + adapters * rank * weight_bytes)
+
 
 # Eager attention, per head x length^2 and layer (scripts/measure_activations.py: eager minus sdpa, its
 # length^2 term): transformers' shared eager_attention_forward saves the fp32 softmax for its backward and,
@@ -124,10 +164,11 @@ def family_of(model_type: str | None) -> str | None:
     return family if family in MEASURED else None
 
 
-def layer_bytes(model_type: str | None) -> LayerBytes:
-    """The measured bytes of the family `model_type` belongs to; Llama's where it was not measured."""
-    family = family_of(model_type)
-    return DEFAULT if family is None else MEASURED[family]
+def layer_bytes(model_type: str | None, frozen: bool = False) -> LayerBytes:
+    """The measured bytes of the family `model_type` belongs to, trained or with its weights `frozen`;
+    Llama's where it was not measured."""
+    table = FROZEN_MEASURED if frozen else MEASURED
+    return table[family_of(model_type) or "llama"]
 
 
 def describe(model_type: str | None) -> str:

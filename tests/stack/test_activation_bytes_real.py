@@ -22,6 +22,7 @@ from measure_activations import (
     HIDDEN,
     SHAPES,
     LayerShape,
+    Lora,
     Routing,
     eager_scores_bytes,
     logit_saved_bytes_per_entry,
@@ -32,11 +33,15 @@ from measure_activations import layer_bytes_per_token as measured_layer
 from launcher.plan.estimate import (
     EAGER_BACKWARD_FP32_BYTES,
     LOGIT_GRADIENT_BYTES,
+    LORA_LINEARS,
+    Adapters,
     TrainShape,
     activation_parts,
+    adapter_inputs,
     layer_bytes_per_token,
 )
 from launcher.plan.layer_bytes import (
+    FROZEN_MEASURED,
     MEASURED,
     SOFTCAPPED_SCORES,
     SOFTMAX_AT_WEIGHT_WIDTH,
@@ -66,6 +71,68 @@ def test_a_layers_saved_bytes_per_token_are_the_estimates(stack_installed: None,
         measured = measured_layer(model_type, layer)
         ours = layer_bytes_per_token(shape_of(model_type, layer))
         assert ours == pytest.approx(measured, rel=0.02), (model_type, layer, measured, ours)
+
+
+@pytest.mark.parametrize("model_type", sorted(FROZEN_MEASURED))
+def test_a_frozen_layers_saved_bytes_per_token_are_the_estimates(stack_installed: None, model_type: str) -> None:
+    """LoRA's base, its weights frozen (no adapters yet), at every shape: within 2 % of what its code saves."""
+    for layer in SHAPES:
+        measured = measured_layer(model_type, layer, frozen=True)
+        ours = layer_bytes_per_token(replace(shape_of(model_type, layer), adapters=Adapters(())))
+        assert ours == pytest.approx(measured, rel=0.02), (model_type, layer, measured, ours)
+
+
+LORA_CASES = [
+    ("llama", Lora()),
+    ("llama", Lora(dropout=0.0)),
+    ("llama", Lora(targets=("q_proj", "k_proj", "v_proj"))),
+    ("llama", Lora(targets=("o_proj", "down_proj"), rank=16)),
+    ("qwen3", Lora()),
+    ("gemma2", Lora(rank=32)),
+]
+
+
+@pytest.mark.parametrize(("model_type", "lora"), LORA_CASES, ids=[f"{t}-{i}" for i, (t, _) in enumerate(LORA_CASES)])
+def test_a_lora_layers_saved_bytes_per_token_are_the_estimates(
+    stack_installed: None, model_type: str, lora: Lora
+) -> None:
+    """peft's adapters on the frozen layer, as a bf16 run trains them (autocast, CUDA's dropout mask): each
+    adapted linear keeps a 16-bit copy of its input, a 1-byte mask with dropout and its 16-bit middle; the
+    whole layer within 1 %."""
+    for layer in (SHAPES[0], SHAPES[3]):
+        measured = measured_layer(model_type, layer, lora=lora)
+        inputs = adapter_inputs(layer.hidden, layer.q_width, layer.intermediate, lora.targets)
+        adapters = Adapters(inputs, lora.rank, dropout=lora.dropout > 0)
+        ours = layer_bytes_per_token(replace(shape_of(model_type, layer), adapters=adapters))
+        assert ours == pytest.approx(measured, rel=0.01), (model_type, lora, layer, measured, ours)
+    assert set(lora.targets) <= set(LORA_LINEARS)
+
+
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+SHARED_EXPERT = tuple(f"shared_expert.{name}" for name in ("gate_proj", "up_proj", "down_proj"))
+MOE_LORA_CASES = [
+    ("qwen3_moe", Routing(8, 2, 128), Lora(targets=ATTENTION)),  # swift's all-linear: the experts are no linears
+    ("mixtral", Routing(8, 2, 704), Lora(targets=ATTENTION)),
+    ("qwen2_moe", Routing(8, 2, 128, shared=256), Lora(targets=ATTENTION + SHARED_EXPERT)),
+]
+
+
+@pytest.mark.parametrize(("model_type", "routing", "lora"), MOE_LORA_CASES, ids=[c[0] for c in MOE_LORA_CASES])
+def test_a_frozen_moe_layer_with_adapters_is_the_estimate(
+    stack_installed: None, model_type: str, routing: Routing, lora: Lora
+) -> None:
+    """An MoE layer under LoRA: frozen (each routed pair keeps 2h of dispatch copies, not 4h) and with
+    adapters on its attention and shared expert, within 3 %."""
+    layer = SHAPES[0] if model_type != "mixtral" else LayerShape(SHAPES[0].hidden, 2, routing.width)
+    base = shape_of(model_type, layer, routing=routing)
+    names = [target.rsplit(".", 1)[-1] for target in lora.targets]
+    inputs = adapter_inputs(layer.hidden, layer.q_width, routing.shared or None, names)
+    for measured, adapters in (
+        (measured_layer(model_type, layer, routing, frozen=True), Adapters(())),
+        (measured_layer(model_type, layer, routing, lora=lora), Adapters(inputs, lora.rank)),
+    ):
+        ours = layer_bytes_per_token(replace(base, adapters=adapters))
+        assert ours == pytest.approx(measured, rel=0.03), (model_type, adapters, measured, ours)
 
 
 @pytest.mark.parametrize("model_type", sorted({"llama", "qwen2", "gemma2"} & set(MEASURED)))

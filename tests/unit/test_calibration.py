@@ -52,17 +52,20 @@ def test_no_regression_on_the_table() -> None:
     # model's own 2023 attention code, a 16-bit softmax, and moved out of 15 % (0.89 -> 1.21). A row that
     # states no attention now runs what its framework would pick (BLOOM and gpt-oss have no sdpa path in
     # transformers): DeepSpeed-Chat's BLOOM-3B OOM is now called OOM; two BLOOM-560M rows at 1024 tokens,
-    # measured no higher than at 512 (short samples), moved out of 15 %, a BLOOM-1.1B row in.
+    # measured no higher than at 512 (short samples), moved out of 15 %, a BLOOM-1.1B row in. LoRA's base
+    # now keeps what frozen layers keep and its adapters their own inputs (measured with peft): litgpt's
+    # no-checkpointing LoRA rows (its own model and LoRA code) fell below 15 %, and the refit moved along
+    # its ridge to 1.75 GiB / 14 %.
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.899
-    assert new.fits_but_oom <= 11
-    assert new.within >= 0.492
+    assert new.agreement >= 0.902
+    assert new.fits_but_oom <= 10
+    assert new.within >= 0.485
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
     assert first.agreement >= 0.898
     assert first.fits_but_oom <= 5
-    assert first.within >= 0.522
+    assert first.within >= 0.517
 
 
 def test_better_than_the_estimate_it_replaced() -> None:

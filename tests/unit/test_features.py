@@ -232,6 +232,38 @@ def test_no_sdpa_lever_where_transformers_has_no_sdpa_path() -> None:
     assert "attn_impl eager -> sdpa" not in levers("bloom")
 
 
+def test_lora_adapters_are_read_from_swifts_arguments() -> None:
+    """The adapted projections' input widths (q, k, v and gate, up read h; o q's width; down the MLP's),
+    the rank and the dropout; none for full tuning; an MoE layer's MLP adapters are its shared experts'."""
+    default = features(QWEN3B).adapters
+    assert default is not None and default.rank == 8 and default.dropout
+    q = 16 * 128
+    assert dict(default.inputs) == {
+        "q_proj": H3, "k_proj": H3, "v_proj": H3, "o_proj": q, "gate_proj": H3, "up_proj": H3, "down_proj": I3,
+    }  # fmt: skip
+    some = features(QWEN3B, "--target_modules", "q_proj", "v_proj", "--lora_dropout", "0", "--lora_rank", "64")
+    assert some.adapters is not None
+    assert (dict(some.adapters.inputs), some.adapters.rank, some.adapters.dropout) == (
+        {"q_proj": H3, "v_proj": H3}, 64, False,
+    )  # fmt: skip
+    assert features(QWEN3B, "--tuner_type", "full").adapters is None
+    moe = features(QWEN3_MOE).adapters
+    assert moe is not None and set(dict(moe.inputs)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
+
+
+def test_a_lora_layer_keeps_its_frozen_base_and_its_adapters_inputs() -> None:
+    """By hand (launcher/plan/layer_bytes.py): Qwen2.5-3B's frozen layer 8h + 4q + 4kv + 6i, and per adapted
+    projection its input at 2 bytes plus the 1-byte dropout mask, and 8 x 2 bytes of middle."""
+    from launcher.plan.estimate import layer_bytes_per_token
+
+    q, kv = 16 * 128, 2 * 128
+    frozen = 8 * H3 + 4 * q + 4 * kv + 6 * I3
+    adapters = 3 * (5 * H3 + q + I3) + 7 * 8 * 2
+    assert layer_bytes_per_token(shape(QWEN3B)) == frozen + adapters
+    trained = 16 * H3 + 4 * q + 4 * kv + 8 * I3
+    assert layer_bytes_per_token(shape(QWEN3B, "--tuner_type", "full")) == trained
+
+
 def test_logits_to_keep_counts_only_label_tokens_when_the_data_says_so() -> None:
     kept = shape(QWEN3B, "--max_length", "4096")
     assert kept.logits_on_labels
