@@ -13,6 +13,7 @@ Every byte is in a named part of `Estimate.parts`, so a user sees where the memo
     gpu_optimizer          fp32 master weights and Adam moments of this GPU's partition
     gpu_zero_buckets       reduce bucket (x2 with overlap_comm), zero2 allgather bucket, zero3 prefetch bucket
     gpu_activations        saved layer inputs (checkpointing) plus one layer's activations, or all layers'
+                           (under LoRA: the frozen layer's and its adapters' own)
     gpu_attention_scores   eager attention only: heads x length^2 per layer
     gpu_logits             the logits over the vocabulary, their fp32 copy and gradient
     gpu_vision             the vision tower's activations for MAX_PIXELS images
@@ -379,7 +380,7 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     if adapters is None:
         return float(per_token * shape.weight_bytes / 2)
     widths = [width for _, width in adapters.inputs]
-    kept = adapter_bytes_per_token(widths, len(widths), adapters.rank, shape.weight_bytes, adapters.dropout)
+    kept = adapter_bytes_per_token(widths, adapters.rank, shape.weight_bytes, adapters.dropout)
     return float(per_token * shape.weight_bytes / 2 + kept)
 
 

@@ -23,7 +23,7 @@ reasons read off the model code, not inputs to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -94,11 +94,11 @@ FROZEN_MEASURED: dict[str, LayerBytes] = {
 DROPOUT_MASK_BYTES = 1
 
 
-def adapter_bytes_per_token(inputs: Iterable[int], adapters: int, rank: int, weight_bytes: int, dropout: bool) -> float:
+def adapter_bytes_per_token(inputs: Sequence[int], rank: int, weight_bytes: int, dropout: bool) -> float:
     """What LoRA's adapters on one decoder layer keep per token: `inputs` the adapted linears' input widths,
-    `adapters` how many, at the training's `weight_bytes`."""
+    at the training's `weight_bytes`."""
     per_entry = weight_bytes + (DROPOUT_MASK_BYTES if dropout else 0)
-    return float(per_entry * sum(inputs) + adapters * rank * weight_bytes)
+    return float(per_entry * sum(inputs) + len(inputs) * rank * weight_bytes)
 
 
 # Eager attention, per head x length^2 and layer (scripts/measure_activations.py: eager minus sdpa, its
