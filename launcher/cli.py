@@ -196,7 +196,7 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
         click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock))
         if explain_memory:
             click.echo("")
-            click.echo(render_memory(prepared.plan, prepared.model))
+            click.echo(render_memory(prepared.plan))
     if not prepared.plan.fits and not kwargs["force"]:
         click.echo(f"safe-sft: error: {prepared.plan.strategy_reason}", err=True)
         sys.exit(EXIT_NOTHING_FITS)

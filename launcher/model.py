@@ -357,6 +357,7 @@ class Plan:
     max_memory_arg: str | None = None  # the --max_memory safe-sft adds for a device_map run
     data_lengths: DataLengths | None = None  # the sampled data's lengths (None: no --dataset given)
     backend: str = "swift"  # the trainer (launcher/backends): swift, torchrun (an HF-Trainer script)
+    activations: tuple[str, ...] = ()  # how the activations are counted (plan --explain-memory)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -9,7 +9,6 @@ from typing import Any
 from launcher.masking import mask_argv, mask_env
 from launcher.model import DataLengths, DeviceMapLayout, GlobalBatch, ModelFacts, Plan, SampleStatus, Sourced, Topology
 from launcher.plan.batch import describe as describe_batch
-from launcher.plan.layer_bytes import describe as describe_layer
 from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
@@ -345,7 +344,7 @@ PART_ORDER = (
 )
 
 
-def render_memory(plan: Plan, model: ModelFacts | None = None) -> str:
+def render_memory(plan: Plan) -> str:
     """`plan --explain-memory`: every part of every strategy's estimate as one table, whose measured layer
     the activations are counted as, and the largest levers."""
     if not plan.estimates:
@@ -385,8 +384,8 @@ def render_memory(plan: Plan, model: ModelFacts | None = None) -> str:
             if values != [e.parts.get(key) for e in plan.estimates]:
                 lines.append(row(key.removeprefix("gpu_"), values))
         lines.append(row("= need per GPU at data", [e.gpu_need_at_data_bytes for e in plan.estimates]))
-    if model is not None:
-        lines += ["", f"  {describe_layer(model.decoder_type)}"]
+    if plan.activations:
+        lines += ["", *(f"  {line}" for line in plan.activations)]
     lines += ["", "Host RAM per node, by part"]
     for key in cpu_keys:
         lines.append(row(key.removeprefix("cpu_"), [e.parts.get(key) for e in plan.estimates]))

@@ -32,7 +32,15 @@ from launcher.plan.data_lengths import PERCENTILE, data_lengths
 from launcher.plan.device_map import Pieces, estimate_device_map, max_memory_arg, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH, TrainShape, estimate, levers
+from launcher.plan.estimate import (
+    DEFAULT_SEQ_LEN,
+    PATCH_MERGE,
+    VISION_PATCH,
+    TrainShape,
+    describe_activations,
+    estimate,
+    levers,
+)
 from launcher.plan.features import is_lora, read_features
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
@@ -504,6 +512,7 @@ def build_plan(
         max_memory_arg=max_memory,
         data_lengths=lengths,
         backend=options.backend,
+        activations=describe_activations(shape) if shape is not None else (),
     )
     return plan
 

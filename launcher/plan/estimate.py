@@ -42,7 +42,13 @@ from dataclasses import dataclass, replace
 from launcher.model import Estimate, Strategy
 from launcher.plan.attention_default import transformers_runs_eager
 from launcher.plan.ds_config import ZeroSettings
-from launcher.plan.layer_bytes import adapter_bytes_per_token, eager_score_bytes, layer_bytes, vision_layer_bytes
+from launcher.plan.layer_bytes import (
+    adapter_bytes_per_token,
+    eager_score_bytes,
+    layer_bytes,
+    vision_layer_bytes,
+)
+from launcher.plan.layer_bytes import describe as describe_layer
 from launcher.units import GiB
 
 BUFFER_FACTOR = 1.5  # DeepSpeed's additional_buffer_factor for host memory
@@ -382,6 +388,26 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     widths = [width for _, width in adapters.inputs]
     kept = adapter_bytes_per_token(widths, adapters.rank, shape.weight_bytes, adapters.dropout)
     return float(per_token * shape.weight_bytes / 2 + kept)
+
+
+def describe_activations(shape: TrainShape) -> tuple[str, ...]:
+    """Lines for `plan --explain-memory`: whose measured layer the activations are counted as, LoRA's
+    frozen base and adapters, and eager attention's scores."""
+    lines = [describe_layer(shape.model_type)]
+    adapters = shape.adapters
+    if adapters is not None:
+        base = "its weights frozen" if frozen_base(shape) else "its quantized base counted as a trained layer"
+        dropout = "with" if adapters.dropout else "without"
+        lines.append(
+            f"LoRA: {base}; adapters on {len(adapters.inputs)} projections of each layer (rank {adapters.rank}, "
+            f"{dropout} dropout), each keeping a 16-bit copy of its input"
+        )
+    if shape.eager_attention:
+        lines.append(
+            f"eager attention: {eager_score_bytes(shape.model_type, shape.weight_bytes)} bytes per head x "
+            "length^2 kept by each layer (attention_scores)"
+        )
+    return tuple(lines)
 
 
 def frozen_base(shape: TrainShape) -> bool:

@@ -312,3 +312,9 @@ def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) 
         done = run_cli("plan", *args, "--model", str(model), "--max_length", "8192")
         assert done.returncode == 0, done.stderr
         assert f"\n  {line}\n" in done.stdout
+    # swift's default LoRA: the base frozen, adapters on every projection; eager attention where asked
+    lora = "LoRA: its weights frozen; adapters on 7 projections of each layer (rank 8, with dropout)"
+    assert lora in done.stdout and "eager attention" not in done.stdout
+    eager = run_cli("plan", *args, "--model", str(tmp_path / "gemma2"), "--attn_impl", "eager", "--lora_dropout", "0")
+    assert "eager attention: 8 bytes per head x length^2 kept by each layer" in eager.stdout
+    assert "(rank 8, without dropout)" in eager.stdout
