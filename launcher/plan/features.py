@@ -22,6 +22,8 @@ What each argument does is read from ms-swift 4.6's source:
 - `--use_logits_to_keep` (default: on where the model's forward takes `logits_to_keep`, transformers 5):
   logits only from the first label on.
 - `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
+- `--target_modules`, `--lora_rank`, `--lora_dropout` (0.05): LoRA's adapters, whose inputs the
+  activations count (`lora_adapters`).
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
@@ -149,8 +151,15 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     q_width, _ = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
     mlp = model.shared_expert_intermediate_size if model.num_experts else model.intermediate_size
     inputs = adapter_inputs(h, q_width, mlp, targets)
-    dropout = (swift.get("lora_dropout") or "0.05").strip() not in ("0", "0.0", "0.", ".0")
-    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, dropout)
+    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")))
+
+
+def _dropout_on(value: str | None) -> bool:
+    """--lora_dropout above 0 (swift's default 0.05); a value that is not a number is left to swift to refuse."""
+    try:
+        return value is None or float(value) > 0
+    except ValueError:
+        return True
 
 
 def routed_expert_adapters(hidden: int, expert_width: int, parameters: tuple[str, ...]) -> int:

@@ -247,6 +247,9 @@ def test_lora_adapters_are_read_from_swifts_arguments() -> None:
         {"q_proj": H3, "v_proj": H3}, 64, False,
     )  # fmt: skip
     assert features(QWEN3B, "--tuner_type", "full").adapters is None
+    for value, on in (("0.00", False), ("0.1", True), ("none", True)):
+        found = features(QWEN3B, "--lora_dropout", value).adapters
+        assert found is not None and found.dropout is on, value
     moe = features(QWEN3_MOE).adapters
     assert moe is not None and set(dict(moe.inputs)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
 
