@@ -143,15 +143,30 @@ def _saved_by(module: Any, forward: Any) -> int:
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     seen: dict[int, int] = {}
 
-    def pack(tensor: Any) -> Any:
+    def pack(tensor: Any) -> int:
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in params:
             seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
+        _KEPT.append(tensor)
+        return len(_KEPT) - 1
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        forward()
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, _no_backward):
+            forward()
+    finally:
+        _KEPT.clear()
     return sum(seen.values())
+
+
+# Every tensor a measuring forward saves, alive until its count is done (no storage address is reused
+# within it). The graph keeps an index and the hooks reach no tensor: a tensor packed as itself, or a list
+# of them in the hook's closure, ties the graph to itself through C++, a cycle that is never freed (each
+# forward leaked its model and activations).
+_KEPT: list[Any] = []
+
+
+def _no_backward(_: int) -> Any:
+    raise RuntimeError("a measuring forward is never run backward")
 
 
 @dataclass(frozen=True)
@@ -227,13 +242,27 @@ def layer_bytes_per_token(
     return (per_token[1] - per_token[0]) / (LAYERS[1] - LAYERS[0])
 
 
+# An MoE family's eager attention is measured with two narrow experts, one per token: its experts' forward
+# keeps each token's experts' weights (batched_mm), which at its default 32 experts and top-4 fills the
+# host's memory, and the length^2 term does not depend on the MLP.
+SMALL_MOE = (LayerShape(HIDDEN, 2, 64), Routing(2, 1, 64))
+
+
+def _is_moe(model_type: str) -> bool:
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    return any(hasattr(config, key) for key in ("num_local_experts", "num_experts"))
+
+
 def eager_scores_bytes(model_type: str, dtype: str = "bfloat16") -> float:
     """Bytes per head x length^2 that one layer's eager attention saves: 2 and 4 layers isolate one layer's
     bytes, and 256 and 512 tokens their length^2 term (a layer's other tensors grow with the length)."""
+    shape, routing = SMALL_MOE if _is_moe(model_type) else (SHAPES[0], None)
     per_layer = {}
     for tokens in TOKENS:
         two, four = (
-            _saved_bytes(_model(model_type, SHAPES[0], layers, 4000, attention="eager", dtype=dtype), tokens)
+            _saved_bytes(_model(model_type, shape, layers, 4000, routing, attention="eager", dtype=dtype), tokens)
             for layers in LAYERS
         )
         per_layer[tokens] = (four - two) / (LAYERS[1] - LAYERS[0])
