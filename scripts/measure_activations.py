@@ -355,10 +355,12 @@ def vision_coefficients(model_type: str) -> LayerBytes:
     return LayerBytes((narrow - m * 4 * HIDDEN) / HIDDEN, 0, 0, m)
 
 
+def _layer_terms(found: LayerBytes) -> str:
+    return f"{found.hidden:.2f} h + {found.q:.2f} q + {found.kv:.2f} kv + {found.mlp:.2f} i"
+
+
 def _terms(found: LayerBytes) -> str:
-    return (
-        f"{found.hidden:.2f} h + {found.q:.2f} q + {found.kv:.2f} kv + {found.mlp:.2f} i; loss {found.logit_saved:.2f}"
-    )
+    return f"{_layer_terms(found)}; loss {found.logit_saved:.2f}"
 
 
 def main() -> int:
@@ -384,8 +386,8 @@ def main() -> int:
     print("| --- | --- | --- |")
     for model_type in families:
         frozen = FROZEN_MEASURED.get(model_type)
-        held = "not in the table" if frozen is None else _terms(frozen).split(";")[0]
-        print(f"| {model_type} | {_terms(layer_coefficients(model_type, frozen=True)).split(';')[0]} | {held} |")
+        held = "not in the table" if frozen is None else _layer_terms(frozen)
+        print(f"| {model_type} | {_layer_terms(layer_coefficients(model_type, frozen=True))} | {held} |")
     print()
     print("Vision towers, bytes saved per patch and block (vh the tower's width, vi its MLP's):")
     print()

@@ -241,6 +241,11 @@ def _saved_modules(row: Row) -> int:
     return 2 * int(arch["vocab"]) * int(arch["hidden"])
 
 
+def _q_kv_widths(row: Row) -> tuple[int, int]:
+    arch = _arch(row)
+    return new_estimate.q_kv_widths(arch["hidden"], arch.get("heads"), arch.get("kv_heads"), _family(row)[1])
+
+
 def _trainable(row: Row) -> int:
     arch = _arch(row)
     total = _params(row)
@@ -248,9 +253,7 @@ def _trainable(row: Row) -> int:
         return total
     routing: dict[str, Any] = {k: v for k, v in _moe(row).items() if k != "experts_per_token"}
     routing["experts_are_linears"] = _routing(row)[2]
-    routing["q_width"], routing["kv_width"] = new_estimate.q_kv_widths(
-        arch["hidden"], arch.get("heads"), arch.get("kv_heads"), _family(row)[1]
-    )
+    routing["q_width"], routing["kv_width"] = _q_kv_widths(row)
     lora = new_estimate.lora_trainable_params(
         total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8), **routing
     )
@@ -290,12 +293,11 @@ def _adapters(row: Row) -> new_estimate.Adapters | None:
     default has it."""
     if row.raw["tuner"] == "full":
         return None
-    arch = _arch(row)
-    h = int(arch["hidden"])
-    q_width, _ = new_estimate.q_kv_widths(h, arch.get("heads"), arch.get("kv_heads"), _family(row)[1])
-    moe = _moe(row)
-    mlp = moe["shared_expert_intermediate_size"] if moe else arch.get("intermediate")
-    inputs = new_estimate.adapter_inputs(h, q_width, mlp, _adapter_targets(row))
+    arch, moe = _arch(row), _moe(row)
+    mlp = new_estimate.adapted_mlp_width(
+        arch.get("intermediate"), bool(moe), moe.get("shared_expert_intermediate_size")
+    )
+    inputs = new_estimate.adapter_inputs(int(arch["hidden"]), _q_kv_widths(row)[0], mlp, _adapter_targets(row))
     return new_estimate.Adapters(inputs, int(row.raw.get("lora_rank") or 8))
 
 
@@ -315,6 +317,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
     embeddings = arch["vocab"] * arch["hidden"] * 2
     image_tokens = row.raw.get("image_tokens") or 0
     model_type, head_dim = _family(row)
+    eager = _eager(row)
     return new_estimate.TrainShape(
         total_params=total + _saved_modules(row),
         trainable_params=_trainable(row),
@@ -332,10 +335,10 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         weight_bytes=4 if row.raw.get("torch_dtype") == "float32" else 2,
         quant_bits=int(quant) if quant else None,
         quantized_params=max(total - embeddings, 0),
-        eager_attention=_eager(row),
+        eager_attention=eager,
         adapters=_adapters(row),
         # packed rows run flash-attention's varlen kernel, except under eager attention, which has none
-        packing=bool(row.raw.get("packing")) and not _eager(row),
+        packing=bool(row.raw.get("packing")) and not eager,
         vision_hidden_size=1280 if arch.get("vision") else None,
         vision_layers=32 if arch.get("vision") else None,
         image_pixels=int(image_tokens) * 28 * 28,

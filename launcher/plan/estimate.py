@@ -133,6 +133,12 @@ def adapter_inputs(
     return tuple((name, width) for name, width in widths.items() if name in named)
 
 
+def adapted_mlp_width(intermediate_size: int | None, moe: bool, shared_expert_size: int | None) -> int | None:
+    """The MLP width LoRA's gate/up/down adapters see: a dense layer's, or an MoE layer's shared experts'
+    (its routed experts are fused parameters, no linears; None where it has no shared experts)."""
+    return shared_expert_size if moe else intermediate_size
+
+
 @dataclass(frozen=True)
 class TrainShape:
     """What the estimate needs to know of the model and the run."""
@@ -370,7 +376,8 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
     """Bytes one decoder layer saves for the backward per token (no checkpointing), at the weights' dtype."""
     h = shape.hidden_size or 0
     q_width, kv_width = attention_widths(shape)
-    family = layer_bytes(shape.model_type, frozen=frozen_base(shape))
+    frozen = frozen_base(shape)
+    family = layer_bytes(shape.model_type, frozen=frozen)
     if shape.num_experts and shape.moe_intermediate_size:
         # only the routed experts run per token; the dispatch copies of the hidden states come with them
         # (measured on Mixtral, Qwen3-MoE and Qwen2-MoE: tests/stack/test_activation_bytes_real.py); shared
@@ -378,7 +385,7 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
         # experts (LoRA) keep no copy of their input for a weight gradient: 2h per routed pair, not 4h.
         top_k, shared = shape.experts_per_token or 1, shape.shared_expert_intermediate_size or 0
         per_token = family.per_token(h, q_width, kv_width, top_k * shape.moe_intermediate_size + shared)
-        dispatch = (2 if frozen_base(shape) else 4) * top_k * h
+        dispatch = (2 if frozen else 4) * top_k * h
         per_token += dispatch + 4 * shape.num_experts + (2 * h if shared else 0)
     else:
         per_token = family.per_token(h, q_width, kv_width, shape.intermediate_size or 4 * h)
@@ -610,7 +617,7 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
             q_width=q_width,
             kv_width=kv_width,
         )
-        mlp = shape.shared_expert_intermediate_size if shape.num_experts else shape.intermediate_size
+        mlp = adapted_mlp_width(shape.intermediate_size, bool(shape.num_experts), shape.shared_expert_intermediate_size)
         adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, LORA_LINEARS))
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora, adapters=adapters)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:

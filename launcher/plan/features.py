@@ -38,7 +38,15 @@ from math import gcd
 
 from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
-from launcher.plan.estimate import LORA_LINEARS, PATCH_MERGE, VISION_PATCH, Adapters, adapter_inputs, q_kv_widths
+from launcher.plan.estimate import (
+    LORA_LINEARS,
+    PATCH_MERGE,
+    VISION_PATCH,
+    Adapters,
+    adapted_mlp_width,
+    adapter_inputs,
+    q_kv_widths,
+)
 from launcher.plan.swift_args import SwiftArgs
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
@@ -149,7 +157,7 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     if "all-linear" in targets or swift.get("target_regex"):
         targets = LORA_LINEARS
     q_width, _ = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
-    mlp = model.shared_expert_intermediate_size if model.num_experts else model.intermediate_size
+    mlp = adapted_mlp_width(model.intermediate_size, bool(model.num_experts), model.shared_expert_intermediate_size)
     inputs = adapter_inputs(h, q_width, mlp, targets)
     return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")))
 
