@@ -15,11 +15,12 @@ from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.model import Failure, FailureKind
-from launcher.plan.degrade import VISION_ENVS, GiveUp, Settings, next_step
+from launcher.plan.degrade import GiveUp, Settings, next_step
 from launcher.plan.ds_config import RUNG_NAMES
 from launcher.plan.guided import Memory
 from launcher.plan.settings import Resume
 from launcher.plan.severity import strength
+from launcher.plan.vision_budget import VISION_ENVS
 
 PROTOCOL = 1
 MAX_TEXT = 2000

@@ -30,11 +30,12 @@ settings predicted to fit, several knobs at once); these rungs are its fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from launcher.model import FailureKind
+from launcher.plan.vision_budget import VisionBudget, budget_named
 
 if TYPE_CHECKING:
     from launcher.plan.guided import Memory
@@ -42,54 +43,9 @@ if TYPE_CHECKING:
 ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
 
 
-@dataclass(frozen=True)
-class VisionBudget:
-    """An environment variable a model family's image processor reads as its per-image budget."""
-
-    env: str
-    default: int  # the processor's value when the variable is unset
-    minimum: int  # below this images lose too much
-
-
-# qwen_vl_utils, as swift patches it (swift/model/models/qwen.py): Qwen2/2.5-VL read MAX_PIXELS (pixels;
-# default 16384 * 28 * 28); Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (tokens; default 16384), which
-# swift derives from MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset.
-MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28)
-IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256)
-_READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
-_READS_IMAGE_MAX_TOKEN_NUM = frozenset(
-    {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
-     "qwen3_vl_reranker", "qwen3_5_emb"}
-)  # fmt: skip
-
-
-def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionBudget | None:
-    """The variable this model's processor reads for its image budget, or None (no such rung for it).
-
-    A variable the user already set decides where the family reads both: IMAGE_MAX_TOKEN_NUM wins in
-    swift's conversion, and a Qwen3-VL run with only MAX_PIXELS set reads that (converted).
-    """
-    if model_type in _READS_MAX_PIXELS:
-        return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
-    if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
-        if MAX_PIXELS.env in env and IMAGE_MAX_TOKEN_NUM.env not in env:
-            return MAX_PIXELS
-        return IMAGE_MAX_TOKEN_NUM
-    return None
-
-
-_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
-VISION_ENVS = tuple(_BUDGETS)
-
-
-def budget_named(env: str) -> VisionBudget:
-    """The image budget of that name (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM)."""
-    return _BUDGETS[env]
-
-
 def vision_budget_of(s: Settings) -> VisionBudget | None:
     """The image budget these settings' model reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM), or None."""
-    return _BUDGETS.get(s.vision_env or "")
+    return budget_named(s.vision_env) if s.vision_env else None
 
 
 MIN_MAX_LENGTH = 256
@@ -201,7 +157,7 @@ def _higher_zero(s: Settings) -> Step | None:
 
 def _smaller_images(s: Settings) -> Step | None:
     """halve the image budget the model's processor reads (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM)"""
-    budget = _BUDGETS.get(s.vision_env or "")
+    budget = vision_budget_of(s)
     if budget is None:
         return None
     current = s.vision_budget or budget.default

@@ -27,7 +27,8 @@ What each argument does is read from ms-swift 4.6's source:
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
-  to it only when it is unset), MAX_PIXELS, `--max_pixels`.
+  to it only when it is unset), MAX_PIXELS, `--max_pixels`; none set, the cap of the family's processor
+  (launcher/plan/vision_budget.py: 16384 tokens for Qwen-VL).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from math import gcd
 from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import (
+    DEFAULT_SEQ_LEN,
     LORA_LINEARS,
     PATCH_MERGE,
     VISION_PATCH,
@@ -48,13 +50,13 @@ from launcher.plan.estimate import (
     q_kv_widths,
 )
 from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.vision_budget import ASSUMED_IMAGE_PIXELS, budget_pixels, vision_budget_for
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
 ATTENTION_LINEARS = LORA_LINEARS[:4]
 MLP_LINEARS = LORA_LINEARS[4:]
 VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
 EMBEDDING_NAMES = ("embed_tokens", "lm_head")
-DEFAULT_MAX_PIXELS = 1344 * 1792  # swift's Qwen-VL templates without MAX_PIXELS
 VISION_LORA_PER_HIDDEN = 16  # qkv (vh + 3vh), proj (2vh), fc1 (vh + 4vh), fc2 (4vh + vh): 16vh per layer
 
 
@@ -239,6 +241,29 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
     return max(min(trainable, total), 0), vision_trained, tuple(warnings)
 
 
+def _image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) -> int:
+    """One image's pixels at most: IMAGE_MAX_TOKEN_NUM, else MAX_PIXELS or `--max_pixels`, else the cap of
+    the family's processor when unset (16384 tokens for Qwen-VL), else an assumed image. Where one token is
+    one merged patch square (the families with a budget), an image brings at most max_length tokens: swift
+    drops a longer sample (truncation_strategy delete), and cutting one would split its image tokens."""
+    token_side = PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
+    budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
+    tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
+    given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
+    if tokens:
+        pixels = tokens * token_side**2
+    elif given:
+        pixels = given
+    elif budget:
+        pixels = budget_pixels(budget, budget.default, token_side)
+    else:
+        return ASSUMED_IMAGE_PIXELS
+    if budget is None:
+        return pixels
+    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
+    return min(pixels, max_length * token_side**2)
+
+
 def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], world_size: int) -> Features:
     """Every feature of swift's argv (and the swift config's ENV block under `env`) the estimate models."""
     warnings: list[str] = []
@@ -270,12 +295,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
     logits_on_labels = sp == 1 and swift.get_bool("use_logits_to_keep", True)
     chunk = (_int_env(env, "CELOSS_PARALLEL_SIZE") or 0) if sp > 1 else 0
     experts = (swift.get("experts_impl") or "").lower() or None
-    pixels = 0
-    if model.is_multimodal and model.vision_hidden_size:
-        tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
-        given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
-        token_side = PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
-        pixels = tokens * token_side**2 if tokens else (given or DEFAULT_MAX_PIXELS)
+    pixels = _image_pixels(swift, model, env) if model.is_multimodal and model.vision_hidden_size else 0
     return Features(
         trainable_params=trainable,
         vision_trainable=vision_trained,

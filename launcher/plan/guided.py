@@ -29,14 +29,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from itertools import product
 
-from launcher.plan.degrade import (
-    MIN_MAX_LENGTH,
-    ZERO_LADDER,
-    Settings,
-    Step,
-    VisionBudget,
-    vision_budget_of,
-)
+from launcher.plan.degrade import MIN_MAX_LENGTH, ZERO_LADDER, Settings, Step, vision_budget_of
+from launcher.plan.vision_budget import VisionBudget
 
 PRIOR = 0.7  # the correction when the failed attempt's figures prove less (the estimate said it would not fit)
 MARGIN = 0.1  # a candidate must be predicted to leave this fraction of the GPU free

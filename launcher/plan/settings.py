@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from launcher.model import ModelFacts, Plan, Strategy
 from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
-from launcher.plan.degrade import ZERO_LADDER, Settings, budget_named, vision_budget_for
+from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.vision_budget import budget_named, vision_budget_for
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ def test_eval_oom_halves_the_eval_batch_not_the_training_micro_batch() -> None:
 def test_vision_budget_is_the_variable_the_processor_reads(
     model_type: str | None, env: dict[str, str], expected: str | None
 ) -> None:
-    from launcher.plan.degrade import vision_budget_for
+    from launcher.plan.vision_budget import vision_budget_for
 
     found = vision_budget_for(model_type, env)
     assert (found.env if found else None) == expected

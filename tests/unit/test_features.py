@@ -295,6 +295,26 @@ def test_image_token_limit_wins_over_max_pixels() -> None:
     assert train_shape(swift, QWEN_VL7B, topo, {}).image_pixels == 256 * 28 * 28
 
 
+@pytest.mark.parametrize(
+    ("model_type", "patch", "argv", "env", "pixels"),
+    [
+        # qwen_vl_utils' cap when nothing is set: 16384 tokens of (2 x patch)^2 pixels, up to max_length tokens
+        pytest.param("qwen2_5_vl", 14, ("--max_length", "32768"), {}, 16384 * 28 * 28, id="qwen2.5-vl-cap"),
+        pytest.param("qwen3_vl", 16, ("--max_length", "32768"), {}, 16384 * 32 * 32, id="qwen3-vl-cap"),
+        pytest.param("qwen2_5_vl", 14, ("--max_length", "4096"), {}, 4096 * 28 * 28, id="no-more-than-max-length"),
+        pytest.param("qwen2_5_vl", 14, (), {}, 2048 * 28 * 28, id="max-length-unset-as-the-plan-assumes"),
+        pytest.param("qwen2_5_vl", 14, ("--max_length", "8192"), {"MAX_PIXELS": "1003520"}, 1003520, id="users"),
+        # a family whose processor reads no budget: the assumed image, whatever max_length
+        pytest.param("llava", 14, ("--max_length", "512"), {}, 1344 * 1792, id="llava-assumed"),
+    ],
+)  # fmt: skip
+def test_an_unset_image_budget_is_the_processors_cap(
+    model_type: str, patch: int, argv: tuple[str, ...], env: dict[str, str], pixels: int
+) -> None:
+    model = replace(QWEN_VL7B, model_type=model_type, vision_patch_size=patch)
+    assert features(model, *argv, env=env).image_pixels == pixels
+
+
 def test_data_parts_are_exactly_the_activation_parts() -> None:
     assert set(activation_parts(shape(QWEN3B))) == DATA_PARTS
 

@@ -1,0 +1,67 @@
+"""The per-image budget a vision-language model's image processor reads, and its value when unset.
+
+Contract: pure, no I/O. One source for both users of it: the memory estimate (how many pixels one image
+can bring, launcher.plan.features) and the degradation ladder (which variable to halve,
+launcher.plan.degrade).
+
+swift 4.6 resizes Qwen-VL images through qwen_vl_utils (swift/template/templates/qwen.py `fetch_image`),
+whose module constants swift patches from the environment (swift/model/models/qwen.py
+`patch_qwen_vl_utils`): Qwen2/2.5-VL read MAX_PIXELS (pixels; qwen_vl_utils' default 16384 x 28 x 28),
+Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (merged tokens; default 16384), which swift derives from
+MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset. So an unset budget lets one image bring 16384 tokens.
+Other families have no such variable; for them an image is assumed at ASSUMED_IMAGE_PIXELS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VisionBudget:
+    """An environment variable a model family's image processor reads as its per-image budget."""
+
+    env: str
+    default: int  # the processor's value when the variable is unset
+    minimum: int  # below this images lose too much
+    in_tokens: bool  # the value counts merged image tokens, not pixels
+
+
+MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28, in_tokens=False)
+IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256, in_tokens=True)
+_READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
+_READS_IMAGE_MAX_TOKEN_NUM = frozenset(
+    {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
+     "qwen3_vl_reranker", "qwen3_5_emb"}
+)  # fmt: skip
+_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
+VISION_ENVS = tuple(_BUDGETS)
+# A family whose processor reads no budget: one image of 1344 x 1792 pixels (about 3072 tokens at 28-pixel
+# tokens), swift's default for Ovis2.5; an assumption, not any processor's cap.
+ASSUMED_IMAGE_PIXELS = 1344 * 1792
+
+
+def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionBudget | None:
+    """The variable this model's processor reads for its image budget, or None (it reads none).
+
+    A variable the user already set decides where the family reads both: IMAGE_MAX_TOKEN_NUM wins in
+    swift's conversion, and a Qwen3-VL run with only MAX_PIXELS set reads that (converted).
+    """
+    if model_type in _READS_MAX_PIXELS:
+        return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
+    if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
+        if MAX_PIXELS.env in env and IMAGE_MAX_TOKEN_NUM.env not in env:
+            return MAX_PIXELS
+        return IMAGE_MAX_TOKEN_NUM
+    return None
+
+
+def budget_named(env: str) -> VisionBudget | None:
+    """The image budget of that name (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM), or None for any other name."""
+    return _BUDGETS.get(env)
+
+
+def budget_pixels(budget: VisionBudget, value: int, token_side: int) -> int:
+    """Pixels of one image at this budget's value; `token_side` is the pixels per merged token's side."""
+    return value * token_side**2 if budget.in_tokens else value
