@@ -41,7 +41,7 @@ from launcher.plan.estimate import (
     estimate,
     levers,
 )
-from launcher.plan.features import is_lora, read_features
+from launcher.plan.features import Features, is_lora, read_features
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.strategy import describe as describe_need
@@ -145,9 +145,18 @@ def device_map_estimate(
     """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
     `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
     found = device_map_pieces(swift, model, topology, env)
-    if found is None:
-        return None
-    shape, pieces = found
+    return None if found is None else _placed(swift, topology, host, *found, budgets=budgets)
+
+
+def _placed(
+    swift: SwiftArgs,
+    topology: Topology,
+    host: HostFacts | None,
+    shape: TrainShape,
+    pieces: Pieces,
+    budgets: tuple[int, ...] | None = None,
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The pieces placed over the topology's GPUs within `budgets` (swift's --max_memory where None)."""
     if budgets is None:
         budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
     free = tuple(g.free_bytes for g in topology.gpus)
@@ -159,14 +168,16 @@ def device_map_plan_estimate(
     swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts, env: Mapping[str, str]
 ) -> tuple[Estimate, DeviceMapLayout] | None:
     """The plan's device_map estimate: the balanced split, with its levers (each change's split rebalanced)."""
-    found = device_map_estimate(swift, model, topology, host, env)
-    pieces = device_map_pieces(swift, model, topology, env)
-    if found is None or pieces is None or model is None:
-        return found
+    found = device_map_pieces(swift, model, topology, env)
+    if found is None or model is None:
+        return None
+    shape, pieces = found
+    placed = _placed(swift, topology, host, shape, pieces)
+    if placed is None:
+        return None
     free = tuple(g.free_bytes for g in topology.gpus)
-    shape = pieces[0]
     saves = device_map_levers(shape, free, tied=model.tie_word_embeddings, vision_params=model.vision_params)
-    return replace(found[0], levers=saves), found[1]
+    return replace(placed[0], levers=saves), placed[1]
 
 
 def output_dir_of(swift: SwiftArgs) -> str:
@@ -199,10 +210,20 @@ def quantizable_params(model: ModelFacts, total: int) -> int:
     return max(total - embeddings - model.vision_params, 0)
 
 
+def features_of(swift: SwiftArgs, model: ModelFacts, topology: Topology, env: Mapping[str, str] | None) -> Features:
+    """swift's training features for this model and topology, read once per plan (launcher.plan.features)."""
+    return read_features(swift, model, _with_config_env(swift, env), topology.world_size)
+
+
 def train_shape(
-    swift: SwiftArgs, model: ModelFacts, topology: Topology, env: Mapping[str, str] | None = None
+    swift: SwiftArgs,
+    model: ModelFacts,
+    topology: Topology,
+    env: Mapping[str, str] | None = None,
+    features: Features | None = None,
 ) -> TrainShape:
-    features = read_features(swift, model, _with_config_env(swift, env), topology.world_size)
+    """What the estimate needs of the model and the run; `features` where the caller read them already."""
+    features = features if features is not None else features_of(swift, model, topology, env)
     total = model.total_params or 0
     lora = is_lora(swift)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
@@ -316,12 +337,13 @@ def estimates_for(
     options: PlanOptions | None = None,
     env: Mapping[str, str] | None = None,
     lengths: DataLengths | None = None,
+    shape: TrainShape | None = None,
 ) -> tuple[Estimate, ...]:
     """The zero2, zero3, zero3_offload estimates (in the planner's order), then plain DDP's; each also at the
-    data's sampled lengths where every dataset was sampled."""
+    data's sampled lengths where every dataset was sampled. `shape`: the run's, where the caller has it."""
     if model is None or not model.total_params or not topology.gpus:
         return ()
-    shape = train_shape(swift, model, topology, env)
+    shape = shape if shape is not None else train_shape(swift, model, topology, env)
     sampled = at_data(shape, lengths)
     gpu_free = min(g.free_bytes for g in topology.gpus)
     configs = zero_configs(options or PlanOptions())
@@ -396,11 +418,12 @@ def build_plan(
             "planned for an assumed machine: its InfiniBand, network interfaces, NCCL settings, memlock and "
             "/dev/shm limits are unknown here; safe-sft decides them on that machine when it runs there"
         )
-    shape = train_shape(swift, model, topology, env) if model and model.total_params and topology.gpus else None
+    features = features_of(swift, model, topology, env) if model is not None and topology.gpus else None
+    shape = train_shape(swift, model, topology, env, features) if model and model.total_params and features else None
     lengths = lengths_of(swift, shape, data)
-    estimates = estimates_for(swift, model, topology, host, options, env, lengths)
-    if model is not None and uses_gpus:
-        warnings.extend(read_features(swift, model, _with_config_env(swift, env), topology.world_size).warnings)
+    estimates = estimates_for(swift, model, topology, host, options, env, lengths, shape)
+    if features is not None and uses_gpus:
+        warnings.extend(features.warnings)
     choice = choose_strategy(
         estimates,
         user_deepspeed=swift.get("deepspeed"),

@@ -341,6 +341,21 @@ def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None
     assert any("a step trains on 4 samples (micro-batch 2 x accumulation 1 x 2)" in n for n in plan.notes)
 
 
+def test_a_plan_reads_swifts_features_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.plan import build
+    from tests.conftest import host
+
+    calls = []
+    monkeypatch.setattr(build, "read_features", lambda *a: calls.append(a) or read_features(*a))
+    facts = host(gpus(8, 80), ram_gib=1024)
+    swift = parse_swift_argv(["--model", "m", "--sequence_parallel_size", "3"])  # 3 does not divide 8: a warning
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    plan = build.build_plan(swift, topo, facts, QWEN3B, env={}, paths=build.LaunchPaths("python", "w.py", "/cfg"))
+    # once per layout: 8 processes, and device_map's one process (its sequence parallelism splits differently)
+    assert [call[3] for call in calls] == [8, 1]
+    assert any("sequence_parallel_size" in w for w in plan.warnings)
+
+
 def test_the_vision_towers_checkpointing_follows_swifts_default() -> None:
     """swift's vit_gradient_checkpointing, unset, is gradient_checkpointing (sft_args.py), also after a lever
     turns gradient checkpointing on; given, it stays as given."""
