@@ -18,8 +18,9 @@ attention), for every family in that table or the model types given:
   above, at two vocabulary sizes). Their peak, in the loss's backward, adds the two fp32 gradients of the
   same shape that log-softmax's backward takes and makes; peak resident memory was tried as a meter of
   the whole and is too coarse (4.8 to 12.3 bytes between runs of the same code), so it is not used.
-- a LoRA layer: its base with frozen weights (`frozen=True`) and peft's adapters on it (`lora=Lora(...)`),
-  as a bf16 GPU run trains them (autocast, dropout's 1-byte mask), by `layer_bytes_per_token`.
+- a LoRA layer: its base with frozen weights (`frozen=True`) and peft's adapters on it (`lora=Lora(...)`,
+  DoRA's with `dora=True`), as a bf16 GPU run trains them (autocast, dropout's 1-byte mask), by
+  `layer_bytes_per_token`.
 - an MoE layer (`Routing`: experts, experts per token, expert width, shared experts), by
   `layer_bytes_per_token(model_type, shape, routing)`: the stack test holds the estimate's routed-pair,
   router and shared-expert terms to it (not printed here).
@@ -177,6 +178,7 @@ class Lora:
     targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     rank: int = 8
     dropout: float = 0.05
+    dora: bool = False  # --use_dora true: peft's DoRA layer
 
 
 @contextlib.contextmanager
@@ -202,7 +204,7 @@ def _dropout_as_on_cuda() -> Iterator[None]:
 def _with_lora(model: Any, lora: Lora) -> Any:
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=lora.rank, target_modules=list(lora.targets), lora_dropout=lora.dropout)
+    config = LoraConfig(r=lora.rank, target_modules=list(lora.targets), lora_dropout=lora.dropout, use_dora=lora.dora)
     adapted = get_peft_model(model, config)
     adapted.train()
     return adapted

@@ -290,15 +290,18 @@ def _adapter_targets(row: Row) -> tuple[str, ...]:
 
 def _adapters(row: Row) -> new_estimate.Adapters | None:
     """A LoRA row's adapters on the decoder layers (`_adapter_targets`), dropout on as every framework's
-    default has it."""
+    default has it; DoRA where its notes say so."""
     if row.raw["tuner"] == "full":
         return None
     arch, moe = _arch(row), _moe(row)
     mlp = new_estimate.adapted_mlp_width(
         arch.get("intermediate"), bool(moe), moe.get("shared_expert_intermediate_size")
     )
-    inputs = new_estimate.adapter_inputs(int(arch["hidden"]), _q_kv_widths(row)[0], mlp, _adapter_targets(row))
-    return new_estimate.Adapters(inputs, int(row.raw.get("lora_rank") or 8))
+    hidden, targets = int(arch["hidden"]), _adapter_targets(row)
+    q_width, kv_width = _q_kv_widths(row)
+    inputs = new_estimate.adapter_inputs(hidden, q_width, mlp, targets)
+    dora = new_estimate.adapter_outputs(hidden, q_width, kv_width, mlp, targets) if _notes_say(row, "dora") else 0
+    return new_estimate.Adapters(inputs, int(row.raw.get("lora_rank") or 8), dora_outputs=dora)
 
 
 def _gpus(row: Row) -> tuple[int, int]:

@@ -43,6 +43,7 @@ from launcher.model import Estimate, Strategy
 from launcher.plan.attention_default import transformers_runs_eager
 from launcher.plan.ds_config import ZeroSettings
 from launcher.plan.layer_bytes import (
+    DORA_OUTPUTS_KEPT,
     adapter_bytes_per_token,
     eager_score_bytes,
     layer_bytes,
@@ -109,11 +110,12 @@ DATA_PARTS = frozenset(
 @dataclass(frozen=True)
 class Adapters:
     """LoRA on the decoder layers (their weights frozen): the adapted linears' input widths by name, the
-    rank and whether --lora_dropout is on (swift's 0.05)."""
+    rank, whether --lora_dropout is on (swift's 0.05), and under DoRA their output widths summed."""
 
     inputs: tuple[tuple[str, int], ...]
     rank: int = 8
     dropout: bool = True
+    dora_outputs: int = 0  # --use_dora true: the adapted linears' output widths, summed; 0 for LoRA
 
 
 # The projections of a decoder layer LoRA adapts by name (swift's all-linear: every one of them)
@@ -131,6 +133,16 @@ def adapter_inputs(
         widths |= {"gate_proj": hidden, "up_proj": hidden, "down_proj": mlp_width}
     named = set(targets)
     return tuple((name, width) for name, width in widths.items() if name in named)
+
+
+def adapter_outputs(hidden: int, q_width: int, kv_width: int, mlp_width: int | None, targets: Iterable[str]) -> int:
+    """The output widths of the projections named in `targets`, summed: q at q's width, k and v at k/v's,
+    o and down back to the hidden size, gate and up at the MLP's width (none where it has no MLP linears)."""
+    widths = {"q_proj": q_width, "k_proj": kv_width, "v_proj": kv_width, "o_proj": hidden}
+    if mlp_width:
+        widths |= {"gate_proj": mlp_width, "up_proj": mlp_width, "down_proj": hidden}
+    named = set(targets)
+    return sum(width for name, width in widths.items() if name in named)
 
 
 def adapted_mlp_width(intermediate_size: int | None, moe: bool, shared_expert_size: int | None) -> int | None:
@@ -394,6 +406,7 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
         return float(per_token * shape.weight_bytes / 2)
     widths = [width for _, width in adapters.inputs]
     kept = adapter_bytes_per_token(widths, adapters.rank, shape.weight_bytes, adapters.dropout)
+    kept += DORA_OUTPUTS_KEPT * adapters.dora_outputs * shape.weight_bytes
     return float(per_token * shape.weight_bytes / 2 + kept)
 
 
@@ -405,9 +418,11 @@ def describe_activations(shape: TrainShape) -> tuple[str, ...]:
     if adapters is not None:
         base = "its weights frozen" if frozen_base(shape) else "its quantized base counted as a trained layer"
         dropout = "with" if adapters.dropout else "without"
+        kind = "DoRA" if adapters.dora_outputs else "LoRA"
         lines.append(
-            f"LoRA: {base}; adapters on {len(adapters.inputs)} projections of each layer (rank {adapters.rank}, "
+            f"{kind}: {base}; adapters on {len(adapters.inputs)} projections of each layer (rank {adapters.rank}, "
             f"{dropout} dropout), each keeping a 16-bit copy of its input"
+            + (" and two of its output (DoRA's magnitude scaling)" if adapters.dora_outputs else "")
         )
     if shape.eager_attention:
         lines.append(

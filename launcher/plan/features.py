@@ -22,8 +22,8 @@ What each argument does is read from ms-swift 4.6's source:
 - `--use_logits_to_keep` (default: on where the model's forward takes `logits_to_keep`, transformers 5):
   logits only from the first label on.
 - `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
-- `--target_modules`, `--lora_rank`, `--lora_dropout` (0.05): LoRA's adapters, whose inputs the
-  activations count (`lora_adapters`).
+- `--target_modules`, `--lora_rank`, `--lora_dropout` (0.05), `--use_dora`: LoRA's adapters, whose
+  inputs (and under DoRA outputs) the activations count (`lora_adapters`).
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
@@ -47,6 +47,7 @@ from launcher.plan.estimate import (
     Adapters,
     adapted_mlp_width,
     adapter_inputs,
+    adapter_outputs,
     q_kv_widths,
 )
 from launcher.plan.swift_args import SwiftArgs
@@ -158,10 +159,11 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     targets = _words(swift, "target_modules") or ("all-linear",)
     if "all-linear" in targets or swift.get("target_regex"):
         targets = LORA_LINEARS
-    q_width, _ = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
+    q_width, kv_width = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
     mlp = adapted_mlp_width(model.intermediate_size, bool(model.num_experts), model.shared_expert_intermediate_size)
     inputs = adapter_inputs(h, q_width, mlp, targets)
-    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")))
+    dora = adapter_outputs(h, q_width, kv_width, mlp, targets) if swift.get_bool("use_dora", False) else 0
+    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")), dora)
 
 
 def _dropout_on(value: str | None) -> bool:

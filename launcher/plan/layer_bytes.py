@@ -94,6 +94,12 @@ FROZEN_MEASURED: dict[str, LayerBytes] = {
 DROPOUT_MASK_BYTES = 1
 
 
+# DoRA (--use_dora true; peft's DoRA layer): each adapted linear runs its base weight once more on the input
+# and scales that output and the adapters' by the trained magnitude over the weight's norm; the products keep
+# both outputs at the weights' width for the backward (measured: 4 bytes per output element in bf16).
+DORA_OUTPUTS_KEPT = 2
+
+
 def adapter_bytes_per_token(inputs: Sequence[int], rank: int, weight_bytes: int, dropout: bool) -> float:
     """What LoRA's adapters on one decoder layer keep per token: `inputs` the adapted linears' input widths,
     at the training's `weight_bytes`."""

@@ -38,6 +38,7 @@ from launcher.plan.estimate import (
     TrainShape,
     activation_parts,
     adapter_inputs,
+    adapter_outputs,
     layer_bytes_per_token,
 )
 from launcher.plan.layer_bytes import (
@@ -89,6 +90,8 @@ LORA_CASES = [
     ("llama", Lora(targets=("o_proj", "down_proj"), rank=16)),
     ("qwen3", Lora()),
     ("gemma2", Lora(rank=32)),
+    ("llama", Lora(dora=True)),
+    ("qwen3", Lora(targets=("q_proj", "v_proj"), dropout=0.0, dora=True)),
 ]
 
 
@@ -97,12 +100,13 @@ def test_a_lora_layers_saved_bytes_per_token_are_the_estimates(
     stack_installed: None, model_type: str, lora: Lora
 ) -> None:
     """peft's adapters on the frozen layer, as a bf16 run trains them (autocast, CUDA's dropout mask): each
-    adapted linear keeps a 16-bit copy of its input, a 1-byte mask with dropout and its 16-bit middle; the
-    whole layer within 1 %."""
+    adapted linear keeps a 16-bit copy of its input, a 1-byte mask with dropout and its 16-bit middle, and
+    under DoRA two 16-bit copies of its output; the whole layer within 1 %."""
     for layer in (SHAPES[0], SHAPES[3]):
         measured = measured_layer(model_type, layer, lora=lora)
         inputs = adapter_inputs(layer.hidden, layer.q_width, layer.intermediate, lora.targets)
-        adapters = Adapters(inputs, lora.rank, dropout=lora.dropout > 0)
+        outputs = adapter_outputs(layer.hidden, layer.q_width, layer.kv_width, layer.intermediate, lora.targets)
+        adapters = Adapters(inputs, lora.rank, dropout=lora.dropout > 0, dora_outputs=outputs if lora.dora else 0)
         ours = layer_bytes_per_token(replace(shape_of(model_type, layer), adapters=adapters))
         assert ours == pytest.approx(measured, rel=0.01), (model_type, lora, layer, measured, ours)
     assert set(lora.targets) <= set(LORA_LINEARS)

@@ -254,6 +254,21 @@ def test_lora_adapters_are_read_from_swifts_arguments() -> None:
     assert moe is not None and set(dict(moe.inputs)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
 
 
+def test_dora_keeps_two_copies_of_each_adapted_output() -> None:
+    """--use_dora true: the adapted projections' outputs summed (q 16 x 128, k and v 2 x 128, o and down h,
+    gate and up i), each kept twice at 16 bits per token and layer on top of LoRA's."""
+    lora = shape(QWEN3B)
+    dora = shape(QWEN3B, "--use_dora", "true")
+    assert lora.adapters is not None and lora.adapters.dora_outputs == 0
+    outputs = 16 * 128 + 2 * (2 * 128) + H3 + 2 * I3 + H3
+    assert dora.adapters is not None and dora.adapters.dora_outputs == outputs
+    from launcher.plan.estimate import layer_bytes_per_token
+
+    assert layer_bytes_per_token(dora) - layer_bytes_per_token(lora) == 2 * 2 * outputs
+    qv = features(QWEN3B, "--use_dora", "true", "--target_modules", "q_proj", "v_proj").adapters
+    assert qv is not None and qv.dora_outputs == 16 * 128 + 2 * 128
+
+
 def test_a_lora_layer_keeps_its_frozen_base_and_its_adapters_inputs() -> None:
     """By hand (launcher/plan/layer_bytes.py): Qwen2.5-3B's frozen layer 8h + 4q + 4kv + 6i, and per adapted
     projection its input at 2 bytes plus the 1-byte dropout mask, and 8 x 2 bytes of middle."""
