@@ -1,11 +1,12 @@
 """Which attention a run gets when `--attn_impl` is not given: eager (every layer's scores materialised,
 quadratic in the length) or a fused kernel (sdpa).
 
-Contract: pure data and two lookups, by config.json's model_type.
+Contract: pure data and three lookups, by config.json's model_type.
 - `transformers_runs_eager(model_type)`: transformers (5.19, as ms-swift 4.6 installs it) falls back to
   eager for a model class with no sdpa path: BLOOM, GPT-J, GPT-Neo, MPT, CodeGen, gpt-oss, DeepSeek-V4, ...
 - `swift_runs_eager(model_type)`: that, and the models ms-swift 4.6's own loaders give eager attention
   (Gemma-3, text and vision, "strongly recommended" by swift; HunYuan-VL).
+- `why_eager(model_type)`: which of the two, in words, for `plan --explain-memory`.
 Attention-free models (Mamba, RWKV, xLSTM) have no sdpa path and no scores either: they are not listed.
 Remote-code models (trust_remote_code) are not known here; they count as sdpa.
 tests/stack/test_attention_default_real.py reads both lists again from the installed transformers and swift.
@@ -60,3 +61,12 @@ def transformers_runs_eager(model_type: str | None) -> bool:
 def swift_runs_eager(model_type: str | None) -> bool:
     """`swift sft` without --attn_impl runs this model's eager attention."""
     return model_type in SWIFT_EAGER or transformers_runs_eager(model_type)
+
+
+def why_eager(model_type: str | None) -> str | None:
+    """Why `swift sft` without --attn_impl runs this model's eager attention, or None where it does not."""
+    if model_type in SWIFT_EAGER:
+        return f"ms-swift's loader gives {model_type} eager attention when --attn_impl is unset"
+    if transformers_runs_eager(model_type):
+        return f"transformers has no sdpa path for {model_type}: --attn_impl unset, it runs eager"
+    return None

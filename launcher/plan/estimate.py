@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
-from launcher.plan.attention_default import transformers_runs_eager
+from launcher.plan.attention_default import transformers_runs_eager, why_eager
 from launcher.plan.ds_config import ZeroSettings
 from launcher.plan.layer_bytes import (
     DORA_OUTPUTS_KEPT,
@@ -425,9 +425,10 @@ def describe_activations(shape: TrainShape) -> tuple[str, ...]:
             + (" and two of its output (DoRA's magnitude scaling)" if adapters.dora_outputs else "")
         )
     if shape.eager_attention:
+        why = why_eager(shape.model_type)
         lines.append(
             f"eager attention: {eager_score_bytes(shape.model_type, shape.weight_bytes)} bytes per head x "
-            "length^2 kept by each layer (attention_scores)"
+            "length^2 kept by each layer (attention_scores)" + (f"; {why}" if why else "")
         )
     return tuple(lines)
 

@@ -318,3 +318,11 @@ def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) 
     eager = run_cli("plan", *args, "--model", str(tmp_path / "gemma2"), "--attn_impl", "eager", "--lora_dropout", "0")
     assert "eager attention: 8 bytes per head x length^2 kept by each layer" in eager.stdout
     assert "(rank 8, without dropout)" in eager.stdout
+    # gemma2 defaults to sdpa: eager only as asked, so no reason is given
+    assert "runs eager" not in eager.stdout and "loader gives" not in eager.stdout
+    # unset --attn_impl: a model swift's loader gives eager attention says why
+    gemma3 = tmp_path / "gemma3"
+    gemma3.mkdir()
+    (gemma3 / "config.json").write_text(json.dumps({**config, "model_type": "gemma3_text"}))
+    default = run_cli("plan", *args, "--model", str(gemma3), "--max_length", "8192")
+    assert "ms-swift's loader gives gemma3_text eager attention when --attn_impl is unset" in default.stdout
