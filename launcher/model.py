@@ -125,6 +125,7 @@ class ModelFacts:
     shared_expert_intermediate_size: int | None = None  # MoE: the always-on shared experts' MLP width
     tie_word_embeddings: bool = False
     quant_bits: int | None = None  # a pre-quantized checkpoint (bnb, GPTQ, AWQ): bits per frozen weight
+    quant_method: str | None = None  # that checkpoint's method: bnb, gptq, awq, ...
     vision_params: int = 0  # the vision tower's parameters (frozen by swift's default freeze_vit)
     vision_hidden_size: int | None = None
     vision_layers: int | None = None

@@ -337,6 +337,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         num_heads=arch.get("heads"),
         weight_bytes=4 if row.raw.get("torch_dtype") == "float32" else 2,
         quant_bits=int(quant) if quant else None,
+        quant_method=_quant_method(row),
         quantized_params=max(total - embeddings, 0),
         eager_attention=eager,
         adapters=_adapters(row),
@@ -402,11 +403,14 @@ KBIT_UPCAST = frozenset({"transformers", "hf-trainer", "trl", "axolotl", "llama-
 
 def _kbit_upcast(row: Row) -> bool:
     """A bitsandbytes QLoRA run through peft's prepare_model_for_kbit_training (GPTQ/AWQ checkpoints are not)."""
-    return (
-        row.raw["tuner"] == "qlora"
-        and row.raw.get("framework") in KBIT_UPCAST
-        and not any(_notes_say(row, word) for word in ("gptq", "awq"))
-    )
+    return row.raw["tuner"] == "qlora" and row.raw.get("framework") in KBIT_UPCAST and _quant_method(row) == "bnb"
+
+
+def _quant_method(row: Row) -> str | None:
+    """A quantized row's method: GPTQ or AWQ where its notes say so, else bitsandbytes (QLoRA's)."""
+    if not row.raw.get("quant_bits"):
+        return None
+    return next((method for method in ("gptq", "awq") if _notes_say(row, method)), "bnb")
 
 
 def _liger(row: Row) -> bool:

@@ -125,9 +125,10 @@ def device_map_pieces(
         return None
     one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
     shape = train_shape(swift, model, one, env)
-    # swift's --quant_bits quantizes at load (bnb by default; quanto too): transformers then keeps 10 % of
+    # swift's --quant_method bnb or quanto quantizes at load: transformers then keeps 10 % of
     # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
-    at_load = swift.get_int("quant_bits") is not None and (swift.get("quant_method") or "bnb") in ("bnb", "quanto")
+    quantized = quantized_at_load(swift)
+    at_load = quantized is not None and quantized[1] in ("bnb", "quanto")
     pieces = pieces_of(
         shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
     )
@@ -198,10 +199,27 @@ def weight_bytes_of(swift: SwiftArgs, model: ModelFacts) -> int:
     return DTYPE_BYTES.get(dtype, 2)
 
 
+# swift 4.6 quantizes at load only with --quant_method set (swift/arguments/base_args/quant_args.py
+# get_quantization_config: no method, no quantization_config); fp8 takes no --quant_bits.
+LOAD_TIME_METHODS = frozenset({"bnb", "hqq", "eetq", "quanto"})
+
+
+def quantized_at_load(swift: SwiftArgs) -> tuple[int, str] | None:
+    """(bits, method) where swift quantizes the model as it loads it: --quant_method with --quant_bits."""
+    bits, method = swift.get_int("quant_bits"), swift.get("quant_method")
+    return (bits, method) if method in LOAD_TIME_METHODS and bits in (2, 3, 4, 8) else None
+
+
 def quant_bits_of(swift: SwiftArgs, model: ModelFacts) -> int | None:
-    """--quant_bits (bnb/hqq/eetq quantization at load), else a pre-quantized checkpoint's bits."""
-    bits = swift.get_int("quant_bits")
-    return bits if bits in (2, 3, 4, 8) else model.quant_bits
+    """The frozen weights' bits: swift's quantization at load, else a pre-quantized checkpoint's."""
+    at_load = quantized_at_load(swift)
+    return at_load[0] if at_load else model.quant_bits
+
+
+def quant_method_of(swift: SwiftArgs, model: ModelFacts) -> str | None:
+    """How the frozen weights are quantized (bnb, hqq, gptq, awq, ...): at load, else the checkpoint's."""
+    at_load = quantized_at_load(swift)
+    return at_load[1] if at_load else model.quant_method
 
 
 def quantizable_params(model: ModelFacts, total: int) -> int:
@@ -247,6 +265,7 @@ def train_shape(
         num_heads=model.num_attention_heads,
         weight_bytes=weight_bytes_of(swift, model),
         quant_bits=quant_bits_of(swift, model) if lora else None,
+        quant_method=quant_method_of(swift, model) if lora else None,
         quantized_params=quantizable_params(model, total),
         eager_attention=features.eager_attention,
         adapters=features.adapters,

@@ -170,6 +170,7 @@ class TrainShape:
     num_heads: int | None = None
     weight_bytes: int = 2  # --torch_dtype: 2 for bfloat16/float16, 4 for float32
     quant_bits: int | None = None  # frozen base weights quantized to this many bits (QLoRA, GPTQ, AWQ)
+    quant_method: str | None = None  # how: bnb (bitsandbytes), gptq, awq, hqq, ...
     quantized_params: int = 0  # how many frozen weights are quantized (the decoder's linears)
     eager_attention: bool = False  # --attn_impl eager: scores materialised, quadratic in length
     packing: bool = False  # --packing true: every sample is max_length tokens
@@ -433,10 +434,19 @@ def describe_activations(shape: TrainShape) -> tuple[str, ...]:
     return tuple(lines)
 
 
+# bitsandbytes' 4-bit matmul (MatMul4Bit, its training path on every device) keeps only the quantized
+# weight for the backward, no input: its layer keeps what a frozen layer keeps. Its 8-bit matmul on the GPU
+# (MatMul8bitLt) keeps its 16-bit input whenever the input needs a gradient, as a trained linear does; the
+# GPTQ/AWQ kernels are not read here. tests/stack/test_quantized_base_real.py holds the 4-bit case.
+QUANT_KEEPS_NO_INPUT = frozenset({("bnb", 4)})
+
+
 def frozen_base(shape: TrainShape) -> bool:
-    """LoRA's base layers keep what frozen layers keep; a quantized base (QLoRA) is counted as a trained
-    layer: what its 4- and 8-bit matmuls keep for the backward is not measured here (no GPU kernels)."""
-    return shape.adapters is not None and not shape.quant_bits
+    """LoRA's base layers keep what frozen layers keep; a quantized base whose matmul keeps its input
+    (bitsandbytes 8-bit, and GPTQ/AWQ, not read) is counted as a trained layer."""
+    if shape.adapters is None:
+        return False
+    return not shape.quant_bits or (shape.quant_method, shape.quant_bits) in QUANT_KEEPS_NO_INPUT
 
 
 def vision_checkpointed(shape: TrainShape) -> bool:
@@ -637,7 +647,9 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, LORA_LINEARS))
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora, adapters=adapters)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:
-        changes.append(("4-bit base weights (--quant_bits 4)", replace(shape, quant_bits=4)))
+        changes.append(
+            ("4-bit base weights (--quant_method bnb --quant_bits 4)", replace(shape, quant_bits=4, quant_method="bnb"))
+        )
     if shape.optimizer_bits >= 32 and not shape.optimizer_paged:
         changes.append(("8-bit AdamW (--optim adamw_bnb_8bit)", replace(shape, optimizer_bits=8)))
     if shape.vision_trainable:

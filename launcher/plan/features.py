@@ -24,6 +24,8 @@ What each argument does is read from ms-swift 4.6's source:
 - `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
 - `--target_modules`, `--lora_rank`, `--lora_dropout` (0.05), `--use_dora`: LoRA's adapters, whose
   inputs (and under DoRA outputs) the activations count (`lora_adapters`).
+- `--quant_bits` without `--quant_method`: swift quantizes nothing (a warning; launcher/plan/build.py
+  counts the weights unquantized).
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
@@ -279,6 +281,12 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         warnings.append(
             f"{feature} true needs a flash attention --attn_impl (flash_attn, flash_attention_2/3/4): "
             f"ms-swift 4.6 refuses it with --attn_impl {attn or 'unset'}"
+        )
+    bits = swift.get("quant_bits")
+    if bits is not None and not swift.get("quant_method"):
+        warnings.append(
+            f"--quant_bits {bits} without --quant_method: ms-swift 4.6 loads the model unquantized, and the "
+            "plan counts it so (add --quant_method bnb to quantize it as it loads)"
         )
     sp = max(swift.get_int("sequence_parallel_size", 1) or 1, 1)
     kv_heads = model.num_key_value_heads or model.num_attention_heads

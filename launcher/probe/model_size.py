@@ -97,6 +97,17 @@ def quant_bits_of(config: Mapping[str, object]) -> int | None:
     return bits if isinstance(bits, int) and 1 < bits < 16 else None
 
 
+def quant_method_of(config: Mapping[str, object]) -> str | None:
+    """A pre-quantized checkpoint's method in swift's terms (bnb, gptq, awq, ...), from quantization_config."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return None
+    method = quant.get("quant_method")
+    if method == "bitsandbytes" or quant.get("load_in_4bit") or quant.get("load_in_8bit"):
+        return "bnb"
+    return method.lower() if isinstance(method, str) else None
+
+
 def _vision_shape(config: Mapping[str, object]) -> dict[str, int | None]:
     """The vision tower's width, blocks, MLP width and patch side from vision_config. Qwen2-VL's hidden_size
     there is the language model's (what the merger maps to): its tower's width is embed_dim."""
@@ -154,6 +165,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
         "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
+        "quant_method": quant_method_of(config),
         **_vision_shape(config),
     }
 

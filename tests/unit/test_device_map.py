@@ -156,7 +156,9 @@ def test_the_235b_moe_on_8x80gib_is_device_map_as_swift_runs_it() -> None:
     dm = next(e for e in p.estimates if e.strategy is Strategy.DEVICE_MAP)
     assert dm.gpu_need_bytes == max(needs) and sum(v for k, v in dm.parts.items() if k.startswith("gpu_")) == max(needs)
     # its levers rebalance each change: shorter sequences save on every GPU, 4-bit base weights the most
-    assert dm.levers[0][0] == "4-bit base weights (--quant_bits 4)" and all(saved > 0 for _, saved in dm.levers)
+    assert dm.levers[0][0] == "4-bit base weights (--quant_method bnb --quant_bits 4)" and all(
+        saved > 0 for _, saved in dm.levers
+    )
     assert any(text.startswith("max_length 4096 -> 2048") for text, _ in dm.levers)
     # the budgets swift gets are lower on the first and last GPU in weights (GPU 0's value also holds the room
     # transformers keeps there for the largest module; the last GPU's is its whole memory: it takes the rest)

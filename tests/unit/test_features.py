@@ -269,6 +269,32 @@ def test_dora_keeps_two_copies_of_each_adapted_output() -> None:
     assert qv is not None and qv.dora_outputs == 16 * 128 + 2 * 128
 
 
+def test_a_bitsandbytes_4bit_base_keeps_what_a_frozen_layer_keeps() -> None:
+    """bitsandbytes' 4-bit matmul keeps no input for the backward; its 8-bit one keeps it, as a trained
+    linear does, and GPTQ/AWQ kernels are not read: those stay counted as trained layers."""
+    from launcher.plan.estimate import frozen_base, layer_bytes_per_token
+
+    def base(*argv: str, model: ModelFacts = QWEN3B):  # type: ignore[no-untyped-def]
+        found = shape(model, *argv)
+        return frozen_base(found), layer_bytes_per_token(found)
+
+    plain, nf4 = base(), base("--quant_method", "bnb", "--quant_bits", "4")
+    assert plain[0] and nf4 == plain
+    assert base("--quant_method", "bnb", "--quant_bits", "8")[0] is False
+    gptq = replace(QWEN3B, quant_bits=4, quant_method="gptq")
+    assert base(model=gptq)[0] is False and base(model=gptq)[1] > plain[1]
+    assert base(model=replace(QWEN3B, quant_bits=4, quant_method="bnb")) == plain
+
+
+def test_quant_bits_without_a_method_is_warned_and_counted_unquantized() -> None:
+    found = features(QWEN3B, "--quant_bits", "4")
+    assert any(
+        "--quant_bits 4 without --quant_method: ms-swift 4.6 loads the model unquantized" in w for w in found.warnings
+    )
+    assert not any("quant_method" in w for w in features(QWEN3B, "--quant_method", "bnb", "--quant_bits", "4").warnings)
+    assert shape(QWEN3B, "--quant_bits", "4").quant_bits is None
+
+
 def test_a_lora_layer_keeps_its_frozen_base_and_its_adapters_inputs() -> None:
     """By hand (launcher/plan/layer_bytes.py): Qwen2.5-3B's frozen layer 8h + 4q + 4kv + 6i, and per adapted
     projection its input at 2 bytes plus the 1-byte dropout mask, and 8 x 2 bytes of middle."""

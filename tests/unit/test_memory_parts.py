@@ -379,6 +379,23 @@ def test_gptq_packed_weights_are_counted_unpacked(tmp_path: Path) -> None:
     assert facts.total_params == 8 * 256 * 8 + 6400  # eight 4-bit weights per int32
 
 
+@pytest.mark.parametrize(
+    ("quantization", "method"),
+    [
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bnb"),
+        ({"load_in_8bit": True}, "bnb"),
+        ({"quant_method": "gptq", "bits": 4}, "gptq"),
+        ({"quant_method": "AWQ", "w_bit": 4}, "awq"),
+        ({"bits": 4}, None),
+    ],
+)
+def test_a_checkpoints_quantization_method_is_read(tmp_path: Path, quantization: dict, method: str | None) -> None:  # type: ignore[type-arg]
+    config = {"hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 100, "quantization_config": quantization}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_safetensors(tmp_path / "a.safetensors", {"model.embed_tokens.weight": [100, 64]}, dtype="F16")
+    assert probe_model(str(tmp_path), {}, tmp_path).quant_method == method
+
+
 def test_vision_tower_and_tied_embeddings_are_read(tmp_path: Path) -> None:
     config = {
         "tie_word_embeddings": True,
@@ -419,6 +436,8 @@ def test_swift_flags_reach_the_shape() -> None:
         "m",
         "--torch_dtype",
         "float32",
+        "--quant_method",
+        "bnb",
         "--quant_bits",
         "4",
         "--packing",
@@ -428,9 +447,13 @@ def test_swift_flags_reach_the_shape() -> None:
     ]
     s = train_shape(parse_swift_argv(argv), typical_shape("m", int(7e9)), topo)
     assert (s.weight_bytes, s.quant_bits, s.packing, s.eager_attention, s.gpus_per_node) == (4, 4, True, True, 2)
+    assert s.quant_method == "bnb"
     assert s.quantized_params == int(7e9) - 2 * 152064 * 3584  # all but the untied embeddings
+    # swift 4.6 quantizes nothing without --quant_method: the weights count unquantized
+    unset = train_shape(parse_swift_argv(["--model", "m", "--quant_bits", "4"]), typical_shape("m", int(7e9)), topo)
+    assert (unset.quant_bits, unset.quant_method) == (None, None)
     full = train_shape(
-        parse_swift_argv(["--model", "m", "--tuner_type", "full", "--quant_bits", "4"]),
+        parse_swift_argv(["--model", "m", "--tuner_type", "full", "--quant_method", "bnb", "--quant_bits", "4"]),
         typical_shape("m", int(7e9)),
         topo,
     )
