@@ -46,6 +46,7 @@ from launcher.plan.nccl import nccl_settings
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.strategy import describe as describe_need
 from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.unset_length import assumed_length, unset_note
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
@@ -429,18 +430,21 @@ def build_plan(
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
+    assumed = assumed_length(swift, model, data, _with_config_env(swift, env)) if uses_gpus else None
     if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
-        notes.append(f"--max_length not set: activations estimated for {DEFAULT_SEQ_LEN} tokens per sample")
+        notes.append(unset_note(assumed, model))
+    # the estimates read the assumed length as swift's max_length; the command keeps the user's argv
+    sized = swift.with_defaults({"max_length": str(assumed)}) if assumed else swift
 
     if not host.network.known:
         notes.append(
             "planned for an assumed machine: its InfiniBand, network interfaces, NCCL settings, memlock and "
             "/dev/shm limits are unknown here; safe-sft decides them on that machine when it runs there"
         )
-    features = features_of(swift, model, topology, env) if model is not None and topology.gpus else None
-    shape = train_shape(swift, model, topology, env, features) if model and model.total_params and features else None
-    lengths = lengths_of(swift, shape, data)
-    estimates = estimates_for(swift, model, topology, host, options, env, lengths, shape)
+    features = features_of(sized, model, topology, env) if model is not None and topology.gpus else None
+    shape = train_shape(sized, model, topology, env, features) if model and model.total_params and features else None
+    lengths = lengths_of(sized, shape, data)
+    estimates = estimates_for(sized, model, topology, host, options, env, lengths, shape)
     if features is not None and uses_gpus:
         warnings.extend(features.warnings)
     choice = choose_strategy(
@@ -454,7 +458,7 @@ def build_plan(
         notes.append(options.backend_note)
     if options.device_map_allowed:
         choice, estimates, topology, split, dm_warnings = _with_device_map(
-            choice, estimates, swift, topology, host, model, env, options, uses_gpus
+            choice, estimates, sized, topology, host, model, env, options, uses_gpus
         )
     elif options.layout == "device_map":
         raise SafeSftError(

@@ -57,6 +57,15 @@ def row_tokens(row: RowText, image_tokens: int) -> int | None:
     return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens
 
 
+def longest_row(facts: DataFacts, image_tokens: int) -> int | None:
+    """The longest sampled row's tokens where every dataset was sampled, else None. Rows whose length is
+    not estimated (videos, audios, rows over the read limit) do not count: they stay at max_length."""
+    if not facts.datasets or any(d.status is not SampleStatus.SAMPLED for d in facts.datasets):
+        return None
+    lengths = [n for d in facts.datasets for r in d.rows if (n := row_tokens(r, image_tokens)) is not None]
+    return max(lengths, default=None)
+
+
 def label_tokens(row: RowText) -> int:
     """Tokens of the row's assistant turns (the labels swift trains on, with each turn's end marker)."""
     return _turn_tokens(row.labels) if row.labels else 0

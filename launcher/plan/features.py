@@ -245,7 +245,7 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
     return max(min(trainable, total), 0), vision_trained, tuple(warnings)
 
 
-def _image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) -> int:
+def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) -> int:
     """One image's pixels at most: IMAGE_MAX_TOKEN_NUM, else MAX_PIXELS or `--max_pixels`, else the cap of
     the family's processor when unset (16384 tokens for Qwen-VL), else an assumed image. Where one token is
     one merged patch square (the families with a budget), an image brings at most max_length tokens: swift
@@ -305,7 +305,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
     logits_on_labels = sp == 1 and swift.get_bool("use_logits_to_keep", True)
     chunk = (_int_env(env, "CELOSS_PARALLEL_SIZE") or 0) if sp > 1 else 0
     experts = (swift.get("experts_impl") or "").lower() or None
-    pixels = _image_pixels(swift, model, env) if model.is_multimodal and model.vision_hidden_size else 0
+    pixels = image_pixels(swift, model, env) if model.is_multimodal and model.vision_hidden_size else 0
     return Features(
         trainable_params=trainable,
         vision_trainable=vision_trained,

@@ -97,6 +97,20 @@ def quant_bits_of(config: Mapping[str, object]) -> int | None:
     return bits if isinstance(bits, int) and 1 < bits < 16 else None
 
 
+# swift's own order (swift/utils/hf_config.py get_max_model_len): the smallest of these the config sets
+MAX_LENGTH_KEYS = (
+    "seq_length", "max_position_embeddings", "n_positions", "model_max_length", "seq_len", "max_seq_len",
+    "max_sequence_length", "max_seq_length",
+)  # fmt: skip
+
+
+def max_model_len_of(config: Mapping[str, object]) -> int | None:
+    """swift's limit on a sample's tokens when --max_length is unset: the smallest length key the config
+    (or its text config) sets."""
+    found = [size for cfg in (config, _text_config(config)) for key in MAX_LENGTH_KEYS if (size := _size(cfg.get(key)))]
+    return min(found) if found else None
+
+
 def quant_method_of(config: Mapping[str, object]) -> str | None:
     """A pre-quantized checkpoint's method in swift's terms (bnb, gptq, awq, ...), from quantization_config."""
     quant = config.get("quantization_config")
@@ -166,6 +180,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
         "quant_method": quant_method_of(config),
+        "max_model_len": max_model_len_of(config),
         **_vision_shape(config),
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -176,12 +177,12 @@ ISSUE_RUN = [
 ]  # fmt: skip
 
 
-def plan_with(data: DataFacts | None, gpu_gib: float = 40, argv: list[str] = ISSUE_RUN):  # type: ignore[no-untyped-def]
+def plan_with(data: DataFacts | None, gpu_gib: float = 40, argv: list[str] = ISSUE_RUN, model=QWEN2_VL_2B):  # type: ignore[no-untyped-def]
     facts_ = host(gpus(1, gpu_gib), ram_gib=256)
     topo = resolve_topology(TopologyRequest(), {}, facts_.gpus.gpus, free_port=1)
     paths = LaunchPaths(python="python", worker="worker.py", config_dir="/cfg")
     env = {"MAX_PIXELS": "200704"}  # 256 image tokens
-    return build_plan(parse_swift_argv(argv), topo, facts_, QWEN2_VL_2B, env=env, paths=paths, data=data)
+    return build_plan(parse_swift_argv(argv), topo, facts_, model, env=env, paths=paths, data=data)
 
 
 # Short captioning rows, one image each: about 60 text tokens and 256 image tokens.
@@ -217,14 +218,26 @@ def test_packing_plans_at_max_length_whatever_the_data() -> None:
     assert all(e.gpu_need_at_data_bytes == e.gpu_need_bytes for e in plan.estimates)
 
 
-def test_an_unset_max_length_counts_longer_rows_at_the_assumed_length() -> None:
+def test_an_unset_max_length_plans_for_the_longest_sampled_row_up_to_the_models_limit() -> None:
+    """swift trains up to the model's max_model_len when --max_length is unset: a sampled 9000-token row is
+    trained whole, so the plan assumes 9000 (the command keeps the user's argv); capped at the model's
+    limit; and 2048 where no sampled row is longer."""
     rows = [text_row(1000)] * 90 + [text_row(9000)] * 10
     argv = ["--model", "m", "--per_device_train_batch_size", "1", "--dataset", "d.jsonl"]
     plan = plan_with(facts(*rows), argv=argv)
     lengths = plan.data_lengths
-    assert lengths is not None and lengths.max_length_assumed and lengths.max_length == 2048
-    assert lengths.longer_than_max_length == 10
-    assert dict(lengths.tokens_per_sample)[100] == 2048  # trained (swift's own limit is the model's), not dropped
+    assert lengths is not None and lengths.max_length_assumed and lengths.max_length == 9000
+    assert lengths.longer_than_max_length == 0 and dict(lengths.tokens_per_sample)[100] == 9000
+    assert "--max_length" not in plan.swift_argv
+    assert any(
+        "activations are estimated for 9,000 tokens per sample, the longest sampled row" in n for n in plan.notes
+    )
+    capped = plan_with(facts(*rows), argv=argv, model=replace(QWEN2_VL_2B, max_model_len=4096)).data_lengths
+    assert capped is not None and capped.max_length == 4096 and capped.longer_than_max_length == 10
+    assert dict(capped.tokens_per_sample)[100] == 4096  # counted at the limit (swift would drop them)
+    short = plan_with(facts(*[text_row(1000)] * 10), argv=argv)
+    assert short.data_lengths is not None and short.data_lengths.max_length == 2048
+    assert any("activations estimated for 2048 tokens per sample (swift trains up to" in n for n in short.notes)
 
 
 def test_dataset_values_as_swift_reads_them_from_the_cli_and_a_config_file() -> None:

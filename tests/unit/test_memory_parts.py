@@ -396,6 +396,24 @@ def test_a_checkpoints_quantization_method_is_read(tmp_path: Path, quantization:
     assert probe_model(str(tmp_path), {}, tmp_path).quant_method == method
 
 
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [
+        ({"max_position_embeddings": 32768}, 32768),
+        ({"max_position_embeddings": 32768, "seq_length": 8192}, 8192),  # swift takes the smallest
+        ({"text_config": {"hidden_size": 64, "max_position_embeddings": 128000}}, 128000),
+        ({}, None),
+    ],
+)
+def test_the_models_own_length_limit_is_read_as_swift_reads_it(
+    tmp_path: Path, lengths: dict[str, object], expected: int | None
+) -> None:
+    config = {"hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 100, **lengths}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_safetensors(tmp_path / "a.safetensors", {"model.embed_tokens.weight": [100, 64]}, dtype="F16")
+    assert probe_model(str(tmp_path), {}, tmp_path).max_model_len == expected
+
+
 def test_vision_tower_and_tied_embeddings_are_read(tmp_path: Path) -> None:
     config = {
         "tie_word_embeddings": True,
