@@ -8,8 +8,9 @@ heavy modules (torch, deepspeed, swift, transformers) that `python -X importtime
 The plan is timed three ways: without a dataset, with a modest local dataset (3,000 chat rows, about
 3 MB, read whole), and with a huge one (about 100 MB, read in bounded windows): the data's sampling must
 keep the plan under the target too. And once for a LLaMA-Factory config (`--backend llamafactory`), which
-must import neither LLaMA-Factory nor OmegaConf. The package is compiled to bytecode first, as an
-installed one is.
+must import neither LLaMA-Factory nor OmegaConf, and once for an HF training script (`--backend torchrun`).
+The package is compiled to bytecode first, as an installed one is. (The unit tests check what these plans
+import, not how fast they start.)
 """
 
 from __future__ import annotations
@@ -72,11 +73,15 @@ def main() -> None:
         lf_config = Path(tmp) / "qwen_full_sft.yaml"
         lf_config.write_text(LF_CONFIG)
         lf_plan = [*PLAN[:11], "--backend", "llamafactory", str(lf_config)]
+        script = Path(tmp) / "train.py"
+        script.write_text("raise SystemExit('never run by plan')\n")
+        hf_plan = [*PLAN[:11], "--backend", "torchrun", str(script), "--output_dir", str(Path(tmp) / "out")]
         commands = {
             "safe-sft plan --json": PLAN,
             f"  + modest dataset ({modest.stat().st_size / 1e6:.0f} MB)": [*PLAN, "--dataset", str(modest)],
             f"  + huge dataset ({huge.stat().st_size / 1e6:.0f} MB)": [*PLAN, "--dataset", str(huge)],
             "LLaMA-Factory config": lf_plan,
+            "HF script (torchrun)": hf_plan,
         }
         for cmd in commands.values():
             timed(cmd)  # warm the file cache

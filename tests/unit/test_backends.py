@@ -129,21 +129,16 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 HEAVY = ("torch", "deepspeed", "swift", "transformers", "llamafactory", "omegaconf")
 
 
-def timed_plan(argv: list[str]) -> tuple[dict, list[float]]:  # type: ignore[type-arg]
-    """`safe-sft ARGV` run three times in fresh interpreters: its JSON plan, having imported nothing of
-    HEAVY, and the CPU seconds each run took from import to plan (the wall clock would measure the others'
-    load on a shared machine too)."""
+def plan_importing_nothing_heavy(argv: list[str]) -> dict:  # type: ignore[type-arg]
+    """`safe-sft ARGV` in a fresh interpreter: its JSON plan, having imported nothing of HEAVY. How fast it
+    starts is scripts/bench_plan_startup.py's to measure, not a unit test's."""
     code = (
-        "import sys, time; start = time.process_time(); from launcher.cli import main\n"
-        f"try:\n    main({argv!r})\nexcept SystemExit: pass\n"
-        "print('SECONDS', time.process_time() - start)\n"
+        f"import sys\nfrom launcher.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit: pass\n"
         f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     )
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60) for _ in range(3)]
-    result = runs[0]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stdout, result.stdout[-500:] + result.stderr[-500:]
-    plan = json.loads(result.stdout[: result.stdout.index("SECONDS")])
-    return plan, [float(r.stdout.split("SECONDS")[1].split()[0]) for r in runs]
+    return json.loads(result.stdout[: result.stdout.index("HEAVY")])  # type: ignore[no-any-return]
 
 
 def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -151,7 +146,7 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     script.write_text("raise SystemExit('never run by plan')\n")
     argv = ["plan", "--json", "--backend", "torchrun", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
             str(script), "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4"]  # fmt: skip
-    plan, seconds = timed_plan(argv)
+    plan = plan_importing_nothing_heavy(argv)
     assert plan["backend"] == "torchrun"
     worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
     assert plan["command"][worker + 1 : worker + 3] == [str(script.resolve()), "--output_dir"]
@@ -159,7 +154,6 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     assert "device_map" not in plan["estimates"]
     assert any("the ladder skips" in note for note in plan["notes"])
     assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
-    assert min(seconds) < 0.3, f"plan took {seconds} CPU s from import to plan (the fastest of three counts)"
 
 
 def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:
@@ -306,13 +300,12 @@ def test_plan_for_a_llamafactory_config_names_the_backend_and_imports_nothing_he
     config.write_text(text.replace("examples/deepspeed/ds_z3_config.json", str(zero3)))
     argv = ["plan", "--json", "--backend", "llamafactory", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
             str(config), "per_device_train_batch_size=2"]  # fmt: skip
-    plan, seconds = timed_plan(argv)
+    plan = plan_importing_nothing_heavy(argv)
     assert plan["backend"] == "llamafactory"
     worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
     assert plan["command"][worker + 1 : worker + 4] == ["-m", "llamafactory.launcher", str(config.resolve())]
     assert plan["command"][worker + 4] == "per_device_train_batch_size=2"
     assert plan["topology"]["nproc_per_node"]["value"] == 2
-    assert min(seconds) < 0.3, f"plan took {seconds} CPU s from import to plan (the fastest of three counts)"
 
 
 @pytest.mark.parametrize("argv", [["llamafactory"], ["llamafactory", "export", "x.yaml"]])
