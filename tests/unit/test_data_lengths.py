@@ -240,6 +240,17 @@ def test_an_unset_max_length_plans_for_the_longest_sampled_row_up_to_the_models_
     assert any("activations estimated for 2048 tokens per sample (swift trains up to" in n for n in short.notes)
 
 
+def test_a_trainers_own_max_length_default_is_its_limit() -> None:
+    """A backend whose trainer has its own default (LLaMA-Factory's cutoff_len 2048) cuts there: the longest
+    sampled row does not raise it."""
+    from launcher.plan.unset_length import assumed_length
+
+    data = facts(*[text_row(9000)] * 3)
+    unset = parse_swift_argv(["--model", "m", "--dataset", "d.jsonl"])
+    assert assumed_length(unset, QWEN2_VL_2B, data, {}) == 9000
+    assert assumed_length(unset.with_defaults({"max_length": "2048"}), QWEN2_VL_2B, data, {}) is None
+
+
 def test_dataset_values_as_swift_reads_them_from_the_cli_and_a_config_file() -> None:
     cli = parse_swift_argv(["--dataset", "a.jsonl", "b.jsonl#500", "--max_length", "10"])
     assert cli.get_values("dataset") == ("a.jsonl", "b.jsonl#500")
