@@ -211,16 +211,10 @@ def quantized_at_load(swift: SwiftArgs) -> tuple[int, str] | None:
     return (bits, method) if method in LOAD_TIME_METHODS and bits in (2, 3, 4, 8) else None
 
 
-def quant_bits_of(swift: SwiftArgs, model: ModelFacts) -> int | None:
-    """The frozen weights' bits: swift's quantization at load, else a pre-quantized checkpoint's."""
-    at_load = quantized_at_load(swift)
-    return at_load[0] if at_load else model.quant_bits
-
-
-def quant_method_of(swift: SwiftArgs, model: ModelFacts) -> str | None:
-    """How the frozen weights are quantized (bnb, hqq, gptq, awq, ...): at load, else the checkpoint's."""
-    at_load = quantized_at_load(swift)
-    return at_load[1] if at_load else model.quant_method
+def quantization_of(swift: SwiftArgs, model: ModelFacts) -> tuple[int | None, str | None]:
+    """The frozen weights' (bits, method: bnb, hqq, gptq, awq, ...): swift's quantization at load, else a
+    pre-quantized checkpoint's."""
+    return quantized_at_load(swift) or (model.quant_bits, model.quant_method)
 
 
 def quantizable_params(model: ModelFacts, total: int) -> int:
@@ -245,6 +239,7 @@ def train_shape(
     features = features if features is not None else features_of(swift, model, topology, env)
     total = model.total_params or 0
     lora = is_lora(swift)
+    quant_bits, quant_method = quantization_of(swift, model) if lora else (None, None)
     largest = model.largest_layer_params or (total // max(model.num_layers or 1, 1))
     checkpointing = swift.get_bool("gradient_checkpointing", True)
     # unset, swift checkpoints the tower as the decoder: left None, estimate.vision_checkpointed follows
@@ -265,8 +260,8 @@ def train_shape(
         intermediate_size=model.intermediate_size,
         num_heads=model.num_attention_heads,
         weight_bytes=weight_bytes_of(swift, model),
-        quant_bits=quant_bits_of(swift, model) if lora else None,
-        quant_method=quant_method_of(swift, model) if lora else None,
+        quant_bits=quant_bits,
+        quant_method=quant_method,
         quantized_params=quantizable_params(model, total),
         eager_attention=features.eager_attention,
         adapters=features.adapters,

@@ -122,27 +122,33 @@ class Adapters:
 LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
+def _projections(hidden: int, q_width: int, kv_width: int, mlp_width: int | None) -> dict[str, tuple[int, int]]:
+    """(input, output) width of each projection LoRA can adapt: q, k, v and the MLP's gate and up read the
+    hidden states, o the attention output (q's width), down the MLP's width; q writes q's width, k and v
+    k/v's, gate and up the MLP's, o and down the hidden size. No MLP linears where `mlp_width` is None or 0
+    (an MoE layer without shared experts)."""
+    widths = {"q_proj": (hidden, q_width), "k_proj": (hidden, kv_width), "v_proj": (hidden, kv_width)}
+    widths["o_proj"] = (q_width, hidden)
+    if mlp_width:
+        widths |= {"gate_proj": (hidden, mlp_width), "up_proj": (hidden, mlp_width), "down_proj": (mlp_width, hidden)}
+    return widths
+
+
 def adapter_inputs(
     hidden: int, q_width: int, mlp_width: int | None, targets: Iterable[str]
 ) -> tuple[tuple[str, int], ...]:
-    """The input widths of the projections named in `targets`: q, k, v and the MLP's gate and up read the
-    hidden states, o the attention output (q's width), down the MLP's width (an MoE layer's shared
+    """The input widths of the projections named in `targets` (an MoE layer's MLP width is its shared
     experts'; None or 0 where it has no MLP linears)."""
-    widths = {"q_proj": hidden, "k_proj": hidden, "v_proj": hidden, "o_proj": q_width}
-    if mlp_width:
-        widths |= {"gate_proj": hidden, "up_proj": hidden, "down_proj": mlp_width}
     named = set(targets)
-    return tuple((name, width) for name, width in widths.items() if name in named)
+    projections = _projections(hidden, q_width, 0, mlp_width)  # no input is k/v wide
+    return tuple((name, width) for name, (width, _) in projections.items() if name in named)
 
 
 def adapter_outputs(hidden: int, q_width: int, kv_width: int, mlp_width: int | None, targets: Iterable[str]) -> int:
-    """The output widths of the projections named in `targets`, summed: q at q's width, k and v at k/v's,
-    o and down back to the hidden size, gate and up at the MLP's width (none where it has no MLP linears)."""
-    widths = {"q_proj": q_width, "k_proj": kv_width, "v_proj": kv_width, "o_proj": hidden}
-    if mlp_width:
-        widths |= {"gate_proj": mlp_width, "up_proj": mlp_width, "down_proj": hidden}
+    """The output widths of the projections named in `targets`, summed."""
     named = set(targets)
-    return sum(width for name, width in widths.items() if name in named)
+    projections = _projections(hidden, q_width, kv_width, mlp_width)
+    return sum(width for name, (_, width) in projections.items() if name in named)
 
 
 def adapted_mlp_width(intermediate_size: int | None, moe: bool, shared_expert_size: int | None) -> int | None:

@@ -245,12 +245,17 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
     return max(min(trainable, total), 0), vision_trained, tuple(warnings)
 
 
+def image_token_side(model: ModelFacts) -> int:
+    """Pixels on the side of the square one image token covers (merged patches)."""
+    return PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
+
+
 def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) -> int:
     """One image's pixels at most: IMAGE_MAX_TOKEN_NUM, else MAX_PIXELS or `--max_pixels`, else the cap of
     the family's processor when unset (16384 tokens for Qwen-VL), else an assumed image. Where one token is
     one merged patch square (the families with a budget), an image brings at most max_length tokens: swift
     drops a longer sample (truncation_strategy delete), and cutting one would split its image tokens."""
-    token_side = PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
+    token_side = image_token_side(model)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
     tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
     given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")

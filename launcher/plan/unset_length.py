@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from launcher.model import DataFacts, ModelFacts
 from launcher.plan.data_lengths import longest_row
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH
-from launcher.plan.features import image_pixels
+from launcher.plan.estimate import DEFAULT_SEQ_LEN
+from launcher.plan.features import image_pixels, image_token_side
 from launcher.plan.swift_args import SwiftArgs
 
 UNBOUNDED = 1 << 30  # a model whose config names no limit: its images are not clamped by one
@@ -31,8 +31,7 @@ def assumed_length(
     tokens = 0
     if model.is_multimodal and model.vision_hidden_size:
         at_limit = swift.with_defaults({"max_length": str(limit or UNBOUNDED)})
-        side = PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
-        tokens = image_pixels(at_limit, model, env) // side**2
+        tokens = image_pixels(at_limit, model, env) // image_token_side(model) ** 2
     longest = longest_row(data, tokens)
     if longest is None or longest <= DEFAULT_SEQ_LEN:
         return None
