@@ -360,6 +360,7 @@ class Plan:
     data_lengths: DataLengths | None = None  # the sampled data's lengths (None: no --dataset given)
     backend: str = "swift"  # the trainer (launcher/backends): swift, torchrun (an HF-Trainer script)
     activations: tuple[str, ...] = ()  # how the activations are counted (plan --explain-memory)
+    assumed_length: int | None = None  # tokens per sample assumed for an unset --max_length (None: swift's value)
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -381,11 +381,16 @@ def attempt_estimate(
     host: HostFacts,
     config: Mapping[str, Any] | None,
     env: Mapping[str, str] | None = None,
+    assumed_length: int | None = None,
 ) -> Estimate | None:
     """The estimate for one attempt as it runs: its argv (micro-batch, length, checkpointing, MAX_PIXELS) and
-    the DeepSpeed config it runs with (None: no DeepSpeed). None when the model size or the GPUs are unknown."""
+    the DeepSpeed config it runs with (None: no DeepSpeed). `assumed_length` is the plan's length for an unset
+    --max_length (Plan.assumed_length), so an attempt is estimated as its plan was. None when the model size or
+    the GPUs are unknown."""
     if model is None or not model.total_params or not topology.gpus:
         return None
+    if assumed_length:
+        swift = swift.with_defaults({"max_length": str(assumed_length)})
     if config is None and is_device_map(topology):
         found = device_map_estimate(swift, model, topology, host, env)
         return found[0] if found is not None else None
@@ -554,6 +559,7 @@ def build_plan(
         data_lengths=lengths,
         backend=options.backend,
         activations=describe_activations(shape) if shape is not None else (),
+        assumed_length=assumed,
     )
     return plan
 

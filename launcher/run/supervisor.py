@@ -499,7 +499,9 @@ class Supervisor:
             skipped_incomplete=skipped,
             deepspeed_config_written=written,
             versioned_because=versioned_because,
-            estimate=attempt_estimate(swift, self.prepared.model, plan.topology, self.prepared.host, ds_config, env),
+            estimate=attempt_estimate(
+                swift, self.prepared.model, plan.topology, self.prepared.host, ds_config, env, plan.assumed_length
+            ),
             predicted_need_bytes=predicted,
         )
         self._announce(record)

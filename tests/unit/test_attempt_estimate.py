@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from launcher.model import Failure, FailureKind, Strategy
@@ -125,3 +126,26 @@ def test_the_ladder_sees_zero3_through_the_measured_correction(tmp_path: Path) -
     )
     assert sup._zero3_fits([])
     assert not sup._zero3_fits([measured])  # the run measured twice its estimate: zero3 would not fit
+
+
+def test_an_unset_max_length_is_estimated_on_the_run_as_it_was_planned(tmp_path: Path) -> None:
+    """The plan assumes the longest sampled row for an unset --max_length (launcher.plan.unset_length); each
+    attempt's estimate reads the same length from Plan.assumed_length, not the 2048 default."""
+    zero3 = SHIPPED_ZERO["zero3"]
+    unset = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--output_dir", str(tmp_path)])
+    given = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--max_length", "9000"])
+    at_9000 = attempt_estimate(given, MODEL, TOPOLOGY, FACTS, zero3)
+    at_default = attempt_estimate(unset, MODEL, TOPOLOGY, FACTS, zero3)
+    assumed = attempt_estimate(unset, MODEL, TOPOLOGY, FACTS, zero3, assumed_length=9000)
+    assert at_9000 is not None and at_default is not None and assumed is not None
+    assert assumed.gpu_need_bytes == at_9000.gpu_need_bytes > at_default.gpu_need_bytes
+    at_4096 = attempt_estimate(swift(), MODEL, TOPOLOGY, FACTS, zero3, assumed_length=9000)
+    assert at_4096 is not None and at_4096.gpu_need_bytes < at_9000.gpu_need_bytes  # a given length wins
+
+    plan = build_plan(unset, TOPOLOGY, FACTS, MODEL, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
+    plan = replace(plan, assumed_length=9000, strategy="zero3", deepspeed_arg="/cfg/zero3.json")
+    sup = Supervisor(Prepared(swift=unset, host=FACTS, model=MODEL, plan=plan), RunConfig(sample_interval=0), {},
+                     run_dir=tmp_path / "safe-sft" / "run", spawn=lambda *a: FakeProcess(0, ""),
+                     sleep=lambda _: None)  # fmt: skip
+    (attempt,) = sup.run().attempts
+    assert attempt.estimate is not None and attempt.estimate.gpu_need_bytes == at_9000.gpu_need_bytes
