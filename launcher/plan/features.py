@@ -53,7 +53,14 @@ from launcher.plan.estimate import (
     q_kv_widths,
 )
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.vision_budget import ASSUMED_IMAGE_PIXELS, budget_pixels, vision_budget_for
+from launcher.plan.vision_budget import (
+    ASSUMED_IMAGE_PIXELS,
+    IMAGE_MAX_TOKEN_NUM,
+    MAX_PIXELS,
+    budget_pixels,
+    budget_value,
+    vision_budget_for,
+)
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
 ATTENTION_LINEARS = LORA_LINEARS[:4]
@@ -257,8 +264,11 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     drops a longer sample (truncation_strategy delete), and cutting one would split its image tokens."""
     token_side = image_token_side(model)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
-    tokens = _int_env(env, "IMAGE_MAX_TOKEN_NUM")
-    given = swift.get_int("max_pixels") or _int_env(env, "MAX_PIXELS")
+    if budget is not None:  # the variables this processor reads: a value swift would stop on stops the plan
+        tokens, set_pixels = budget_value(env, IMAGE_MAX_TOKEN_NUM), budget_value(env, MAX_PIXELS)
+    else:
+        tokens, set_pixels = None, _int_env(env, MAX_PIXELS.env)
+    given = swift.get_int("max_pixels") or set_pixels
     if tokens:
         pixels = tokens * token_side**2
     elif given:

@@ -18,7 +18,7 @@ from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.vision_budget import budget_named, vision_budget_for
+from launcher.plan.vision_budget import budget_named, budget_value, vision_budget_for
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,10 @@ def initial_settings(
     if "image_budget" in missing:
         vision = None
     if vision is not None and budget_args and vision.env in budget_args:
-        budget = swift.get(budget_args[vision.env]) or ""
+        argument = swift.get(budget_args[vision.env]) or ""
+        budget = int(argument) if argument.isdigit() else None
     else:
-        budget = user_env.get(vision.env, "") if vision else ""
+        budget = budget_value(user_env, vision) if vision else None
     device_map = plan.strategy == Strategy.DEVICE_MAP.value
     gpus = len(plan.topology.gpus)
     budgets = parse_max_memory(plan.max_memory_arg, gpus) if device_map else None
@@ -81,7 +82,7 @@ def initial_settings(
         offload_pin_memory=not plan.write_no_pin_config,
         eval_batch=swift.get_int("per_device_eval_batch_size", 1) or 1,
         vision_env=vision.env if vision else None,
-        vision_budget=int(budget) if budget.isdigit() else None,
+        vision_budget=budget,
         max_length=None if "max_length" in missing else swift.get_int("max_length"),
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
         allow_shorter_max_length=allow_shorter_max_length and "max_length" not in missing,

@@ -10,12 +10,17 @@ whose module constants swift patches from the environment (swift/model/models/qw
 Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (merged tokens; default 16384), which swift derives from
 MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset. So an unset budget lets one image bring 16384 tokens.
 Other families have no such variable; for them an image is assumed at ASSUMED_IMAGE_PIXELS.
+
+swift parses both with int() as the model loads; `budget_value` reads them the same way, and stops a value
+that int() refuses, or one that is not positive, before anything starts (swift would stop minutes later).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from launcher.errors import SafeSftError
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,23 @@ def budget_named(env: str) -> VisionBudget | None:
 def budget_pixels(budget: VisionBudget, value: int, token_side: int) -> int:
     """Pixels of one image at this budget's value; `token_side` is the pixels per merged token's side."""
     return value * token_side**2 if budget.in_tokens else value
+
+
+def budget_value(env: Mapping[str, str], budget: VisionBudget) -> int | None:
+    """The budget's value set in `env`, read as swift reads it (int(): surrounding blanks, a sign and
+    underscores pass); None when unset or empty. SafeSftError for a value swift would stop on."""
+    text = env.get(budget.env, "")
+    if not text.strip():
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        unit = "merged image tokens" if budget.in_tokens else "pixels"
+        raise SafeSftError(
+            f"{budget.env}={text!r} is not a positive whole number of {unit}: swift reads it with int() as the "
+            "model loads, and stops there",
+            f"set {budget.env} to a whole number such as {budget.default}, or unset it for the processor's default",
+        )
+    return value

@@ -326,3 +326,22 @@ def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) 
     (gemma3 / "config.json").write_text(json.dumps({**config, "model_type": "gemma3_text"}))
     default = run_cli("plan", *args, "--model", str(gemma3), "--max_length", "8192")
     assert "ms-swift's loader gives gemma3_text eager attention when --attn_impl is unset" in default.stdout
+
+
+def test_a_bad_image_budget_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    """swift would stop on MAX_PIXELS=1003520.0 only as the model loads (int()); safe-sft says so first."""
+    vision = {"hidden_size": 1280, "intermediate_size": 3420, "depth": 32, "patch_size": 14}
+    config = {"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_hidden_layers": 28, "vocab_size": 152064,
+              "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
+              "vision_config": vision}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = ["plan", "--assume-gpus", "2x80GiB", "--assume-ram", "256GiB", "--model", str(tmp_path)]
+    assert run_cli(*args).returncode == 0
+    bad = subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "MAX_PIXELS": "1003520.0"},
+    )  # fmt: skip
+    assert bad.returncode == 2, bad.stderr
+    first, fix = bad.stderr.splitlines()[:2]
+    assert first.startswith("safe-sft: error: MAX_PIXELS='1003520.0' is not a positive whole number of pixels")
+    assert fix.startswith("safe-sft: fix: set MAX_PIXELS to a whole number") and "Traceback" not in bad.stderr

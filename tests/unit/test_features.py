@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from launcher.errors import SafeSftError
 from launcher.model import ModelFacts, Strategy
 from launcher.plan.build import train_shape
 from launcher.plan.estimate import DATA_PARTS, activation_parts, estimate, vision_checkpointed
@@ -31,7 +32,7 @@ QWEN_VL7B = ModelFacts(
     name="Qwen2.5-VL-7B", total_params=8_292_166_656, source="config", largest_layer_params=152064 * 3584,
     hidden_size=3584, num_layers=28, intermediate_size=18944, vocab_size=152064, num_attention_heads=28,
     num_key_value_heads=4, is_multimodal=True, vision_params=676_000_000, vision_hidden_size=1280,
-    vision_layers=32,
+    vision_layers=32, model_type="qwen2_5_vl",
 )  # fmt: skip
 # Qwen3-30B-A3B: hidden 2048, 48 layers, 128 experts of intermediate 768, 8 per token, 32 heads, 4 kv heads.
 QWEN3_MOE = ModelFacts(
@@ -334,6 +335,19 @@ def test_image_token_limit_wins_over_max_pixels() -> None:
     swift = parse_swift_argv(["cfg.yaml"], config)
     topo = resolve_topology(TopologyRequest(), {}, gpus(1, 80), free_port=1)
     assert train_shape(swift, QWEN_VL7B, topo, {}).image_pixels == 256 * 28 * 28
+
+
+@pytest.mark.parametrize("value", ["lots", "1003520.0", "0", "-1", "1,003,520"])
+def test_a_budget_swift_would_stop_on_stops_the_plan(value: str) -> None:
+    """swift reads MAX_PIXELS and IMAGE_MAX_TOKEN_NUM with int() as the model loads; the plan stops first,
+    naming the value and the fix. A family that reads no budget leaves the variable alone, as swift does."""
+    for name in ("MAX_PIXELS", "IMAGE_MAX_TOKEN_NUM"):
+        with pytest.raises(SafeSftError, match=f"^{name}='{value}' is not a positive whole number") as raised:
+            features(QWEN_VL7B, env={name: value})
+        assert raised.value.hint.startswith(f"set {name} to a whole number such as ")
+    internvl = replace(QWEN_VL7B, model_type="internvl_chat")
+    assert features(internvl, env={"MAX_PIXELS": value}).image_pixels == features(internvl).image_pixels
+    assert features(QWEN_VL7B, env={"MAX_PIXELS": " 1_003_520\n"}).image_pixels == 1003520  # as int() reads it
 
 
 @pytest.mark.parametrize(

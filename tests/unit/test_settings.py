@@ -70,9 +70,10 @@ BASE = Settings(micro_batch=1, grad_accum=8, world_size=2, dataloader_num_worker
             replace(BASE, vision_env="MAX_PIXELS", vision_budget=1003520), id="max-pixels-env-for-qwen2-vl",
         ),
         pytest.param(
-            ["--model_type", "qwen2_vl"], {"MAX_PIXELS": "lots"}, {}, replace(BASE, vision_env="MAX_PIXELS"),
-            id="max-pixels-not-a-number-ignored",
+            ["--model_type", "qwen2_vl"], {"MAX_PIXELS": " 1_003_520"}, {},
+            replace(BASE, vision_env="MAX_PIXELS", vision_budget=1003520), id="max-pixels-read-as-int-reads-it",
         ),
+        pytest.param([], {"MAX_PIXELS": "lots"}, {}, BASE, id="a-bad-max-pixels-the-model-never-reads"),
         pytest.param([], {"MAX_PIXELS": "1003520"}, {}, BASE, id="max-pixels-ignored-where-the-model-reads-none"),
         pytest.param([], {"NCCL_P2P_DISABLE": "1"}, {}, replace(BASE, nccl_p2p_disable=True), id="p2p-off-env"),
         pytest.param([], {}, {"strategy": "zero3"}, replace(BASE, deepspeed="zero3"), id="planned-zero3"),
