@@ -127,6 +127,7 @@ class ModelFacts:
     quant_bits: int | None = None  # a pre-quantized checkpoint (bnb, GPTQ, AWQ): bits per frozen weight
     quant_method: str | None = None  # that checkpoint's method: bnb, gptq, awq, ...
     max_model_len: int | None = None  # swift's limit on a sample when --max_length is unset (config.json)
+    attention_dropout: bool = False  # config.json drops attention probabilities while training (> 0)
     vision_params: int = 0  # the vision tower's parameters (frozen by swift's default freeze_vit)
     vision_hidden_size: int | None = None
     vision_layers: int | None = None

@@ -111,6 +111,7 @@ def _model(
     routing: Routing | None = None,
     attention: str = "sdpa",
     dtype: str = "bfloat16",
+    attention_dropout: float = 0.0,
 ) -> Any:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -126,6 +127,7 @@ def _model(
         vocab_size=vocab,
         max_position_embeddings=8192,
         head_dim=shape.head_dim,  # Gemma's config would default to 256
+        attention_dropout=attention_dropout,
         pad_token_id=0,  # the families' own token ids lie beyond these small vocabularies
         bos_token_id=1,
         eos_token_id=2,
@@ -257,20 +259,44 @@ def _is_moe(model_type: str) -> bool:
     return any(hasattr(config, key) for key in ("num_local_experts", "num_experts"))
 
 
-def eager_scores_bytes(model_type: str, dtype: str = "bfloat16") -> float:
+def eager_scores_bytes(model_type: str, dtype: str = "bfloat16", attention_dropout: float = 0.0) -> float:
     """Bytes per head x length^2 that one layer's eager attention saves: 2 and 4 layers isolate one layer's
-    bytes, and 256 and 512 tokens their length^2 term (a layer's other tensors grow with the length)."""
+    bytes, and 256 and 512 tokens their length^2 term (a layer's other tensors grow with the length). With
+    `attention_dropout`, the dropout runs as on CUDA (its 1-byte mask)."""
     shape, routing = SMALL_MOE if _is_moe(model_type) else (SHAPES[0], None)
     per_layer = {}
-    for tokens in TOKENS:
-        two, four = (
-            _saved_bytes(_model(model_type, shape, layers, 4000, routing, attention="eager", dtype=dtype), tokens)
-            for layers in LAYERS
-        )
-        per_layer[tokens] = (four - two) / (LAYERS[1] - LAYERS[0])
+    with _functional_dropout_as_on_cuda():
+        for tokens in TOKENS:
+            two, four = (
+                _saved_bytes(
+                    _model(model_type, shape, layers, 4000, routing, "eager", dtype, attention_dropout), tokens
+                )
+                for layers in LAYERS
+            )
+            per_layer[tokens] = (four - two) / (LAYERS[1] - LAYERS[0])
     short, long = TOKENS
     # per_layer = c·heads·tokens^2 + d·tokens: scaling the shorter run's by long/short cancels d
     return (per_layer[long] - per_layer[short] * long / short) / (HEADS * (long**2 - short * long))
+
+
+@contextlib.contextmanager
+def _functional_dropout_as_on_cuda() -> Iterator[None]:
+    """F.dropout (eager attention's) as CUDA runs it: torch.native_dropout and its 1-byte mask. On the CPU
+    it multiplies by a noise tensor at the input's width and keeps that instead."""
+    import torch
+
+    functional = torch.nn.functional.dropout
+
+    def native(tensor: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+        if not training or p == 0:
+            return tensor
+        return torch.native_dropout(tensor, p, True)[0]
+
+    torch.nn.functional.dropout = native  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.nn.functional.dropout = functional
 
 
 def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tuple[int, int] = (4000, 8000)) -> float:

@@ -264,6 +264,7 @@ def train_shape(
         quant_method=quant_method,
         quantized_params=quantizable_params(model, total),
         eager_attention=features.eager_attention,
+        attention_dropout=model.attention_dropout,
         adapters=features.adapters,
         packing=features.packing,
         num_experts=model.num_experts,

@@ -179,6 +179,7 @@ class TrainShape:
     quant_method: str | None = None  # how: bnb (bitsandbytes), gptq, awq, hqq, ...
     quantized_params: int = 0  # how many frozen weights are quantized (the decoder's linears)
     eager_attention: bool = False  # --attn_impl eager: scores materialised, quadratic in length
+    attention_dropout: bool = False  # the config's attention dropout > 0: eager keeps its mask and output
     packing: bool = False  # --packing true: every sample is max_length tokens
     num_experts: int | None = None
     experts_per_token: int | None = None
@@ -434,8 +435,10 @@ def describe_activations(shape: TrainShape) -> tuple[str, ...]:
     if shape.eager_attention:
         why = why_eager(shape.model_type)
         lines.append(
-            f"eager attention: {eager_score_bytes(shape.model_type, shape.weight_bytes)} bytes per head x "
-            "length^2 kept by each layer (attention_scores)" + (f"; {why}" if why else "")
+            f"eager attention: {eager_score_bytes(shape.model_type, shape.weight_bytes, shape.attention_dropout)} "
+            "bytes per head x length^2 kept by each layer (attention_scores)"
+            + (", with the config's attention dropout" if shape.attention_dropout else "")
+            + (f"; {why}" if why else "")
         )
     return tuple(lines)
 
@@ -489,7 +492,7 @@ def activation_parts(shape: TrainShape) -> dict[str, int]:
         per_layer = heads * (shape.batch_longest or shape.seq_len) ** 2 * shape.micro_batch
         saved_layers = 1 if shape.gradient_checkpointing else layers
         backward = EAGER_BACKWARD_FP32_BYTES + shape.weight_bytes
-        saved = eager_score_bytes(shape.model_type, shape.weight_bytes)
+        saved = eager_score_bytes(shape.model_type, shape.weight_bytes, shape.attention_dropout)
         scores = per_layer * (saved * saved_layers + backward)
     # use_logits_to_keep: the head runs only on label positions; the worst case is every token a label
     logit_tokens = tokens * (shape.label_fraction if shape.logits_on_labels else 1.0)

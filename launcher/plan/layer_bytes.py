@@ -111,16 +111,22 @@ def adapter_bytes_per_token(inputs: Sequence[int], rank: int, weight_bytes: int,
 # length^2 term): transformers' shared eager_attention_forward saves the fp32 softmax for its backward and,
 # with 16-bit weights, the 16-bit copy the matmul with v keeps (in fp32 the cast returns the same tensor);
 # gpt-oss runs its softmax (over the scores and the sinks) at the weights' width, one copy; Gemma-2
-# soft-caps the scores first, and tanh keeps its output at the weights' width.
+# soft-caps the scores first, and tanh keeps its output at the weights' width. With the config's attention
+# dropout above 0, the matmul keeps the dropout's output instead (a new tensor at the weights' width, also
+# in fp32) and the dropout its 1-byte mask (CUDA's fused kernel; at p = 0 torch returns its input as is).
 SOFTMAX_AT_WEIGHT_WIDTH = frozenset({"gpt_oss"})
 SOFTCAPPED_SCORES = frozenset({"gemma2"})
 
 
-def eager_score_bytes(model_type: str | None, weight_bytes: int) -> int:
-    """What one layer's eager attention saves per head x length^2 for a `model_type` model."""
-    fp32_softmax_and_copy = 4 + (weight_bytes if weight_bytes < 4 else 0)
-    softmax = weight_bytes if model_type in SOFTMAX_AT_WEIGHT_WIDTH else fp32_softmax_and_copy
-    return softmax + (weight_bytes if model_type in SOFTCAPPED_SCORES else 0)
+def eager_score_bytes(model_type: str | None, weight_bytes: int, dropout: bool = False) -> int:
+    """What one layer's eager attention saves per head x length^2 for a `model_type` model; `dropout`: its
+    config drops attention probabilities while training (attention_dropout, attn_pdrop > 0)."""
+    softmax = weight_bytes if model_type in SOFTMAX_AT_WEIGHT_WIDTH else 4
+    # what the matmul with v keeps: the dropout's output (and its mask), or the softmax cast to the weights'
+    # width, or nothing new where the softmax already is at that width
+    cast = weight_bytes if weight_bytes != softmax else 0
+    into_matmul = weight_bytes + DROPOUT_MASK_BYTES if dropout else cast
+    return softmax + into_matmul + (weight_bytes if model_type in SOFTCAPPED_SCORES else 0)
 
 
 # Model types whose text decoder layer is one measured above: the MoE and multimodal variants keep their

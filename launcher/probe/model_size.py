@@ -111,6 +111,18 @@ def max_model_len_of(config: Mapping[str, object]) -> int | None:
     return min(found) if found else None
 
 
+# The names config.json gives the dropout on attention probabilities (transformers' eager attention applies
+# it while training): Llama's and most families', GPT-2's and StarCoder's, BERT's, Qwen (v1)'s.
+ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "attn_dropout_prob")
+
+
+def attention_dropout_of(config: Mapping[str, object]) -> bool:
+    """Whether the (text) config drops attention probabilities: the first of its dropout keys it sets, > 0."""
+    text = _text_config(config)
+    value = next((text[key] for key in ATTENTION_DROPOUT_KEYS if key in text), 0)
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
 def quant_method_of(config: Mapping[str, object]) -> str | None:
     """A pre-quantized checkpoint's method in swift's terms (bnb, gptq, awq, ...), from quantization_config."""
     quant = config.get("quantization_config")
@@ -181,6 +193,7 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
         "quant_bits": quant_bits_of(config),
         "quant_method": quant_method_of(config),
         "max_model_len": max_model_len_of(config),
+        "attention_dropout": attention_dropout_of(config),
         **_vision_shape(config),
     }
 

@@ -151,23 +151,31 @@ def test_the_loss_saves_what_the_estimate_counts(stack_installed: None, model_ty
 
 
 EAGER_TYPES = sorted(MEASURED.keys() | SOFTMAX_AT_WEIGHT_WIDTH | SOFTCAPPED_SCORES)
-EAGER_CASES = [(t, "bfloat16") for t in EAGER_TYPES] + [(t, "float32") for t in ("llama", "gemma2", "gpt_oss")]
+EAGER_CASES = [(t, "bfloat16", 0.0) for t in EAGER_TYPES] + [
+    (t, "float32", 0.0) for t in ("llama", "gemma2", "gpt_oss")
+]
+EAGER_CASES += [("llama", "bfloat16", 0.1), ("llama", "float32", 0.1), ("gemma2", "bfloat16", 0.1)]  # its dropout
 
 
-@pytest.mark.parametrize(("model_type", "dtype"), EAGER_CASES, ids=[f"{t}-{d}" for t, d in EAGER_CASES])
+@pytest.mark.parametrize(
+    ("model_type", "dtype", "dropout"),
+    EAGER_CASES,
+    ids=[f"{t}-{d}" + ("-dropout" * (p > 0)) for t, d, p in EAGER_CASES],
+)
 def test_eager_attentions_saved_bytes_per_score_are_the_estimates(
-    stack_installed: None, model_type: str, dtype: str
+    stack_installed: None, model_type: str, dtype: str, dropout: float
 ) -> None:
     """Under eager attention each layer saves per head x length^2 what the estimate counts, exactly: 6 bytes
     in bf16 (the fp32 softmax and its copy), 4 in fp32, gpt-oss's 16-bit softmax one copy, Gemma-2's
-    soft-capping one more; and the estimate's scores part is that per layer without checkpointing."""
+    soft-capping one more; with attention dropout the dropout's output and its 1-byte mask in place of the
+    copy (7 in bf16, 9 in fp32); and the estimate's scores part is that per layer without checkpointing."""
     weight_bytes = 4 if dtype == "float32" else 2
-    ours = eager_score_bytes(model_type, weight_bytes)
-    assert eager_scores_bytes(model_type, dtype) == pytest.approx(ours, abs=0.01)
+    ours = eager_score_bytes(model_type, weight_bytes, dropout > 0)
+    assert eager_scores_bytes(model_type, dtype, dropout) == pytest.approx(ours, abs=0.01)
     layers, tokens = 3, 1024
     shape = replace(
         shape_of(model_type, SHAPES[0]), eager_attention=True, weight_bytes=weight_bytes, num_layers=layers,
-        seq_len=tokens,
+        seq_len=tokens, attention_dropout=dropout > 0,
     )  # fmt: skip
     backward = EAGER_BACKWARD_FP32_BYTES + weight_bytes
     assert activation_parts(shape)["gpu_attention_scores"] == HEADS * tokens**2 * (ours * layers + backward)

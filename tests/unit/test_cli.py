@@ -345,3 +345,14 @@ def test_a_bad_image_budget_is_one_line_before_anything_starts(tmp_path: Path) -
     first, fix = bad.stderr.splitlines()[:2]
     assert first.startswith("safe-sft: error: MAX_PIXELS='1003520.0' is not a positive whole number of pixels")
     assert fix.startswith("safe-sft: fix: set MAX_PIXELS to a whole number") and "Traceback" not in bad.stderr
+
+
+def test_explain_memory_counts_the_configs_attention_dropout_under_eager(tmp_path: Path) -> None:
+    config = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "intermediate_size": 5632,
+              "vocab_size": 32000, "num_attention_heads": 16, "num_key_value_heads": 4}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.1}))
+    args = ["plan", "--explain-memory", "--assume-gpus", "1x80GiB", "--assume-ram", "256GiB", "--model", str(tmp_path)]
+    done = run_cli(*args, "--attn_impl", "eager")
+    assert done.returncode == 0, done.stderr
+    line = "eager attention: 7 bytes per head x length^2 kept by each layer (attention_scores)"
+    assert f"{line}, with the config's attention dropout\n" in done.stdout

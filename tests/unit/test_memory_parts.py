@@ -25,6 +25,7 @@ from launcher.plan.estimate import (
     lora_trainable_params,
     weight_parts,
 )
+from launcher.plan.layer_bytes import eager_score_bytes
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.probe.model_size import probe_model, typical_shape
@@ -412,6 +413,35 @@ def test_the_models_own_length_limit_is_read_as_swift_reads_it(
     (tmp_path / "config.json").write_text(json.dumps(config))
     write_safetensors(tmp_path / "a.safetensors", {"model.embed_tokens.weight": [100, 64]}, dtype="F16")
     assert probe_model(str(tmp_path), {}, tmp_path).max_model_len == expected
+
+
+@pytest.mark.parametrize(
+    ("dropout", "expected"),
+    [
+        ({"attention_dropout": 0.0}, False),  # Llama's and most families' default
+        ({"attn_pdrop": 0.1}, True),  # GPT-2, StarCoder (gpt_bigcode)
+        ({"text_config": {"hidden_size": 64, "attention_dropout": 0.05}}, True),
+        ({"attention_dropout": "0.1"}, False),  # not a number: transformers would not read it as one either
+        ({}, False),
+    ],
+)
+def test_the_configs_attention_dropout_is_read(tmp_path: Path, dropout: dict[str, object], expected: bool) -> None:
+    config = {"hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 100, **dropout}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_safetensors(tmp_path / "a.safetensors", {"model.embed_tokens.weight": [100, 64]}, dtype="F16")
+    assert probe_model(str(tmp_path), {}, tmp_path).attention_dropout is expected
+
+
+def test_eager_attention_with_dropout_keeps_its_output_and_mask() -> None:
+    """Hand-computed per head x length^2 and layer: the fp32 softmax (4), then without dropout its 16-bit
+    copy (2; none in fp32), with dropout the dropout's output at the weights' width and a 1-byte mask."""
+    assert eager_score_bytes("llama", 2) == 4 + 2 and eager_score_bytes("llama", 4) == 4
+    assert eager_score_bytes("llama", 2, dropout=True) == 4 + 2 + 1
+    assert eager_score_bytes("llama", 4, dropout=True) == 4 + 4 + 1
+    assert eager_score_bytes("gpt_oss", 2, dropout=True) == 2 + 2 + 1  # its softmax at the weights' width
+    base = shape(eager_attention=True, gradient_checkpointing=False, num_layers=4, seq_len=1024)
+    plain, dropped = (activation_parts(replace(base, attention_dropout=d))["gpu_attention_scores"] for d in (0, 1))
+    assert dropped - plain == 32 * 1024**2 * 4  # one more byte per score: 32 heads, in each of the 4 layers
 
 
 def test_vision_tower_and_tied_embeddings_are_read(tmp_path: Path) -> None:
