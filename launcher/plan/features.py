@@ -230,6 +230,9 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
                 f"--target_modules {' '.join(unknown)}: not a q/k/v/o/gate/up/down projection, its LoRA "
                 "parameters are not counted"
             )
+        dora = lora_adapters(swift, model)  # DoRA trains a magnitude per output of each adapted linear
+        if dora is not None and model.num_layers:
+            adapters += model.num_layers * dora.dora_outputs
         trainable = adapters + extra
         vision_trained = not freeze_vit or vision_named
         if (swift.get("tuner_type") or "") == "lora_llm" and not vision_named:

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.features import lora_params
+from launcher.plan.features import lora_params, trainable_params
+from launcher.plan.swift_args import parse_swift_argv
 from launcher.probe.model_size import probe_model
 
 RANK = 8
@@ -51,7 +52,7 @@ CASES = [
 UNCOUNTED = ("shared_expert_gate",)
 
 
-def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[str, ...]) -> int:
+def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[str, ...], use_dora: bool = False) -> int:
     """Parameters peft trains with swift's all-linear targets, rank RANK, on the model built from `config`."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -63,7 +64,7 @@ def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[st
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields))
     model.model_meta = SimpleNamespace(model_arch=None)  # what swift's loader attaches; no arch: lm_head skipped
     targets = [name for name in find_all_linears(model) if not name.endswith(UNCOUNTED)]
-    lora = LoraConfig(r=RANK, target_modules=targets, target_parameters=list(parameters) or None)
+    lora = LoraConfig(r=RANK, target_modules=targets, target_parameters=list(parameters) or None, use_dora=use_dora)
     adapted = get_peft_model(model, lora)
     return sum(p.numel() for p in adapted.parameters() if p.requires_grad)
 
@@ -82,3 +83,15 @@ def test_the_plans_lora_count_is_what_peft_trains(
     ours, unknown = lora_params(facts, RANK, ("all-linear",), llm=True, vision=False, parameters=parameters)
     assert unknown == ()
     assert ours == peft_trainable(model_type, config, parameters)
+
+
+def test_dora_trains_a_magnitude_per_adapted_output(stack_installed: None, tmp_path: Path) -> None:
+    """`--use_dora true`: peft's DoRA layer adds a magnitude vector, one entry per output, to each adapted
+    linear; the plan's trainable count (launcher.plan.features.trainable_params) is what peft trains."""
+    config = {**BASE, "model_type": "llama"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    args = parse_swift_argv(["--tuner_type", "lora", "--lora_rank", str(RANK), "--use_dora", "true"])
+    ours, _, warnings = trainable_params(args, facts)
+    assert warnings == ()
+    assert ours == peft_trainable("llama", config, (), use_dora=True) > peft_trainable("llama", config, ())

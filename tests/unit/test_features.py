@@ -268,6 +268,8 @@ def test_dora_keeps_two_copies_of_each_adapted_output() -> None:
     assert layer_bytes_per_token(dora) - layer_bytes_per_token(lora) == 2 * 2 * outputs
     qv = features(QWEN3B, "--use_dora", "true", "--target_modules", "q_proj", "v_proj").adapters
     assert qv is not None and qv.dora_outputs == 16 * 128 + 2 * 128
+    # and trains a magnitude vector per adapted linear, one entry per output
+    assert dora.trainable_params - lora.trainable_params == QWEN3B.num_layers * outputs  # type: ignore[operator]
 
 
 def test_a_bitsandbytes_4bit_base_keeps_what_a_frozen_layer_keeps() -> None:
