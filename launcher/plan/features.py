@@ -24,7 +24,7 @@ What each argument does is read from ms-swift 4.6's source:
 - `--experts_impl grouped_mm | batched_mm | eager` (transformers 5's MoE experts forward).
 - `--target_modules`, `--lora_rank`, `--lora_dropout` (0.05), `--use_dora`: LoRA's adapters, whose
   inputs (and under DoRA outputs) the activations count (`lora_adapters`).
-- `--quant_bits` without `--quant_method`: swift quantizes nothing (a warning; launcher/plan/build.py
+- `--quant_bits` without `--quant_method`: swift quantizes nothing (a warning; launcher/plan/sizing.py
   counts the weights unquantized).
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.

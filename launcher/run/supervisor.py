@@ -19,13 +19,6 @@ from typing import Any, BinaryIO
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Strategy
-from launcher.plan.build import (
-    attempt_estimate,
-    device_map_estimate,
-    device_map_pieces,
-    is_device_map,
-    train_shape,
-)
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
 from launcher.plan.degrade import MAX_REBALANCES, GiveUp, Rung, Settings, Step, next_step
 from launcher.plan.device_map import place, rebalance
@@ -34,6 +27,7 @@ from launcher.plan.estimate import corrected, estimate, measured_correction
 from launcher.plan.guided import Memory
 from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
+from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
 from launcher.probe.disk import disk_free

@@ -2,7 +2,7 @@
 
 launcher/plan/estimate.py counts a bitsandbytes 4-bit base as a frozen layer (its matmul keeps no input
 for the backward), an 8-bit one as a trained layer (its GPU matmul keeps the input), and
-launcher/plan/build.py counts `--quant_bits` without `--quant_method` as no quantization at all. Each is
+launcher/plan/sizing.py counts `--quant_bits` without `--quant_method` as no quantization at all. Each is
 held here against the real code: bitsandbytes' autograd functions (their saved tensors sit on the context,
 where saved-tensor hooks do not see them, so the context itself is read) and swift's quantization arguments.
 """

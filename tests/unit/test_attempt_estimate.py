@@ -6,10 +6,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from launcher.model import Failure, FailureKind, Strategy
-from launcher.plan.build import LaunchPaths, attempt_estimate, build_plan
+from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.degrade import Settings
 from launcher.plan.ds_config import SHIPPED_ZERO
 from launcher.plan.estimate import corrected, measured_correction
+from launcher.plan.sizing import attempt_estimate
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared

@@ -170,7 +170,7 @@ def test_the_235b_moe_on_8x80gib_is_device_map_as_swift_runs_it() -> None:
 
 def p_shape(p) -> TrainShape:  # type: ignore[no-untyped-def]
     """The 235B run's shape in one process."""
-    from launcher.plan.build import train_shape
+    from launcher.plan.sizing import train_shape
 
     topology = resolve_topology(TopologyRequest(), {"NPROC_PER_NODE": "1"}, gpus(1, 80), free_port=1)
     swift = parse_swift_argv(["--model", "m", "--tuner_type", "lora", "--max_length", "4096"])

@@ -10,11 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from launcher.model import Failure, FailureKind
-from launcher.plan.build import LaunchPaths, build_plan, device_map_pieces
+from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.degrade import GiveUp, Settings, Step, next_step
 from launcher.plan.device_map import place, rebalance
 from launcher.plan.guided import Memory, guided_step
 from launcher.plan.settings import attempt_args, initial_settings, plan_swift_args
+from launcher.plan.sizing import device_map_pieces
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared

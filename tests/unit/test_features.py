@@ -12,9 +12,9 @@ import pytest
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts, Strategy
-from launcher.plan.build import train_shape
 from launcher.plan.estimate import DATA_PARTS, activation_parts, estimate, vision_checkpointed
 from launcher.plan.features import read_features
+from launcher.plan.sizing import train_shape
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from tests.conftest import gpus
@@ -399,11 +399,11 @@ def test_plan_says_how_many_samples_a_sequence_parallel_step_trains_on() -> None
 
 
 def test_a_plan_reads_swifts_features_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from launcher.plan import build
+    from launcher.plan import build, sizing
     from tests.conftest import host
 
     calls = []
-    monkeypatch.setattr(build, "read_features", lambda *a: calls.append(a) or read_features(*a))
+    monkeypatch.setattr(sizing, "read_features", lambda *a: calls.append(a) or read_features(*a))
     facts = host(gpus(8, 80), ram_gib=1024)
     swift = parse_swift_argv(["--model", "m", "--sequence_parallel_size", "3"])  # 3 does not divide 8: a warning
     topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)

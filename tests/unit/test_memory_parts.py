@@ -13,7 +13,7 @@ from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
 from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
 from launcher.model import Strategy
-from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, train_shape
+from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings
 from launcher.plan.estimate import (
     QUANT_BYTES,
@@ -26,6 +26,7 @@ from launcher.plan.estimate import (
     weight_parts,
 )
 from launcher.plan.layer_bytes import eager_score_bytes
+from launcher.plan.sizing import train_shape
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.probe.model_size import probe_model, typical_shape
