@@ -1,4 +1,4 @@
-"""The memory estimates of one run, from its argv and the facts: the shape the estimate reads.
+"""The memory estimates of one run: the shape its argv and the facts give, and each strategy's estimate.
 
 Contract: pure; every fact comes in as a value. `train_shape` turns swift's argv (through
 launcher.plan.features) and the model's facts into the TrainShape launcher.plan.estimate counts;
@@ -34,76 +34,6 @@ from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH, TrainShape, estimate, levers
 from launcher.plan.features import Features, is_lora, read_features
 from launcher.plan.swift_args import SwiftArgs
-
-
-def is_device_map(topology: Topology) -> bool:
-    """swift's own rule (swift.utils.env.is_mp): one process per node with several GPUs splits the model."""
-    return topology.nproc_per_node.value == 1 and len(topology.gpus) > 1
-
-
-def device_map_pieces(
-    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, env: Mapping[str, str] | None = None
-) -> tuple[TrainShape, Pieces] | None:
-    """The run's shape in one process and the model's pieces as transformers places them over the GPUs."""
-    if model is None or not model.total_params or len(topology.gpus) < 2:
-        return None
-    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
-    shape = train_shape(swift, model, one, env)
-    # swift's --quant_method bnb or quanto quantizes at load: transformers then keeps 10 % of
-    # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
-    quantized = quantized_at_load(swift)
-    at_load = quantized is not None and quantized[1] in ("bnb", "quanto")
-    pieces = pieces_of(
-        shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
-    )
-    return None if pieces is None else (shape, pieces)
-
-
-def device_map_estimate(
-    swift: SwiftArgs,
-    model: ModelFacts | None,
-    topology: Topology,
-    host: HostFacts | None,
-    env: Mapping[str, str] | None = None,
-    budgets: tuple[int, ...] | None = None,
-) -> tuple[Estimate, DeviceMapLayout] | None:
-    """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
-    `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
-    found = device_map_pieces(swift, model, topology, env)
-    return None if found is None else _placed(swift, topology, host, *found, budgets=budgets)
-
-
-def _placed(
-    swift: SwiftArgs,
-    topology: Topology,
-    host: HostFacts | None,
-    shape: TrainShape,
-    pieces: Pieces,
-    budgets: tuple[int, ...] | None = None,
-) -> tuple[Estimate, DeviceMapLayout] | None:
-    """The pieces placed over the topology's GPUs within `budgets` (swift's --max_memory where None)."""
-    if budgets is None:
-        budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
-    free = tuple(g.free_bytes for g in topology.gpus)
-    cpu_free = host.memory.available_bytes if host is not None else None
-    return estimate_device_map(shape, pieces, free, cpu_free, budgets=budgets)
-
-
-def device_map_plan_estimate(
-    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts, env: Mapping[str, str]
-) -> tuple[Estimate, DeviceMapLayout] | None:
-    """The plan's device_map estimate: the balanced split, with its levers (each change's split rebalanced)."""
-    found = device_map_pieces(swift, model, topology, env)
-    if found is None or model is None:
-        return None
-    shape, pieces = found
-    placed = _placed(swift, topology, host, shape, pieces)
-    if placed is None:
-        return None
-    free = tuple(g.free_bytes for g in topology.gpus)
-    saves = device_map_levers(shape, free, tied=model.tie_word_embeddings, vision_params=model.vision_params)
-    return replace(placed[0], levers=saves), placed[1]
-
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "f32": 4, "float16": 2, "fp16": 2, "f16": 2, "bfloat16": 2, "bf16": 2}
 
@@ -312,3 +242,72 @@ def attempt_estimate(
     else:
         strategy = Strategy.ZERO2
     return estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
+
+
+def is_device_map(topology: Topology) -> bool:
+    """swift's own rule (swift.utils.env.is_mp): one process per node with several GPUs splits the model."""
+    return topology.nproc_per_node.value == 1 and len(topology.gpus) > 1
+
+
+def device_map_pieces(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, env: Mapping[str, str] | None = None
+) -> tuple[TrainShape, Pieces] | None:
+    """The run's shape in one process and the model's pieces as transformers places them over the GPUs."""
+    if model is None or not model.total_params or len(topology.gpus) < 2:
+        return None
+    one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
+    shape = train_shape(swift, model, one, env)
+    # swift's --quant_method bnb or quanto quantizes at load: transformers then keeps 10 % of
+    # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
+    quantized = quantized_at_load(swift)
+    at_load = quantized is not None and quantized[1] in ("bnb", "quanto")
+    pieces = pieces_of(
+        shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
+    )
+    return None if pieces is None else (shape, pieces)
+
+
+def device_map_estimate(
+    swift: SwiftArgs,
+    model: ModelFacts | None,
+    topology: Topology,
+    host: HostFacts | None,
+    env: Mapping[str, str] | None = None,
+    budgets: tuple[int, ...] | None = None,
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The device_map estimate over the topology's GPUs: swift's --max_memory where it gives one (or
+    `budgets`), else the balanced split. None without the model's shapes or with fewer than two GPUs."""
+    found = device_map_pieces(swift, model, topology, env)
+    return None if found is None else _placed(swift, topology, host, *found, budgets=budgets)
+
+
+def _placed(
+    swift: SwiftArgs,
+    topology: Topology,
+    host: HostFacts | None,
+    shape: TrainShape,
+    pieces: Pieces,
+    budgets: tuple[int, ...] | None = None,
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The pieces placed over the topology's GPUs within `budgets` (swift's --max_memory where None)."""
+    if budgets is None:
+        budgets = parse_max_memory(swift.get("max_memory"), len(topology.gpus))
+    free = tuple(g.free_bytes for g in topology.gpus)
+    cpu_free = host.memory.available_bytes if host is not None else None
+    return estimate_device_map(shape, pieces, free, cpu_free, budgets=budgets)
+
+
+def device_map_plan_estimate(
+    swift: SwiftArgs, model: ModelFacts | None, topology: Topology, host: HostFacts, env: Mapping[str, str]
+) -> tuple[Estimate, DeviceMapLayout] | None:
+    """The plan's device_map estimate: the balanced split, with its levers (each change's split rebalanced)."""
+    found = device_map_pieces(swift, model, topology, env)
+    if found is None or model is None:
+        return None
+    shape, pieces = found
+    placed = _placed(swift, topology, host, shape, pieces)
+    if placed is None:
+        return None
+    free = tuple(g.free_bytes for g in topology.gpus)
+    saves = device_map_levers(shape, free, tied=model.tie_word_embeddings, vision_params=model.vision_params)
+    return replace(placed[0], levers=saves), placed[1]
