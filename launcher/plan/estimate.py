@@ -134,21 +134,74 @@ def _projections(hidden: int, q_width: int, kv_width: int, mlp_width: int | None
     return widths
 
 
+# The families whose decoder layer names or fuses the linears LoRA adapts otherwise than Llama
+# (transformers 5's modeling code): each of the family's linears -> the Llama projections it computes. A
+# fused linear reads its input once and writes its parts' widths together; a family without a gated MLP
+# has no gate. Every other family is Llama's LORA_LINEARS.
+_SEPARATE_ATTENTION = {name: (name,) for name in LORA_LINEARS[:4]}
+FAMILY_LINEARS: dict[str, dict[str, tuple[str, ...]]] = {
+    "phi3": {
+        "qkv_proj": ("q_proj", "k_proj", "v_proj"), "o_proj": ("o_proj",),
+        "gate_up_proj": ("gate_proj", "up_proj"), "down_proj": ("down_proj",),
+    },
+    "glm": {**_SEPARATE_ATTENTION, "gate_up_proj": ("gate_proj", "up_proj"), "down_proj": ("down_proj",)},
+    "glm4": {**_SEPARATE_ATTENTION, "gate_up_proj": ("gate_proj", "up_proj"), "down_proj": ("down_proj",)},
+    "gpt_neox": {
+        "query_key_value": ("q_proj", "k_proj", "v_proj"), "dense": ("o_proj",),
+        "dense_h_to_4h": ("up_proj",), "dense_4h_to_h": ("down_proj",),
+    },
+    "phi": {
+        "q_proj": ("q_proj",), "k_proj": ("k_proj",), "v_proj": ("v_proj",), "dense": ("o_proj",),
+        "fc1": ("up_proj",), "fc2": ("down_proj",),
+    },
+    "starcoder2": {**_SEPARATE_ATTENTION, "c_fc": ("up_proj",), "c_proj": ("down_proj",)},
+}  # fmt: skip
+
+
+def all_linears(model_type: str | None) -> tuple[str, ...]:
+    """The names swift's all-linear adapts in one decoder layer of a `model_type` model."""
+    return tuple(FAMILY_LINEARS.get(model_type or "", dict.fromkeys(LORA_LINEARS)))
+
+
+def layer_linears(
+    model_type: str | None, hidden: int, q_width: int, kv_width: int, mlp_width: int | None
+) -> dict[str, tuple[int, int]]:
+    """(input, output) width of each linear LoRA can adapt in one decoder layer, by the family's own names
+    (FAMILY_LINEARS; Llama's elsewhere)."""
+    llama = _projections(hidden, q_width, kv_width, mlp_width)
+    layout = FAMILY_LINEARS.get(model_type or "")
+    if layout is None:
+        return llama
+    linears = {}
+    for name, parts in layout.items():
+        widths = [llama[part] for part in parts if part in llama]
+        if widths:
+            linears[name] = (widths[0][0], sum(out for _, out in widths))
+    return linears
+
+
 def adapter_inputs(
-    hidden: int, q_width: int, mlp_width: int | None, targets: Iterable[str]
+    hidden: int, q_width: int, mlp_width: int | None, targets: Iterable[str], model_type: str | None = None
 ) -> tuple[tuple[str, int], ...]:
-    """The input widths of the projections named in `targets` (an MoE layer's MLP width is its shared
+    """The input widths of the linears named in `targets` (an MoE layer's MLP width is its shared
     experts'; None or 0 where it has no MLP linears)."""
     named = set(targets)
-    projections = _projections(hidden, q_width, 0, mlp_width)  # no input is k/v wide
-    return tuple((name, width) for name, (width, _) in projections.items() if name in named)
+    linears = layer_linears(model_type, hidden, q_width, 0, mlp_width)  # no input is k/v wide
+    return tuple((name, width) for name, (width, _) in linears.items() if name in named)
 
 
-def adapter_outputs(hidden: int, q_width: int, kv_width: int, mlp_width: int | None, targets: Iterable[str]) -> int:
-    """The output widths of the projections named in `targets`, summed."""
+def adapter_outputs(
+    hidden: int,
+    q_width: int,
+    kv_width: int,
+    mlp_width: int | None,
+    targets: Iterable[str],
+    model_type: str | None = None,
+) -> int:
+    """The output widths of the linears named in `targets`, summed."""
     named = set(targets)
-    projections = _projections(hidden, q_width, kv_width, mlp_width)
-    return sum(width for name, (_, width) in projections.items() if name in named)
+    linears = layer_linears(model_type, hidden, q_width, kv_width, mlp_width)
+    return sum(width for name, (_, width) in linears.items() if name in named)
 
 
 def adapted_mlp_width(intermediate_size: int | None, moe: bool, shared_expert_size: int | None) -> int | None:
@@ -653,7 +706,8 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
             kv_width=kv_width,
         )
         mlp = adapted_mlp_width(shape.intermediate_size, bool(shape.num_experts), shape.shared_expert_intermediate_size)
-        adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, LORA_LINEARS))
+        linears = all_linears(shape.model_type)
+        adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, linears, shape.model_type))
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora, adapters=adapters)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:
         changes.append(

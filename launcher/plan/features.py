@@ -43,13 +43,11 @@ from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import (
     DEFAULT_SEQ_LEN,
-    LORA_LINEARS,
     PATCH_MERGE,
     VISION_PATCH,
     Adapters,
     adapted_mlp_width,
-    adapter_inputs,
-    adapter_outputs,
+    layer_linears,
     q_kv_widths,
 )
 from launcher.plan.swift_args import SwiftArgs
@@ -63,8 +61,6 @@ from launcher.plan.vision_budget import (
 )
 
 FLASH_IMPLS = frozenset({"flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4"})
-ATTENTION_LINEARS = LORA_LINEARS[:4]
-MLP_LINEARS = LORA_LINEARS[4:]
 VISION_PREFIXES = ("visual", "vision_tower", "vision_model", "vit", "vpm")
 EMBEDDING_NAMES = ("embed_tokens", "lm_head")
 VISION_LORA_PER_HIDDEN = 16  # qkv (vh + 3vh), proj (2vh), fc1 (vh + 4vh), fc2 (4vh + vh): 16vh per layer
@@ -124,34 +120,31 @@ def lora_params(
     h, i, layers = model.hidden_size, model.intermediate_size, model.num_layers
     if not (h and i and layers):
         return int((model.total_params or 0) * 0.01), ()
-    unknown: list[str] = []
+    linears = decoder_linears(model)
     if "all-linear" in targets or not targets:
-        names = set(ATTENTION_LINEARS + MLP_LINEARS)
+        names, unknown = set(linears), []
     else:
-        names = {t for t in targets if t in ATTENTION_LINEARS + MLP_LINEARS}
-        unknown = [t for t in targets if t not in ATTENTION_LINEARS + MLP_LINEARS]
+        names = {t for t in targets if t in linears}
+        unknown = [t for t in targets if t not in linears]
     total = 0
     if llm:
-        attention = sum(in_out for name, in_out in attention_linears(model).items() if name in names)
-        mlp_one = sum(h + i for name in MLP_LINEARS if name in names)
+        adapted = sum(width_in + width_out for name, (width_in, width_out) in linears.items() if name in names)
         if model.num_experts and model.moe_intermediate_size:
-            shared = model.shared_expert_intermediate_size
-            mlp = sum(h + shared for n in MLP_LINEARS if n in names) if shared else 0
-            mlp += model.num_experts * routed_expert_adapters(h, model.moe_intermediate_size, parameters)
-        else:
-            mlp = mlp_one
-        total += layers * rank * (attention + mlp)
+            adapted += model.num_experts * routed_expert_adapters(h, model.moe_intermediate_size, parameters)
+        total += layers * rank * adapted
     if vision and model.vision_hidden_size and model.vision_layers and "all-linear" in targets:
         total += model.vision_layers * rank * VISION_LORA_PER_HIDDEN * model.vision_hidden_size
     return total, tuple(unknown)
 
 
-def attention_linears(model: ModelFacts) -> dict[str, int]:
-    """in + out of each attention projection: q is heads x head_dim wide, k and v kv_heads x head_dim (GQA),
-    o maps q's width back; all as wide as the hidden size where the heads are unknown."""
+def decoder_linears(model: ModelFacts) -> dict[str, tuple[int, int]]:
+    """(input, output) width of each linear LoRA can adapt in one decoder layer, by the family's names: q is
+    heads x head_dim wide, k and v kv_heads x head_dim (GQA); an MoE layer's MLP linears are its shared
+    experts' (its routed experts are fused parameters, none where it has no shared experts)."""
     h = model.hidden_size or 0
     q, kv = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
-    return {"q_proj": h + q, "k_proj": h + kv, "v_proj": h + kv, "o_proj": q + h}
+    mlp = adapted_mlp_width(model.intermediate_size, bool(model.num_experts), model.shared_expert_intermediate_size)
+    return layer_linears(model.decoder_type or model.model_type, h, q, kv, mlp)
 
 
 def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
@@ -159,19 +152,19 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     q/k/v/o and MLP projection (an MoE layer's MLP adapters are its shared experts'; its routed experts are
     parameters, not linears), the rank and --lora_dropout (--lora_dtype does not matter: a bf16 run computes
     the adapters at 16 bits either way). None without LoRA on the LLM.
-    Families with fused projections (Phi-3's qkv_proj, GPT-NeoX's query_key_value) are counted by
-    Llama's names, as the parameter count is."""
+    A family's fused linears (Phi-3's qkv_proj and gate_up_proj, GPT-NeoX's query_key_value) are one
+    adapter each, by the family's own names (launcher.plan.estimate.FAMILY_LINEARS)."""
     h = model.hidden_size
     frozen_llm = swift.get_bool("freeze_llm", False) and model.is_multimodal
     if not is_lora(swift) or frozen_llm or not h:
         return None
+    linears = decoder_linears(model)
     targets = _words(swift, "target_modules") or ("all-linear",)
     if "all-linear" in targets or swift.get("target_regex"):
-        targets = LORA_LINEARS
-    q_width, kv_width = q_kv_widths(h, model.num_attention_heads, model.num_key_value_heads, model.head_dim)
-    mlp = adapted_mlp_width(model.intermediate_size, bool(model.num_experts), model.shared_expert_intermediate_size)
-    inputs = adapter_inputs(h, q_width, mlp, targets)
-    dora = adapter_outputs(h, q_width, kv_width, mlp, targets) if swift.get_bool("use_dora", False) else 0
+        targets = tuple(linears)
+    inputs = tuple((name, width_in) for name, (width_in, _) in linears.items() if name in targets)
+    outputs = sum(width_out for name, (_, width_out) in linears.items() if name in targets)
+    dora = outputs if swift.get_bool("use_dora", False) else 0
     return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")), dora)
 
 
@@ -227,8 +220,8 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
         )
         if unknown:
             warnings.append(
-                f"--target_modules {' '.join(unknown)}: not a q/k/v/o/gate/up/down projection, its LoRA "
-                "parameters are not counted"
+                f"--target_modules {' '.join(unknown)}: not a linear of this model's decoder layers "
+                f"({', '.join(decoder_linears(model))}), its LoRA parameters are not counted"
             )
         dora = lora_adapters(swift, model)  # DoRA trains a magnitude per output of each adapted linear
         if dora is not None and model.num_layers:

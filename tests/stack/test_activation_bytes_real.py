@@ -33,12 +33,12 @@ from measure_activations import layer_bytes_per_token as measured_layer
 from launcher.plan.estimate import (
     EAGER_BACKWARD_FP32_BYTES,
     LOGIT_GRADIENT_BYTES,
-    LORA_LINEARS,
     Adapters,
     TrainShape,
     activation_parts,
     adapter_inputs,
     adapter_outputs,
+    all_linears,
     layer_bytes_per_token,
 )
 from launcher.plan.layer_bytes import (
@@ -92,6 +92,8 @@ LORA_CASES = [
     ("gemma2", Lora(rank=32)),
     ("llama", Lora(dora=True)),
     ("qwen3", Lora(targets=("q_proj", "v_proj"), dropout=0.0, dora=True)),
+    ("phi3", Lora(targets=all_linears("phi3"))),  # fused qkv_proj and gate_up_proj: one adapter each
+    ("glm4", Lora(targets=all_linears("glm4"), dora=True)),
 ]
 
 
@@ -104,12 +106,14 @@ def test_a_lora_layers_saved_bytes_per_token_are_the_estimates(
     under DoRA two 16-bit copies of its output; the whole layer within 1 %."""
     for layer in (SHAPES[0], SHAPES[3]):
         measured = measured_layer(model_type, layer, lora=lora)
-        inputs = adapter_inputs(layer.hidden, layer.q_width, layer.intermediate, lora.targets)
-        outputs = adapter_outputs(layer.hidden, layer.q_width, layer.kv_width, layer.intermediate, lora.targets)
+        inputs = adapter_inputs(layer.hidden, layer.q_width, layer.intermediate, lora.targets, model_type)
+        outputs = adapter_outputs(
+            layer.hidden, layer.q_width, layer.kv_width, layer.intermediate, lora.targets, model_type
+        )
         adapters = Adapters(inputs, lora.rank, dropout=lora.dropout > 0, dora_outputs=outputs if lora.dora else 0)
         ours = layer_bytes_per_token(replace(shape_of(model_type, layer), adapters=adapters))
         assert ours == pytest.approx(measured, rel=0.01), (model_type, lora, layer, measured, ours)
-    assert set(lora.targets) <= set(LORA_LINEARS)
+    assert set(lora.targets) <= set(all_linears(model_type))
 
 
 ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")

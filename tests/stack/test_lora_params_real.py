@@ -47,9 +47,22 @@ CASES = [
         ("mlp.experts.gate_up_proj", "mlp.experts.down_proj"),
     ),
 ]
-# A 1-wide linear the plan leaves out: Qwen2-MoE's sigmoid gate on the shared experts (rank x (h + 1) per
-# layer, under 0.1 % of the adapters at real sizes).
-UNCOUNTED = ("shared_expert_gate",)
+# Families that name or fuse their linears otherwise (launcher.plan.estimate.FAMILY_LINEARS): Phi-3's
+# qkv_proj and gate_up_proj, GLM-4's gate_up_proj, GPT-NeoX's query_key_value and ungated MLP, Phi-2's and
+# StarCoder2's ungated MLPs. Their q is hidden wide (head_dim = hidden / heads, as most of their configs
+# derive it); GPT-NeoX has no grouped k/v heads.
+FAMILY_CASES = [
+    ("phi3", {"head_dim": 64}),
+    ("glm4", {"head_dim": 64}),
+    ("gpt_neox", {"head_dim": None, "num_key_value_heads": None}),
+    ("phi", {"head_dim": None}),
+    ("starcoder2", {"head_dim": None}),
+]
+CASES += [(model_type, fields, ()) for model_type, fields in FAMILY_CASES]
+# Linears the plan leaves out: Qwen2-MoE's 1-wide sigmoid gate on the shared experts (rank x (h + 1) per
+# layer, under 0.1 % of the adapters at real sizes), and GPT-NeoX's output layer, named embed_out, which
+# swift's all-linear skips only under the name lm_head (ms-swift registers no GPT-NeoX model).
+UNCOUNTED = ("shared_expert_gate", "embed_out")
 
 
 def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[str, ...], use_dora: bool = False) -> int:
@@ -60,7 +73,7 @@ def peft_trainable(model_type: str, config: dict[str, Any], parameters: tuple[st
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(0)
-    fields = {k: v for k, v in config.items() if k != "model_type"}
+    fields = {k: v for k, v in config.items() if k != "model_type" and v is not None}
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **fields))
     model.model_meta = SimpleNamespace(model_arch=None)  # what swift's loader attaches; no arch: lm_head skipped
     targets = [name for name in find_all_linears(model) if not name.endswith(UNCOUNTED)]
@@ -78,7 +91,7 @@ def test_the_plans_lora_count_is_what_peft_trains(
     stack_installed: None, tmp_path: Path, model_type: str, routing: dict[str, Any], parameters: tuple[str, ...]
 ) -> None:
     config = {**BASE, **routing, "model_type": model_type}
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
     facts = probe_model(str(tmp_path), {}, tmp_path)
     ours, unknown = lora_params(facts, RANK, ("all-linear",), llm=True, vision=False, parameters=parameters)
     assert unknown == ()

@@ -255,6 +255,33 @@ def test_lora_adapters_are_read_from_swifts_arguments() -> None:
     assert moe is not None and set(dict(moe.inputs)) == {"q_proj", "k_proj", "v_proj", "o_proj"}
 
 
+# Phi-3-mini: hidden 3072, 32 heads of 96 (no grouped k/v), intermediate 8192; q, k and v in one qkv_proj,
+# gate and up in one gate_up_proj.
+PHI3_MINI = replace(
+    QWEN3B, name="Phi-3-mini", hidden_size=3072, num_layers=32, intermediate_size=8192, num_attention_heads=32,
+    num_key_value_heads=32, model_type="phi3", decoder_type="phi3",
+)  # fmt: skip
+
+
+def test_a_familys_fused_linears_are_one_adapter_each() -> None:
+    """swift's all-linear adapts a family's own linears (launcher.plan.estimate.FAMILY_LINEARS): Phi-3's
+    qkv_proj reads h once and writes q, k and v; gate_up_proj writes gate and up. A Llama name that is not
+    among them is warned about, not counted."""
+    h, i = 3072, 8192
+    found = features(PHI3_MINI)
+    assert found.adapters is not None
+    assert dict(found.adapters.inputs) == {"qkv_proj": h, "o_proj": h, "gate_up_proj": h, "down_proj": i}
+    per_layer = (h + 3 * h) + (h + h) + (h + 2 * i) + (i + h)
+    assert found.trainable_params == 32 * 8 * per_layer
+    dora = features(PHI3_MINI, "--use_dora", "true").adapters
+    assert dora is not None and dora.dora_outputs == 3 * h + h + 2 * i + h
+    named = features(PHI3_MINI, "--target_modules", "q_proj", "qkv_proj")
+    assert named.trainable_params == 32 * 8 * (h + 3 * h)
+    assert any(
+        w.startswith("--target_modules q_proj: not a linear of this model's decoder layers") for w in named.warnings
+    )
+
+
 def test_dora_keeps_two_copies_of_each_adapted_output() -> None:
     """--use_dora true: the adapted projections' outputs summed (q 16 x 128, k and v 2 x 128, o and down h,
     gate and up i), each kept twice at 16 bits per token and layer on top of LoRA's."""
