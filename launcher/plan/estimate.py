@@ -36,7 +36,7 @@ ladder in launcher.plan.degrade handles what they miss.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from launcher.model import Estimate, Strategy
@@ -160,7 +160,8 @@ FAMILY_LINEARS: dict[str, dict[str, tuple[str, ...]]] = {
 
 def all_linears(model_type: str | None) -> tuple[str, ...]:
     """The names swift's all-linear adapts in one decoder layer of a `model_type` model."""
-    return tuple(FAMILY_LINEARS.get(model_type or "", dict.fromkeys(LORA_LINEARS)))
+    layout = FAMILY_LINEARS.get(model_type or "")
+    return tuple(layout) if layout is not None else LORA_LINEARS
 
 
 def layer_linears(
@@ -185,9 +186,7 @@ def adapter_inputs(
 ) -> tuple[tuple[str, int], ...]:
     """The input widths of the linears named in `targets` (an MoE layer's MLP width is its shared
     experts'; None or 0 where it has no MLP linears)."""
-    named = set(targets)
-    linears = layer_linears(model_type, hidden, q_width, 0, mlp_width)  # no input is k/v wide
-    return tuple((name, width) for name, (width, _) in linears.items() if name in named)
+    return inputs_of(layer_linears(model_type, hidden, q_width, 0, mlp_width), targets)  # no input is k/v wide
 
 
 def adapter_outputs(
@@ -199,8 +198,18 @@ def adapter_outputs(
     model_type: str | None = None,
 ) -> int:
     """The output widths of the linears named in `targets`, summed."""
+    return outputs_of(layer_linears(model_type, hidden, q_width, kv_width, mlp_width), targets)
+
+
+def inputs_of(linears: Mapping[str, tuple[int, int]], targets: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """(name, input width) of each of `linears` (layer_linears) named in `targets`."""
     named = set(targets)
-    linears = layer_linears(model_type, hidden, q_width, kv_width, mlp_width)
+    return tuple((name, width) for name, (width, _) in linears.items() if name in named)
+
+
+def outputs_of(linears: Mapping[str, tuple[int, int]], targets: Iterable[str]) -> int:
+    """The output widths of the `linears` (layer_linears) named in `targets`, summed."""
+    named = set(targets)
     return sum(width for name, (_, width) in linears.items() if name in named)
 
 

@@ -47,7 +47,9 @@ from launcher.plan.estimate import (
     VISION_PATCH,
     Adapters,
     adapted_mlp_width,
+    inputs_of,
     layer_linears,
+    outputs_of,
     q_kv_widths,
 )
 from launcher.plan.swift_args import SwiftArgs
@@ -162,10 +164,9 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     targets = _words(swift, "target_modules") or ("all-linear",)
     if "all-linear" in targets or swift.get("target_regex"):
         targets = tuple(linears)
-    inputs = tuple((name, width_in) for name, (width_in, _) in linears.items() if name in targets)
-    outputs = sum(width_out for name, (_, width_out) in linears.items() if name in targets)
-    dora = outputs if swift.get_bool("use_dora", False) else 0
-    return Adapters(inputs, swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout")), dora)
+    dora = outputs_of(linears, targets) if swift.get_bool("use_dora", False) else 0
+    rank, dropout = swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout"))
+    return Adapters(inputs_of(linears, targets), rank, dropout, dora)
 
 
 def _dropout_on(value: str | None) -> bool:
