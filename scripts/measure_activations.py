@@ -185,22 +185,23 @@ class Lora:
 
 @contextlib.contextmanager
 def _dropout_as_on_cuda() -> Iterator[None]:
-    """nn.Dropout as CUDA runs it: torch.native_dropout, whose backward keeps a 1-byte bool mask. On the CPU
-    F.dropout multiplies by an fp32 noise tensor and keeps that instead (4 bytes an entry)."""
+    """F.dropout (nn.Dropout's, and eager attention's own call) as CUDA runs it: torch.native_dropout, whose
+    backward keeps a 1-byte bool mask. On the CPU it multiplies by a noise tensor and keeps that instead
+    (at the input's width: 4 bytes an entry for peft's fp32 adapter input)."""
     import torch
 
-    forward = torch.nn.Dropout.forward
+    functional = torch.nn.functional.dropout
 
-    def native(module: Any, tensor: Any) -> Any:
-        if not module.training or module.p == 0:
+    def native(tensor: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+        if not training or p == 0:
             return tensor
-        return torch.native_dropout(tensor, module.p, True)[0]
+        return torch.native_dropout(tensor, p, True)[0]
 
-    torch.nn.Dropout.forward = native  # type: ignore[method-assign]
+    torch.nn.functional.dropout = native  # type: ignore[assignment]
     try:
         yield
     finally:
-        torch.nn.Dropout.forward = forward  # type: ignore[method-assign]
+        torch.nn.functional.dropout = functional
 
 
 def _with_lora(model: Any, lora: Lora) -> Any:
@@ -265,7 +266,7 @@ def eager_scores_bytes(model_type: str, dtype: str = "bfloat16", attention_dropo
     `attention_dropout`, the dropout runs as on CUDA (its 1-byte mask)."""
     shape, routing = SMALL_MOE if _is_moe(model_type) else (SHAPES[0], None)
     per_layer = {}
-    with _functional_dropout_as_on_cuda():
+    with _dropout_as_on_cuda():
         for tokens in TOKENS:
             two, four = (
                 _saved_bytes(
@@ -277,26 +278,6 @@ def eager_scores_bytes(model_type: str, dtype: str = "bfloat16", attention_dropo
     short, long = TOKENS
     # per_layer = c·heads·tokens^2 + d·tokens: scaling the shorter run's by long/short cancels d
     return (per_layer[long] - per_layer[short] * long / short) / (HEADS * (long**2 - short * long))
-
-
-@contextlib.contextmanager
-def _functional_dropout_as_on_cuda() -> Iterator[None]:
-    """F.dropout (eager attention's) as CUDA runs it: torch.native_dropout and its 1-byte mask. On the CPU
-    it multiplies by a noise tensor at the input's width and keeps that instead."""
-    import torch
-
-    functional = torch.nn.functional.dropout
-
-    def native(tensor: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
-        if not training or p == 0:
-            return tensor
-        return torch.native_dropout(tensor, p, True)[0]
-
-    torch.nn.functional.dropout = native  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        torch.nn.functional.dropout = functional
 
 
 def logit_saved_bytes_per_entry(model_type: str, tokens: int = 512, vocabs: tuple[int, int] = (4000, 8000)) -> float:
