@@ -200,8 +200,11 @@ def _is_vision(name: str) -> bool:
     return any(part in VISION_PREFIXES for part in name.split("."))
 
 
-def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tuple[str, ...]]:
-    """(parameters carrying gradients and optimizer state, whether the vision tower is trained, warnings)."""
+def trainable_params(
+    swift: SwiftArgs, model: ModelFacts, adapters: Adapters | None
+) -> tuple[int, bool, tuple[str, ...]]:
+    """(parameters carrying gradients and optimizer state, whether the vision tower is trained, warnings);
+    `adapters` are the run's (lora_adapters): under DoRA each adapted output trains a magnitude."""
     total = model.total_params or 0
     warnings: list[str] = []
     freeze_llm = swift.get_bool("freeze_llm", False) and model.is_multimodal
@@ -216,7 +219,7 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
     if is_lora(swift):
         rank = swift.get_int("lora_rank", 8) or 8
         parameters = _words(swift, "target_parameters")
-        adapters, unknown = lora_params(
+        lora, unknown = lora_params(
             model, rank, targets, llm=not freeze_llm, vision=not freeze_vit, parameters=parameters
         )
         if unknown:
@@ -224,10 +227,8 @@ def trainable_params(swift: SwiftArgs, model: ModelFacts) -> tuple[int, bool, tu
                 f"--target_modules {' '.join(unknown)}: not a linear of this model's decoder layers "
                 f"({', '.join(decoder_linears(model))}), its LoRA parameters are not counted"
             )
-        dora = lora_adapters(swift, model)  # DoRA trains a magnitude per output of each adapted linear
-        if dora is not None and model.num_layers:
-            adapters += model.num_layers * dora.dora_outputs
-        trainable = adapters + extra
+        magnitudes = (model.num_layers or 0) * adapters.dora_outputs if adapters is not None else 0
+        trainable = lora + magnitudes + extra
         vision_trained = not freeze_vit or vision_named
         if (swift.get("tuner_type") or "") == "lora_llm" and not vision_named:
             # swift/tuner_plugin/lora_llm.py: LoRA on the LLM, the vision tower and aligner fully trained
@@ -283,7 +284,8 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
 def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], world_size: int) -> Features:
     """Every feature of swift's argv (and the swift config's ENV block under `env`) the estimate models."""
     warnings: list[str] = []
-    trainable, vision_trained, train_warnings = trainable_params(swift, model)
+    adapters = lora_adapters(swift, model)
+    trainable, vision_trained, train_warnings = trainable_params(swift, model, adapters)
     warnings.extend(train_warnings)
     attn = (swift.get("attn_impl") or "").lower()
     packing = swift.get_bool("packing", False)
@@ -330,6 +332,6 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         experts_impl=experts,
         eager_attention=attn == "eager" or (not attn and swift_runs_eager(model.model_type)),
         image_pixels=pixels,
-        adapters=lora_adapters(swift, model),
+        adapters=adapters,
         warnings=tuple(warnings),
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from launcher.plan.features import lora_params, trainable_params
+from launcher.plan.features import lora_adapters, lora_params, trainable_params
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.probe.model_size import probe_model
 
@@ -105,6 +105,6 @@ def test_dora_trains_a_magnitude_per_adapted_output(stack_installed: None, tmp_p
     (tmp_path / "config.json").write_text(json.dumps(config))
     facts = probe_model(str(tmp_path), {}, tmp_path)
     args = parse_swift_argv(["--tuner_type", "lora", "--lora_rank", str(RANK), "--use_dora", "true"])
-    ours, _, warnings = trainable_params(args, facts)
+    ours, _, warnings = trainable_params(args, facts, lora_adapters(args, facts))
     assert warnings == ()
     assert ours == peft_trainable("llama", config, (), use_dora=True) > peft_trainable("llama", config, ())
