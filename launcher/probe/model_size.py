@@ -114,12 +114,25 @@ def max_model_len_of(config: Mapping[str, object]) -> int | None:
 # The names config.json gives the dropout on attention probabilities (transformers' eager attention applies
 # it while training): Llama's and most families', GPT-2's and StarCoder's, BERT's, Qwen (v1)'s.
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "attn_dropout_prob")
+# The generative model types whose config class drops attention probabilities (0.1) when config.json names
+# no dropout key: transformers then trains with the class default. Every other family defaults to 0.
+# tests/stack/test_attention_dropout_defaults_real.py holds this set to the installed transformers.
+DROPOUT_BY_DEFAULT = frozenset(
+    {"bert", "bert-generation", "big_bird", "biogpt", "camembert", "data2vec-text", "electra", "emu3", "ernie",
+     "git", "gpt-sw3", "gpt2", "gpt_bigcode", "gpt_neox_japanese", "kosmos-2", "megatron-bert", "openai-gpt",
+     "plbart", "prophetnet", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "seed_oss", "xglm", "xlm",
+     "xlm-roberta", "xlm-roberta-xl", "xmod"}
+)  # fmt: skip
 
 
 def attention_dropout_of(config: Mapping[str, object]) -> bool:
-    """Whether the (text) config drops attention probabilities: the first of its dropout keys it sets, > 0."""
+    """Whether the (text) config drops attention probabilities: the first of its dropout keys it sets, > 0;
+    where it sets none, its model type's default (DROPOUT_BY_DEFAULT)."""
     text = _text_config(config)
-    value = next((text[key] for key in ATTENTION_DROPOUT_KEYS if key in text), 0)
+    key = next((key for key in ATTENTION_DROPOUT_KEYS if key in text), None)
+    if key is None:
+        return not DROPOUT_BY_DEFAULT.isdisjoint({_str(text, "model_type"), _str(config, "model_type")})
+    value = text[key]
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 

@@ -424,6 +424,10 @@ def test_the_models_own_length_limit_is_read_as_swift_reads_it(
         ({"text_config": {"hidden_size": 64, "attention_dropout": 0.05}}, True),
         ({"attention_dropout": "0.1"}, False),  # not a number: transformers would not read it as one either
         ({}, False),
+        ({"model_type": "llama"}, False),  # no key: the class default, 0 for Llama
+        ({"model_type": "gpt2"}, True),  # no key: GPT-2's class default is 0.1
+        ({"model_type": "gpt2", "attn_pdrop": 0}, False),  # a key set wins over the class default
+        ({"text_config": {"hidden_size": 64, "model_type": "gpt_bigcode"}}, True),
     ],
 )
 def test_the_configs_attention_dropout_is_read(tmp_path: Path, dropout: dict[str, object], expected: bool) -> None:
