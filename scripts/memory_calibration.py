@@ -247,17 +247,35 @@ def _q_kv_widths(row: Row) -> tuple[int, int]:
 
 
 def _trainable(row: Row) -> int:
-    arch = _arch(row)
-    total = _params(row)
+    """A LoRA row's trained parameters: its adapters on the linears it targets (`_adapter_targets`), routed
+    experts that were linears (`_routing`) each with its own, and the modules it saves whole."""
     if row.raw["tuner"] == "full":
-        return total
-    routing: dict[str, Any] = {k: v for k, v in _moe(row).items() if k != "experts_per_token"}
-    routing["experts_are_linears"] = _routing(row)[2]
-    routing["q_width"], routing["kv_width"] = _q_kv_widths(row)
+        return _params(row)
+    arch, moe, targets = _arch(row), _moe(row), _adapter_targets(row)
+    hidden, expert_width = int(arch["hidden"]), moe.get("moe_intermediate_size")
+    experts = 0
+    if moe and expert_width and _routing(row)[2]:
+        expert_linears = new_estimate.layer_linears(None, hidden, 0, 0, expert_width)
+        expert_mlp = {name: widths for name, widths in expert_linears.items() if name in _MLP}
+        experts = moe["num_experts"] * new_estimate.adapted_widths(expert_mlp, targets)
     lora = new_estimate.lora_trainable_params(
-        total, arch["hidden"], arch.get("intermediate"), arch["layers"], int(row.raw.get("lora_rank") or 8), **routing
+        _linears(row), targets, arch["layers"], int(row.raw.get("lora_rank") or 8), experts
     )
     return lora + _saved_modules(row)
+
+
+_MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def _linears(row: Row) -> dict[str, tuple[int, int]]:
+    """(input, output) width of each linear of the row's decoder layer, by Llama's names; an MoE layer's MLP
+    linears are its shared experts'."""
+    arch, moe = _arch(row), _moe(row)
+    mlp = new_estimate.adapted_mlp_width(
+        arch.get("intermediate"), bool(moe), moe.get("shared_expert_intermediate_size")
+    )
+    q_width, kv_width = _q_kv_widths(row)
+    return new_estimate.layer_linears(None, int(arch["hidden"]), q_width, kv_width, mlp)
 
 
 ALL_LINEAR = new_estimate.LORA_LINEARS
@@ -271,6 +289,8 @@ _TARGETS_BY_NOTE = (
     ("targets all", ALL_LINEAR),
     ("lora_target all", ALL_LINEAR),
     ("target_modules all", ALL_LINEAR),
+    ("all-linear", ALL_LINEAR),  # peft's own name for it
+    ("all linear", ALL_LINEAR),
     ("q/k/v/o", ALL_LINEAR[:4]),
     ("k_proj v_proj o_proj", ALL_LINEAR[:4]),
     ("qkv", ALL_LINEAR[:3]),
@@ -293,15 +313,10 @@ def _adapters(row: Row) -> new_estimate.Adapters | None:
     default has it; DoRA where its notes say so."""
     if row.raw["tuner"] == "full":
         return None
-    arch, moe = _arch(row), _moe(row)
-    mlp = new_estimate.adapted_mlp_width(
-        arch.get("intermediate"), bool(moe), moe.get("shared_expert_intermediate_size")
-    )
-    hidden, targets = int(arch["hidden"]), _adapter_targets(row)
-    q_width, kv_width = _q_kv_widths(row)
-    inputs = new_estimate.adapter_inputs(hidden, q_width, mlp, targets)
-    dora = new_estimate.adapter_outputs(hidden, q_width, kv_width, mlp, targets) if _notes_say(row, "dora") else 0
-    return new_estimate.Adapters(inputs, int(row.raw.get("lora_rank") or 8), dora_outputs=dora)
+    linears, targets = _linears(row), _adapter_targets(row)
+    dora = new_estimate.outputs_of(linears, targets) if _notes_say(row, "dora") else 0
+    rank = int(row.raw.get("lora_rank") or 8)
+    return new_estimate.Adapters(new_estimate.inputs_of(linears, targets), rank, dora_outputs=dora)
 
 
 def _gpus(row: Row) -> tuple[int, int]:

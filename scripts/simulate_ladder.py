@@ -35,8 +35,9 @@ from launcher.plan.estimate import (
     LORA_LINEARS,
     Adapters,
     TrainShape,
-    adapter_inputs,
     estimate,
+    inputs_of,
+    layer_linears,
     lora_trainable_params,
     weight_parts,
 )
@@ -75,8 +76,9 @@ class Scenario:
 
     def shape(self, s: Settings) -> TrainShape:
         params, hidden, layers, inter, heads, vocab = MODELS[self.model]
-        trainable = lora_trainable_params(params, hidden, inter, layers, 8) if self.lora else params
-        adapters = Adapters(adapter_inputs(hidden, hidden, inter, LORA_LINEARS)) if self.lora else None
+        linears = layer_linears(None, hidden, hidden, hidden, inter)
+        trainable = lora_trainable_params(linears, LORA_LINEARS, layers, 8) if self.lora else params
+        adapters = Adapters(inputs_of(linears, LORA_LINEARS)) if self.lora else None
         return TrainShape(
             total_params=params,
             trainable_params=trainable,

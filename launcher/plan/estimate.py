@@ -64,13 +64,14 @@ LORA_FALLBACK_FRACTION = 0.01
 # carries what every run keeps beyond its parts (the tokenizer's and collator's pinned buffers, the
 # allocator's first segments). The margin is what published figures (nvidia-smi or torch's reserved
 # memory) hold beyond the allocated parts: the caching allocator's fragmentation, temporaries of the
-# optimizer step and of NCCL; the fit lands at 14 % of the rest. Rows that report torch's allocated bytes
+# optimizer step and of NCCL; the fit lands at 16 % of the rest. Rows that report torch's allocated bytes
 # are held to the parts without both. The objective is flat along a ridge where a larger context trades
 # against a smaller margin: (0.75 GiB, 16 %), (1 GiB, 15 %), (1.5 GiB, 12 %) and (1.75 GiB, 14 %) lie
 # within a row or two of each other, and a correction of the physics moves the choice along it (0.75 GiB
-# and 16 % before LoRA's base was counted frozen, with its adapters' own activations).
+# and 16 % before LoRA's base was counted frozen, with its adapters' own activations; 1.75 GiB and 14 %
+# before a LoRA row's trained parameters were those of the linears it targets).
 CUDA_CONTEXT_BYTES = int(1.75 * GiB)
-FRAGMENTATION_MARGIN = 0.14
+FRAGMENTATION_MARGIN = 0.16
 
 # Bytes per token one decoder layer saves for the backward, and per token x vocabulary entry the loss saves,
 # come from launcher/plan/layer_bytes.py: measured on transformers' own code per model family (for Llama
@@ -313,38 +314,18 @@ class Calibration:
 
 
 def lora_trainable_params(
-    total_params: int,
-    hidden_size: int | None,
-    intermediate_size: int | None,
-    num_layers: int | None,
-    rank: int,
-    *,
-    num_experts: int | None = None,
-    moe_intermediate_size: int | None = None,
-    shared_expert_intermediate_size: int | None = None,
-    experts_are_linears: bool = False,
-    q_width: int | None = None,
-    kv_width: int | None = None,
+    linears: Mapping[str, tuple[int, int]], targets: Iterable[str], num_layers: int, rank: int, expert_widths: int = 0
 ) -> int:
-    """LoRA on every linear of each layer (swift's default `all-linear`): rank x (in + out) per linear.
+    """LoRA's trained parameters: rank x (in + out) of each of the layer's `linears` (layer_linears) named in
+    `targets`, in each of `num_layers` layers; `expert_widths` adds a layer's routed-expert adapters, in + out
+    summed (routed experts that are linears, or fused parameters that --target_parameters names)."""
+    return num_layers * rank * (adapted_widths(linears, targets) + expert_widths)
 
-    An MoE layer's shared experts are one MLP of their summed width. Its routed experts are linears only in
-    transformers 4's layout (a list of MLPs, `experts_are_linears`), where each carries its own adapter;
-    transformers 5 fuses them into parameters that all-linear passes over (launcher/plan/features.py).
-    q and o are `q_width` wide, k and v `kv_width` (GQA); both the hidden size where not given.
-    """
-    if hidden_size and intermediate_size and num_layers:
-        h, i = hidden_size, intermediate_size
-        q, kv = q_width or h, kv_width or h
-        attention = 2 * (h + q) + 2 * (h + kv)  # q o, k v
-        if num_experts and moe_intermediate_size:
-            mlp = num_experts * 3 * (h + moe_intermediate_size) if experts_are_linears else 0
-            if shared_expert_intermediate_size:
-                mlp += 3 * (h + shared_expert_intermediate_size)
-        else:
-            mlp = 3 * (h + i)
-        return num_layers * rank * (attention + mlp)
-    return int(total_params * LORA_FALLBACK_FRACTION)
+
+def adapted_widths(linears: Mapping[str, tuple[int, int]], targets: Iterable[str]) -> int:
+    """in + out of each of `linears` (layer_linears) named in `targets`, summed: one rank's parameters."""
+    named = set(targets)
+    return sum(width_in + width_out for name, (width_in, width_out) in linears.items() if name in named)
 
 
 def model_state_bytes(strategy: Strategy, shape: TrainShape) -> tuple[int, int]:
@@ -702,21 +683,10 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
         changes.append(("torch_dtype float32 -> bfloat16", replace(shape, weight_bytes=2)))
     if shape.trainable_params == shape.total_params and shape.hidden_size and shape.num_layers:
         q_width, kv_width = attention_widths(shape)
-        lora = lora_trainable_params(
-            shape.total_params,
-            shape.hidden_size,
-            shape.intermediate_size,
-            shape.num_layers,
-            8,
-            num_experts=shape.num_experts,
-            moe_intermediate_size=shape.moe_intermediate_size,
-            shared_expert_intermediate_size=shape.shared_expert_intermediate_size,
-            q_width=q_width,
-            kv_width=kv_width,
-        )
         mlp = adapted_mlp_width(shape.intermediate_size, bool(shape.num_experts), shape.shared_expert_intermediate_size)
-        linears = all_linears(shape.model_type)
-        adapters = Adapters(adapter_inputs(shape.hidden_size, q_width, mlp, linears, shape.model_type))
+        linears = layer_linears(shape.model_type, shape.hidden_size, q_width, kv_width, mlp)
+        lora = lora_trainable_params(linears, linears, shape.num_layers, 8)
+        adapters = Adapters(inputs_of(linears, linears))
         changes.append(("LoRA rank 8 instead of full", replace(shape, trainable_params=lora, adapters=adapters)))
     if shape.trainable_params < shape.total_params and not shape.quant_bits:
         changes.append(

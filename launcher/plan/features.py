@@ -43,12 +43,14 @@ from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import (
     DEFAULT_SEQ_LEN,
+    LORA_FALLBACK_FRACTION,
     PATCH_MERGE,
     VISION_PATCH,
     Adapters,
     adapted_mlp_width,
     inputs_of,
     layer_linears,
+    lora_trainable_params,
     outputs_of,
     q_kv_widths,
 )
@@ -121,19 +123,19 @@ def lora_params(
     own rank-r adapter (peft's ParamWrapper)."""
     h, i, layers = model.hidden_size, model.intermediate_size, model.num_layers
     if not (h and i and layers):
-        return int((model.total_params or 0) * 0.01), ()
+        return int((model.total_params or 0) * LORA_FALLBACK_FRACTION), ()
     linears = decoder_linears(model)
     if "all-linear" in targets or not targets:
-        names, unknown = set(linears), []
+        names, unknown = tuple(linears), []
     else:
-        names = {t for t in targets if t in linears}
+        names = targets
         unknown = [t for t in targets if t not in linears]
     total = 0
     if llm:
-        adapted = sum(width_in + width_out for name, (width_in, width_out) in linears.items() if name in names)
+        experts = 0
         if model.num_experts and model.moe_intermediate_size:
-            adapted += model.num_experts * routed_expert_adapters(h, model.moe_intermediate_size, parameters)
-        total += layers * rank * adapted
+            experts = model.num_experts * routed_expert_adapters(h, model.moe_intermediate_size, parameters)
+        total += lora_trainable_params(linears, names, layers, rank, experts)
     if vision and model.vision_hidden_size and model.vision_layers and "all-linear" in targets:
         total += model.vision_layers * rank * VISION_LORA_PER_HIDDEN * model.vision_hidden_size
     return total, tuple(unknown)

@@ -55,17 +55,21 @@ def test_no_regression_on_the_table() -> None:
     # measured no higher than at 512 (short samples), moved out of 15 %, a BLOOM-1.1B row in. LoRA's base
     # now keeps what frozen layers keep and its adapters their own inputs (measured with peft): litgpt's
     # no-checkpointing LoRA rows (its own model and LoRA code) fell below 15 %, and the refit moved along
-    # its ridge to 1.75 GiB / 14 %.
+    # its ridge to 1.75 GiB / 14 %. A LoRA row's trained parameters are now those of the linears it
+    # targets (its activations already were), and a row that says "all-linear" is read so: an AWQ
+    # Qwen3-30B-A3B row on four 24 GiB cards, called OOM only because its attention-only adapters were
+    # counted on every expert, is now called "fits"; the refit moved to 1.75 GiB / 16 %, which calls two
+    # other OOM rows right, and one row more is called wrong on the joined table.
     new = score(JOINED_ROWS, estimate_new)
-    assert new.agreement >= 0.902
+    assert new.agreement >= 0.899
     assert new.fits_but_oom <= 10
-    assert new.within >= 0.485
+    assert new.within >= 0.488
     assert 0.95 <= new.median_ratio <= 1.10
     assert new.limit_low <= 8
     first = score(ROWS, estimate_new)  # the first table alone
     assert first.agreement >= 0.898
-    assert first.fits_but_oom <= 5
-    assert first.within >= 0.517
+    assert first.fits_but_oom <= 4
+    assert first.within >= 0.528
 
 
 def test_better_than_the_estimate_it_replaced() -> None:

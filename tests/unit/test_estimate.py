@@ -8,7 +8,14 @@ import deepspeed.runtime.zero.stage_1_and_2 as ds_zero2
 import pytest
 
 from launcher.model import Strategy
-from launcher.plan.estimate import TrainShape, activation_bytes, lora_trainable_params, model_state_bytes
+from launcher.plan.estimate import (
+    LORA_LINEARS,
+    TrainShape,
+    activation_bytes,
+    layer_linears,
+    lora_trainable_params,
+    model_state_bytes,
+)
 
 
 def shape(params: int, largest: int, gpus: int, nodes: int, trainable: int | None = None) -> TrainShape:
@@ -59,7 +66,8 @@ def test_zero3_offload_matches_deepspeed(params: int, largest: int, gpus: int, n
 
 def test_lora_states_are_much_smaller_than_full() -> None:
     params = 7_615_616_512
-    trainable = lora_trainable_params(params, 3584, 18944, 28, rank=8)
+    linears = layer_linears(None, 3584, 3584, 512, 18944)
+    trainable = lora_trainable_params(linears, LORA_LINEARS, 28, rank=8)
     assert 10_000_000 < trainable < 50_000_000  # a rank-8 all-linear LoRA of a 7B model is ~20M
     full = model_state_bytes(Strategy.ZERO2, shape(params, 1, 1, 1))[0]
     lora = model_state_bytes(Strategy.ZERO2, shape(params, 1, 1, 1, trainable))[0]

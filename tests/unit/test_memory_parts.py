@@ -16,10 +16,12 @@ from launcher.model import Strategy
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings
 from launcher.plan.estimate import (
+    LORA_LINEARS,
     QUANT_BYTES,
     TrainShape,
     activation_parts,
     estimate,
+    layer_linears,
     lever_changes,
     levers,
     lora_trainable_params,
@@ -279,18 +281,16 @@ def test_moe_activations_use_the_routed_experts_only() -> None:
     assert activation_parts(moe)["gpu_activations"] == tokens * H * 2 * 32 + tokens * per_token
 
 
-def test_moe_lora_adapts_the_experts_that_are_linears() -> None:
-    """transformers 4's experts (a list of MLPs) each carry an adapter; transformers 5's fused ones none; the
-    shared experts, one MLP of their width, always."""
-    dense = lora_trainable_params(1, 2048, 10944, 24, 8)
-    moe = {"num_experts": 64, "moe_intermediate_size": 1408}
-    listed = lora_trainable_params(1, 2048, 10944, 24, 8, **moe, experts_are_linears=True)
-    fused = lora_trainable_params(1, 2048, 10944, 24, 8, **moe)
-    shared = lora_trainable_params(1, 2048, 10944, 24, 8, **moe, shared_expert_intermediate_size=2816)
-    assert dense == 24 * 8 * (8 * 2048 + 3 * (2048 + 10944))
-    assert listed == 24 * 8 * (8 * 2048 + 64 * 3 * (2048 + 1408))
-    assert fused == 24 * 8 * 8 * 2048
-    assert shared == 24 * 8 * (8 * 2048 + 3 * (2048 + 2816))
+def test_lora_counts_rank_times_in_and_out_of_each_targeted_linear() -> None:
+    """Hand-computed: q and o 2048 x 2048, k and v 2048 -> 256 (GQA), the MLP 2048 <-> 10944; an MoE layer's
+    routed experts that are linears add their own adapters' widths."""
+    linears = layer_linears(None, 2048, 2048, 256, 10944)
+    attention = 2 * (2048 + 2048) + 2 * (2048 + 256)
+    assert lora_trainable_params(linears, LORA_LINEARS, 24, 8) == 24 * 8 * (attention + 3 * (2048 + 10944))
+    assert lora_trainable_params(linears, ("q_proj", "v_proj"), 24, 8) == 24 * 8 * (2 * 2048 + 2048 + 256)
+    assert lora_trainable_params(linears, ("q_proj", "w1"), 24, 16) == 24 * 16 * 2 * 2048  # no w1: nothing
+    experts = 64 * 3 * (2048 + 1408)
+    assert lora_trainable_params(linears, ("q_proj",), 2, 8, experts) == 2 * 8 * (2 * 2048 + experts)
 
 
 def test_vision_tower_activations_grow_with_max_pixels() -> None:
