@@ -167,11 +167,15 @@ def place(pieces: Pieces, budgets: Sequence[int]) -> DeviceMapLayout | None:
     first = put(pieces.first.weights)
     if first is None:
         return None
-    for _ in range(pieces.num_layers):
-        at = put(pieces.layer.weights)
+    left, size = pieces.num_layers, pieces.layer.weights
+    while left:  # layer after layer as transformers places them, a GPU's share at a time
+        at = put(size)
         if at is None:
             return None
-        layers[at] += 1
+        more = left - 1 if size == 0 else min(left - 1, (caps[at] - used[at]) // size)
+        used[at] += more * size
+        layers[at] += 1 + more
+        left -= 1 + more
     head = first if pieces.tied else put(pieces.head.weights)
     if head is None:
         return None
@@ -220,15 +224,17 @@ def balance(
         left, layers = pieces.num_layers, []
         for i in range(n - 1):
             fixed = pieces.first.weights if i == 0 else 0
-            k = 0
-            while (
-                k < left
-                and fixed + (k + 1) * pieces.layer.weights <= caps[i]
-                and need(i, k + 1) <= ratio * capacities[i]
-            ):
-                k += 1
-            layers.append(k)
-            left -= k
+
+            def room(k: int, i: int = i, fixed: int = fixed) -> bool:
+                return fixed + k * pieces.layer.weights <= caps[i] and need(i, k) <= ratio * capacities[i]
+
+            # the most layers this GPU takes: both tests grow with k, so a bisection finds it in log(layers)
+            low_k, high_k = 0, left
+            while low_k < high_k:
+                mid_k = (low_k + high_k + 1) // 2
+                low_k, high_k = (mid_k, high_k) if room(mid_k) else (low_k, mid_k - 1)
+            layers.append(low_k)
+            left -= low_k
         layers.append(left)
         return layers if need(n - 1, left) <= ratio * capacities[n - 1] else None
 

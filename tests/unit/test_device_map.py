@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import random
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,6 +20,8 @@ from launcher.errors import SafeSftError
 from launcher.model import DeviceMapLayout, Estimate, ModelFacts, Strategy
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.device_map import (
+    Piece,
+    Pieces,
     balance,
     balanced_cap,
     budgets_for,
@@ -109,6 +112,40 @@ def test_placement_follows_transformers_rule() -> None:
         assert budgets[1] > budgets_for(pieces, layers, [80 * GiB] * 4)[1]
         placed = place(bnb, budgets)
         assert placed is not None and placed.layers == layers
+
+
+def _place_layer_by_layer(pieces: Pieces, budgets: list[int]) -> tuple[int, ...] | None:
+    """transformers' rule one layer at a time, as infer_auto_device_map walks the modules."""
+    n, cap = len(budgets), balanced_cap(pieces, len(budgets))
+    caps = [int((min(b, cap) if i < n - 1 else b) * pieces.load_factor) for i, b in enumerate(budgets)]
+    caps[0] -= pieces.largest_module
+    used, layers, gpu = [0] * n, [0] * n, 0
+    sizes = [pieces.first.weights] + [pieces.layer.weights] * pieces.num_layers + [pieces.head.weights]
+    for index, size in enumerate(sizes):
+        while gpu < n and used[gpu] + size > caps[gpu]:
+            gpu += 1
+        if gpu == n:
+            return None
+        used[gpu] += size
+        layers[gpu] += 0 < index < len(sizes) - 1  # the first piece is the embeddings, the last the head
+    return tuple(layers)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_placement_a_gpus_share_at_a_time_is_layer_by_layer(seed: int) -> None:
+    """place() fills a GPU with all the layers that fit at once (a layer count read from a corrupt config.json,
+    10^9, must not walk them one by one); the layouts are transformers' layer-by-layer ones."""
+    rng = random.Random(seed)
+    pieces = Pieces(
+        first=Piece(rng.randrange(1, 10**6)), layer=Piece(rng.randrange(1, 10**5)), head=Piece(rng.randrange(1, 10**6)),
+        num_layers=rng.randrange(1, 200), largest_module=rng.randrange(0, 10**6), tied=False,
+    )  # fmt: skip
+    budgets = [rng.randrange(10**5, 10**7) for _ in range(rng.randrange(2, 9))]
+    placed = place(pieces, budgets)
+    assert (placed.layers if placed else None) == _place_layer_by_layer(pieces, budgets)
+    huge = replace(pieces, num_layers=10**12, layer=Piece(0))
+    at_once = place(huge, budgets)
+    assert at_once is None or sum(at_once.layers) == 10**12
 
 
 # Qwen3-VL-235B-A22B as its config.json gives it: hidden 4096, 94 layers, 128 experts (8 per token) of
