@@ -10,7 +10,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from launcher.errors import SafeSftError
 from launcher.masking import mask_text
@@ -61,6 +61,7 @@ _ATTEMPT_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
     ("resumed_from", (dict, type(None))),
     ("change", (dict, type(None))),
     ("memory", (dict, type(None))),
+    ("estimate", (dict, type(None))),
 )
 
 
@@ -101,6 +102,9 @@ def _attempt_problem(attempt: Any) -> str | None:
     change = attempt.get("change")
     if change is not None and not all(isinstance(change.get(k), str) for k in ("what", "why")):
         return "change 'what'/'why' are not strings"
+    estimate = attempt.get("estimate")
+    if estimate is not None and not isinstance(estimate.get("gpu_need_bytes"), (*_NUMBER, type(None))):
+        return f"estimate 'gpu_need_bytes' is {_shown(estimate.get('gpu_need_bytes'))}"
     memory = attempt.get("memory")
     return _memory_problem(memory) if memory is not None else None
 
@@ -108,10 +112,13 @@ def _attempt_problem(attempt: Any) -> str | None:
 def _memory_problem(memory: dict[str, Any]) -> str | None:
     gpus = memory.get("gpus") or []
     if not isinstance(gpus, list) or not all(
-        isinstance(g, dict) and isinstance(g.get("index"), int) and isinstance(g.get("peak_bytes"), _NUMBER)
+        isinstance(g, dict)
+        and isinstance(g.get("index"), int)
+        and isinstance(g.get("peak_bytes"), _NUMBER)
+        and isinstance(g.get("total_bytes"), (*_NUMBER, type(None)))
         for g in gpus
     ):
-        return "memory 'gpus' is not a list of {index, peak_bytes}"
+        return "memory 'gpus' is not a list of {index, peak_bytes, total_bytes}"
     if not isinstance(memory.get("host_peak_bytes"), (*_NUMBER, type(None))):
         return f"memory 'host_peak_bytes' is {_shown(memory.get('host_peak_bytes'))}"
     if not isinstance(memory.get("imbalance"), (str, type(None))):
@@ -128,10 +135,12 @@ def _memory_problem(memory: dict[str, Any]) -> str | None:
         isinstance(k, str) and k.isdigit() and _numbers(v) for k, v in gpu_used.items()
     ):
         return "memory 'timeline' 'gpu_used_bytes' is not {index: [bytes]}"
+    if any(len(series) != len(t) for series in (host_used, *gpu_used.values())):
+        return f"memory 'timeline' has {len(t)} times but a series of another length"
     return None
 
 
-def _numbers(value: Any) -> bool:
+def _numbers(value: Any) -> TypeGuard[list[int | float]]:
     return isinstance(value, list) and all(isinstance(v, _NUMBER) for v in value)
 
 

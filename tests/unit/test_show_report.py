@@ -144,6 +144,11 @@ def _set(path: str, value: object):  # type: ignore[no-untyped-def]
         pytest.param(_set("attempts.0.memory.timeline.t", ["0"]), "memory 'timeline' 't'", id="timeline-t"),
         pytest.param(_set("attempts.0.memory.timeline.gpu_used_bytes", {"x": [1]}), "'gpu_used_bytes'", id="gpu-key"),
         pytest.param(_set("attempts.0.memory.timeline", []), "memory 'timeline' is not an object", id="timeline-list"),
+        # what --plot reads: each attempt's estimate, each GPU's capacity, one time per sample
+        pytest.param(_set("attempts.0.estimate", "x"), "attempts[0]: 'estimate' is \"x\"", id="estimate-str"),
+        pytest.param(_set("attempts.0.estimate", {"gpu_need_bytes": "64G"}), "'gpu_need_bytes' is", id="need-str"),
+        pytest.param(_set("attempts.0.memory.gpus.0.total_bytes", "80G"), "memory 'gpus'", id="total-str"),
+        pytest.param(_set("attempts.0.memory.timeline.t", []), "has 0 times but a series", id="timeline-short"),
     ],
 )
 def test_a_report_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path: Path, mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
