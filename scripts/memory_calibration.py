@@ -301,7 +301,42 @@ _TARGETS_BY_NOTE = (
 )
 
 
+# `lora_targets` names as sources' configs give them -> Llama's projections (a fused linear is its parts)
+_TARGET_ALIASES = {
+    "all-linear": ALL_LINEAR,
+    "all": ALL_LINEAR,
+    "query_key_value": ALL_LINEAR[:3],
+    "qkv_proj": ALL_LINEAR[:3],
+    "c_attn": ALL_LINEAR[:3],
+    "w_pack": ALL_LINEAR[:3],
+    "gate_up_proj": ALL_LINEAR[4:6],
+    "dense": ("o_proj",),
+    "c_proj": ("o_proj",),
+    "wqkv": ALL_LINEAR[:3],
+    "wo": ("o_proj",),
+    "w1": ("gate_proj",),
+    "w3": ("up_proj",),
+    "w2": ("down_proj",),
+}  # fmt: skip (InternLM2's and Mixtral's w1/w3/w2 are the gate, up and down of the MLP)
+
+
+def _stated_targets(row: Row) -> tuple[str, ...] | None:
+    """The row's `lora_targets` field ("all-linear" or module names) in Llama's names; None where absent."""
+    stated = row.raw.get("lora_targets")
+    names = [stated] if isinstance(stated, str) else stated if isinstance(stated, list) else None
+    if not names:
+        return None
+    found: list[str] = []
+    for name in (str(n).lower().rsplit(".", 1)[-1] for n in names):
+        found += [t for t in _TARGET_ALIASES.get(name, (name,)) if t in ALL_LINEAR and t not in found]
+    return tuple(t for t in ALL_LINEAR if t in found)
+
+
 def _adapter_targets(row: Row) -> tuple[str, ...]:
+    """The row's stated `lora_targets`, else what its notes say, else its framework's default."""
+    stated = _stated_targets(row)
+    if stated is not None:
+        return stated
     for note, targets in _TARGETS_BY_NOTE:
         if _notes_say(row, note):
             return targets

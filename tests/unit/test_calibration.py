@@ -10,10 +10,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from fit_memory import fit
-from memory_calibration import JOINED, TABLE, estimate_new, estimate_old, load, load_all, score, train_shape
+from memory_calibration import (
+    ALL_LINEAR,
+    JOINED,
+    TABLE,
+    Row,
+    _adapter_targets,
+    estimate_new,
+    estimate_old,
+    load,
+    load_all,
+    score,
+    train_shape,
+)
 
 from launcher.plan.estimate import Calibration
 
@@ -117,3 +131,21 @@ def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
     assert (qwen2.experts_per_token, qwen2.shared_expert_intermediate_size) == (8, 20480)
     assert train_shape(by_id["swx-z3-full-7b-pack8k"]).fused_cross_entropy is False
     assert train_shape(by_id["swx-z3-full-7b-liger-pack8k"]).fused_cross_entropy is True
+
+
+@pytest.mark.parametrize(
+    ("stated", "targets"),
+    [
+        ("all-linear", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")),
+        (["v_proj", "q_proj"], ("q_proj", "v_proj")),
+        (["query_key_value"], ("q_proj", "k_proj", "v_proj")),  # a fused linear is its parts
+        (["model.layers.0.self_attn.o_proj", "gate_up_proj"], ("o_proj", "gate_proj", "up_proj")),
+        (["w1", "w3"], ("gate_proj", "up_proj")),  # Mixtral's and InternLM2's MLP names
+        (["lm_head"], ()),  # no decoder linear: no adapter on the layers
+    ],
+)
+def test_a_rows_stated_lora_targets_are_read_in_llamas_names(stated: object, targets: tuple[str, ...]) -> None:
+    """A row's `lora_targets` field wins over its notes and its framework's default."""
+    row = Row({"id": "r", "tuner": "lora", "framework": "peft", "lora_targets": stated, "inferred": ["target all"]})
+    assert _adapter_targets(row) == targets
+    assert _adapter_targets(Row({**row.raw, "lora_targets": None})) == ALL_LINEAR  # the note, "target all"
