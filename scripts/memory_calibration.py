@@ -316,8 +316,11 @@ _TARGET_ALIASES = {
     "wo": ("o_proj",),
     "w1": ("gate_proj",),
     "w3": ("up_proj",),
-    "w2": ("down_proj",),
-}  # fmt: skip (InternLM2's and Mixtral's w1/w3/w2 are the gate, up and down of the MLP)
+    "w2": ("down_proj",),  # InternLM2's and Mixtral's w1/w3/w2 are the MLP's gate, up and down
+    "query": ("q_proj",),  # litgpt's and BERT's names
+    "key": ("k_proj",),
+    "value": ("v_proj",),
+}
 
 
 def _stated_targets(row: Row) -> tuple[str, ...] | None:

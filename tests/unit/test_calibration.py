@@ -141,6 +141,7 @@ def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
         (["query_key_value"], ("q_proj", "k_proj", "v_proj")),  # a fused linear is its parts
         (["model.layers.0.self_attn.o_proj", "gate_up_proj"], ("o_proj", "gate_proj", "up_proj")),
         (["w1", "w3"], ("gate_proj", "up_proj")),  # Mixtral's and InternLM2's MLP names
+        (["query", "value"], ("q_proj", "v_proj")),  # litgpt's and BERT's
         (["lm_head"], ()),  # no decoder linear: no adapter on the layers
     ],
 )
