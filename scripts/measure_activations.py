@@ -24,8 +24,9 @@ attention), for every family in that table or the model types given:
 - an MoE layer (`Routing`: experts, experts per token, expert width, shared experts), by
   `layer_bytes_per_token(model_type, shape, routing)`: the stack test holds the estimate's routed-pair,
   router and shared-expert terms to it (not printed here).
-- a vision tower's block per patch (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: VISION_TOWERS, or those named), trained,
-  at 256 and 1024 patches and 2 and 4 blocks, fitted as a·vh + m·vi (vh the tower's width, vi its MLP's).
+- a vision tower's block per patch (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: VISION_TOWERS; CLIP, SigLIP, InternViT,
+  Idefics3's, Pixtral's: IMAGE_TOWERS; or those named), trained, at 256 and 1024 patches and 2 and 4 blocks,
+  fitted as a·vh + m·vi (vh the tower's width, vi its MLP's).
 
 Saved tensors are what the CUDA kernels save as well (sdpa's flash and memory-efficient kernels keep q, k,
 v, the output and the log-sum-exp, as the CPU one does). tests/stack/test_activation_bytes_real.py holds
@@ -301,18 +302,35 @@ def layer_coefficients(model_type: str, frozen: bool = False) -> LayerBytes:
     return LayerBytes(a, q, kv, m, logit_saved_bytes_per_entry(model_type))
 
 
-# The vision towers measured (VISION_MEASURED), by the multimodal model's model_type: the tower's class.
+# The vision towers measured (VISION_MEASURED). Those that take a flat run of patches and a grid_thw,
+# keyed by the multimodal model's model_type: the tower's class.
 VISION_TOWERS = {
     "qwen2_vl": "transformers.models.qwen2_vl.modeling_qwen2_vl.Qwen2VisionTransformerPretrainedModel",
     "qwen2_5_vl": "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl.Qwen2_5_VisionTransformerPretrainedModel",
     "qwen3_vl": "transformers.models.qwen3_vl.modeling_qwen3_vl.Qwen3VLVisionModel",
 }
+# Those that take whole images (pixel_values: images x 3 x side x side), keyed by the tower's own
+# model_type (vision_config.model_type): CLIP's (LLaVA, LLaVA-NeXT), SigLIP's (Gemma 3, PaliGemma,
+# LLaVA-OneVision, Aya Vision), InternViT's (InternVL), Idefics3's (Idefics3, SmolVLM), Pixtral's (Mistral 3).
+IMAGE_TOWERS = {
+    "clip_vision_model": "transformers.CLIPVisionModel",
+    "siglip_vision_model": "transformers.SiglipVisionModel",
+    "internvl_vision": "transformers.InternVLVisionModel",
+    "idefics3_vision": "transformers.models.idefics3.modeling_idefics3.Idefics3VisionTransformer",
+    "pixtral": "transformers.PixtralVisionModel",
+}
 GRIDS = (16, 32)  # patches per image side: 256 and 1024 patches
+PATCH = 14  # pixels per patch side of the image towers measured
+
+
+def _class(path: str) -> Any:
+    import importlib
+
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
 
 
 def _tower(model_type: str, blocks: int, intermediate: int) -> Any:
-    import importlib
-
     import torch
     from transformers import AutoConfig
 
@@ -331,9 +349,8 @@ def _tower(model_type: str, blocks: int, intermediate: int) -> Any:
     vision.fullatt_block_indexes = []  # Qwen2.5-VL's windowed blocks attend the same per patch
     vision.deepstack_visual_indexes = []  # Qwen3-VL's deepstack mergers are not blocks
     vision._attn_implementation = "sdpa"
-    module, name = VISION_TOWERS[model_type].rsplit(".", 1)
     torch.manual_seed(0)
-    tower = getattr(importlib.import_module(module), name)._from_config(vision, dtype=torch.bfloat16)
+    tower = _class(VISION_TOWERS[model_type])._from_config(vision, dtype=torch.bfloat16)
     tower.train()
     return tower
 
@@ -347,12 +364,45 @@ def _tower_saved_bytes(tower: Any, grid: int) -> int:
     return _saved_by(tower, lambda: tower(pixels, grid_thw=torch.tensor([[1, grid, grid]])))
 
 
+def _image_tower_saved_bytes(tower_type: str, blocks: int, intermediate: int, grid: int) -> int:
+    """Bytes autograd saves in one forward of one grid x grid patch image through a trained image tower
+    (built for that image size: its position embeddings are one per patch)."""
+    import torch
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(tower_type)
+    side = grid * PATCH
+    pair = isinstance(config.image_size, list | tuple)  # InternViT's sizes are (height, width)
+    sizes = {
+        "hidden_size": HIDDEN,
+        "num_attention_heads": HEADS,
+        "head_dim": HIDDEN // HEADS,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": blocks,
+        "image_size": (side, side) if pair else side,
+        "patch_size": (PATCH, PATCH) if pair else PATCH,
+    }
+    for key, value in sizes.items():
+        setattr(config, key, value)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    tower = _class(IMAGE_TOWERS[tower_type])._from_config(config, dtype=torch.bfloat16)
+    tower.train()
+    image = torch.randn(1, 3, side, side, dtype=torch.bfloat16)
+    sizes_arg = {"image_sizes": torch.tensor([[side, side]])} if tower_type == "pixtral" else {}
+    return _saved_by(tower, lambda: tower(pixel_values=image, **sizes_arg))
+
+
 def vision_block_bytes_per_patch(model_type: str, intermediate: int) -> float:
-    """One vision block's saved bytes per patch: 2 and 4 blocks at 256 and 1024 patches."""
+    """One vision block's saved bytes per patch: 2 and 4 blocks at 256 and 1024 patches (a class token or
+    a pooling head is the same at 2 and 4 blocks, so it drops out)."""
     per_patch = []
     for blocks in LAYERS:
-        tower = _tower(model_type, blocks, intermediate)
-        small, large = (_tower_saved_bytes(tower, grid) for grid in GRIDS)
+        if model_type in IMAGE_TOWERS:
+            small, large = (_image_tower_saved_bytes(model_type, blocks, intermediate, grid) for grid in GRIDS)
+        else:
+            tower = _tower(model_type, blocks, intermediate)
+            small, large = (_tower_saved_bytes(tower, grid) for grid in GRIDS)
         per_patch.append((large - small) / (GRIDS[1] ** 2 - GRIDS[0] ** 2))
     return (per_patch[1] - per_patch[0]) / (LAYERS[1] - LAYERS[0])
 
@@ -376,8 +426,9 @@ def main() -> int:
     import transformers
 
     asked = sys.argv[1:]
-    families = [t for t in asked if t not in VISION_TOWERS] if asked else list(MEASURED)
-    towers = [t for t in asked if t in VISION_TOWERS] if asked else list(VISION_TOWERS)
+    all_towers = [*VISION_TOWERS, *IMAGE_TOWERS]
+    families = [t for t in asked if t not in all_towers] if asked else list(MEASURED)
+    towers = [t for t in asked if t in all_towers] if asked else all_towers
     print(f"transformers {transformers.__version__}, bf16, sdpa, CPU: bytes saved for the backward per token")
     print("(eager: what one layer saves per head x length^2)")
     print()
@@ -403,10 +454,9 @@ def main() -> int:
     print("| model_type | measured | launcher/plan/layer_bytes.py |")
     print("| --- | --- | --- |")
     for model_type in towers:
-        found, held = vision_coefficients(model_type), VISION_MEASURED[model_type]
-        print(
-            f"| {model_type} | {found.hidden:.2f} vh + {found.mlp:.2f} vi | {held.hidden:.2f} vh + {held.mlp:.2f} vi |"
-        )
+        found, held = vision_coefficients(model_type), VISION_MEASURED.get(model_type)
+        ours = "not in the table" if held is None else f"{held.hidden:.2f} vh + {held.mlp:.2f} vi"
+        print(f"| {model_type} | {found.hidden:.2f} vh + {found.mlp:.2f} vi | {ours} |")
     return 0
 
 

@@ -149,23 +149,50 @@ SAME_LAYER_AS: dict[str, str] = {
 DEFAULT = MEASURED["llama"]
 
 # A vision tower's block, per patch: a·vh + m·vi (vh the tower's width, vi its MLP's; its heads attend at
-# the full width, so q and k/v fold into a). Keyed by the multimodal model's model_type; measured on the
-# towers' own code by scripts/measure_activations.py. Qwen2-VL: LayerNorm and a quick-GeLU MLP; Qwen2.5-VL:
-# RMSNorm (fp32 copies) and a gated SiLU MLP; Qwen3-VL: LayerNorm and a tanh-GeLU MLP.
+# the full width, so q and k/v fold into a), measured on the towers' own code by
+# scripts/measure_activations.py. The Qwen towers are keyed by the multimodal model's model_type, as
+# config.json's vision_config names no type of its own there; the others by the tower's model_type
+# (vision_config.model_type), which many multimodal families share. Qwen2-VL: LayerNorm and a quick-GeLU
+# MLP; Qwen2.5-VL: RMSNorm (fp32 copies) and a gated SiLU MLP; Qwen3-VL: LayerNorm and a tanh-GeLU MLP;
+# CLIP: LayerNorm and a quick-GeLU MLP; SigLIP and Idefics3's: LayerNorm and a tanh-GeLU MLP; InternViT:
+# SigLIP's and two layer-scale products; Pixtral: RMSNorm and a gated SiLU MLP, as a Llama layer.
 VISION_MEASURED: dict[str, LayerBytes] = {
     "qwen2_vl": LayerBytes(22, 0, 0, 6),
     "qwen2_5_vl": LayerBytes(30, 0, 0, 8),
     "qwen3_vl": LayerBytes(22, 0, 0, 4),
+    "clip_vision_model": LayerBytes(16, 0, 0, 6),
+    "siglip_vision_model": LayerBytes(16, 0, 0, 4),
+    "idefics3_vision": LayerBytes(16, 0, 0, 4),
+    "internvl_vision": LayerBytes(20, 0, 0, 4),
+    "pixtral": LayerBytes(24, 0, 0, 8),
 }
-VISION_SAME_AS: dict[str, str] = {"qwen3_vl_moe": "qwen3_vl", "qwen2_5_omni": "qwen2_5_vl"}
+VISION_SAME_AS: dict[str, str] = {
+    "qwen3_vl_moe": "qwen3_vl",
+    "qwen2_5_omni": "qwen2_5_vl",
+    "clip": "clip_vision_model",
+    "siglip": "siglip_vision_model",  # MiniCPM-V's remote config names its SigLIP so
+    "idefics2_vision": "idefics3_vision",  # Idefics3's blocks are Idefics2's
+    "smolvlm_vision": "idefics3_vision",
+    "intern_vit_6b": "internvl_vision",  # InternVL's remote InternViT (300M: LayerNorm, layer scale)
+}
 # An unmeasured tower is counted as a Llama layer at full-width attention (24 vh + 8 vi).
 VISION_DEFAULT = LayerBytes(DEFAULT.hidden + DEFAULT.q + DEFAULT.kv, 0, 0, DEFAULT.mlp)
 
 
-def vision_layer_bytes(model_type: str | None) -> LayerBytes:
-    """The measured bytes of the vision tower of a `model_type` model; a Llama layer's where not measured."""
-    family = VISION_SAME_AS.get(model_type or "", model_type or "")
-    return VISION_MEASURED.get(family, VISION_DEFAULT)
+def vision_family(model_type: str | None, tower_type: str | None = None) -> str | None:
+    """The VISION_MEASURED key of a multimodal `model_type` model whose vision_config names `tower_type`:
+    the model's own where measured, else its tower's; None where neither is."""
+    for name in (model_type, tower_type):
+        family = VISION_SAME_AS.get(name or "", name or "")
+        if family in VISION_MEASURED:
+            return family
+    return None
+
+
+def vision_layer_bytes(family: str | None) -> LayerBytes:
+    """The measured bytes of a vision tower (a `vision_family` key, or a name VISION_SAME_AS maps to one);
+    a Llama layer's where not measured."""
+    return VISION_MEASURED.get(VISION_SAME_AS.get(family or "", family or ""), VISION_DEFAULT)
 
 
 def family_of(model_type: str | None) -> str | None:

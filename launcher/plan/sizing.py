@@ -33,6 +33,7 @@ from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH, TrainShape, estimate, levers
 from launcher.plan.features import Features, is_lora, read_features
+from launcher.plan.layer_bytes import vision_family
 from launcher.plan.swift_args import SwiftArgs
 
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "f32": 4, "float16": 2, "fp16": 2, "f16": 2, "bfloat16": 2, "bf16": 2}
@@ -124,7 +125,7 @@ def train_shape(
         else swift.get_bool("vit_gradient_checkpointing", checkpointing),
         vision_intermediate_size=model.vision_intermediate_size,
         vision_patch_size=model.vision_patch_size or VISION_PATCH,
-        vision_type=model.model_type,
+        vision_type=vision_family(model.model_type, model.vision_model_type),
         fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
         vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
         optimizer_bits=8 if "8bit" in (swift.get("optim") or "").lower() else 32,  # adamw_bnb_8bit, ...

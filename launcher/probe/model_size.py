@@ -147,9 +147,10 @@ def quant_method_of(config: Mapping[str, object]) -> str | None:
     return method.lower() if isinstance(method, str) else None
 
 
-def _vision_shape(config: Mapping[str, object]) -> dict[str, int | None]:
-    """The vision tower's width, blocks, MLP width and patch side from vision_config. Qwen2-VL's hidden_size
-    there is the language model's (what the merger maps to): its tower's width is embed_dim."""
+def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
+    """The vision tower's width, blocks, MLP width, patch side and own model_type from vision_config.
+    Qwen2-VL's hidden_size there is the language model's (what the merger maps to): its tower's width is
+    embed_dim."""
     vision = config.get("vision_config")
     if not isinstance(vision, Mapping):
         return {}
@@ -162,6 +163,7 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | None]:
         "vision_layers": _int(vision, "depth", "num_hidden_layers", "layers"),
         "vision_intermediate_size": _int(vision, "intermediate_size") or from_ratio,
         "vision_patch_size": _size(patch[0] if isinstance(patch, list) and patch else patch),
+        "vision_model_type": _str(vision, "model_type"),
     }
 
 

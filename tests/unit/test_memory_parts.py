@@ -27,7 +27,13 @@ from launcher.plan.estimate import (
     lora_trainable_params,
     weight_parts,
 )
-from launcher.plan.layer_bytes import eager_score_bytes
+from launcher.plan.layer_bytes import (
+    VISION_DEFAULT,
+    VISION_MEASURED,
+    eager_score_bytes,
+    vision_family,
+    vision_layer_bytes,
+)
 from launcher.plan.sizing import train_shape
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
@@ -592,3 +598,45 @@ def test_a_measured_vision_tower_counts_its_own_bytes_per_patch() -> None:
     assert activation_parts(vl)["gpu_vision"] == int(pixels / 16**2 * (22 * 1152 + 4 * 4304))
     other = replace(vl, vision_type="llava", vision_patch_size=14, vision_intermediate_size=None)
     assert activation_parts(other)["gpu_vision"] == int(pixels / 14**2 * (24 * 1152 + 8 * 4 * 1152))
+
+
+@pytest.mark.parametrize(
+    ("model_type", "tower_type", "family"),
+    [
+        ("qwen3_vl_moe", "qwen3_vl", "qwen3_vl"),  # the model's own measured tower first
+        ("gemma3", "siglip_vision_model", "siglip_vision_model"),  # else its tower's, shared by families
+        ("llava", "clip_vision_model", "clip_vision_model"),
+        ("internvl_chat", "intern_vit_6b", "internvl_vision"),  # remote-code names of measured towers
+        ("minicpmv", "siglip", "siglip_vision_model"),
+        ("smolvlm", "smolvlm_vision", "idefics3_vision"),
+        ("janus", "janus_vision_model", None),  # not measured: a Llama layer's bytes
+        ("llava", None, None),
+    ],
+)
+def test_a_vision_tower_is_measured_by_the_model_or_by_its_own_type(
+    model_type: str, tower_type: str | None, family: str | None
+) -> None:
+    assert vision_family(model_type, tower_type) == family
+    expected = VISION_MEASURED[family] if family else VISION_DEFAULT
+    assert vision_layer_bytes(family) == expected
+
+
+def test_a_plan_counts_a_siglip_tower_with_siglips_bytes(tmp_path: Path) -> None:
+    """A Gemma 3 layout read from config.json: vision_config names its tower siglip_vision_model, so the
+    plan counts 16 vh + 4 vi per patch and block (measured), not a Llama layer's 24 vh + 8 vi."""
+    config = {
+        "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+        "text_config": {"model_type": "gemma3_text", "hidden_size": 2560, "num_hidden_layers": 34,
+                        "intermediate_size": 10240, "vocab_size": 262208},
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                          "num_hidden_layers": 27, "patch_size": 14},
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.vision_model_type == "siglip_vision_model"
+    topo = resolve_topology(TopologyRequest(), {}, gpus(1, 80), free_port=1)
+    argv = ["--model", str(tmp_path), "--freeze_vit", "false", "--vit_gradient_checkpointing", "false"]
+    s = train_shape(parse_swift_argv(argv), facts, topo)
+    assert s.vision_type == "siglip_vision_model"
+    patches = s.image_pixels / 14**2
+    assert activation_parts(s)["gpu_vision"] == int(patches * (16 * 1152 + 4 * 4304) * 27)
