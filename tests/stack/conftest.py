@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -22,6 +23,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/stack/" in str(item.fspath):
             item.add_marker(pytest.mark.stack)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def torch_extensions_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A TORCH_EXTENSIONS_DIR of this session's own for every process the tier starts.
+
+    DeepSpeed builds its C++ ops (shm_comm, cpu_adam) at first use behind a lock file that torch waits on
+    forever: a shared directory let one killed session's lock hang a later one's runs, and let two
+    sessions on one machine share a half-built op. A fresh machine builds them once either way.
+    """
+    path = tmp_path_factory.mktemp("torch-extensions")
+    before = os.environ.get("TORCH_EXTENSIONS_DIR")
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+    else:
+        os.environ["TORCH_EXTENSIONS_DIR"] = before
 
 
 @pytest.fixture(scope="session")

@@ -153,7 +153,6 @@ def env_for(entry: Entry, tmp: Path, records: str, fault: str | None = None) -> 
         "SAFE_SFT_FAULT_ONCE": str(tmp / "fault-fired"),
         "SAFE_SFT_FAULT_RECORD": str(tmp / records),
         "TOKENIZERS_PARALLELISM": "false",
-        "TORCH_EXTENSIONS_DIR": str(Path.home() / ".cache" / "safe-sft-test-torch-extensions"),
     }
     env.pop("PYTHONUNBUFFERED", None)  # block-buffered stdout, as users get it through safe-sft's pipes
     env.pop("SAFE_SFT_FAULT", None)

@@ -42,7 +42,6 @@ def fault_env(tmp: Path, fault: str | None = None) -> dict[str, str]:
         "NPROC_PER_NODE": "2",
         "SAFE_SFT_FAULT_ONCE": str(tmp / "fault-fired"),
         "SAFE_SFT_FAULT_RECORD": str(tmp / "ranks"),
-        "TORCH_EXTENSIONS_DIR": str(Path.home() / ".cache" / "safe-sft-test-torch-extensions"),
     }
     env.pop("PYTHONUNBUFFERED", None)  # block-buffered stdout, as users get it through safe-sft's pipes
     if fault:
