@@ -255,6 +255,7 @@ class TrainShape:
     vision_checkpointing: bool | None = None  # --vit_gradient_checkpointing; None: as gradient_checkpointing
     vision_intermediate_size: int | None = None  # the tower's MLP width; 4 x its width where unknown
     vision_patch_size: int = VISION_PATCH
+    vision_merge: int = PATCH_MERGE  # patches per side of one language-model image token
     vision_type: str | None = None  # whose measured vision tower (layer_bytes.vision_family)
     adapters: Adapters | None = None  # LoRA: a frozen base with these adapters; None: the layers train
     fused_cross_entropy: bool = False  # --use_liger_kernel true: the logits are never materialised in full

@@ -44,7 +44,6 @@ from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import (
     DEFAULT_SEQ_LEN,
     LORA_FALLBACK_FRACTION,
-    PATCH_MERGE,
     VISION_PATCH,
     Adapters,
     adapted_mlp_width,
@@ -54,6 +53,7 @@ from launcher.plan.estimate import (
     outputs_of,
     q_kv_widths,
 )
+from launcher.plan.image_tiles import fixed_image, image_merge
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import (
     ASSUMED_IMAGE_PIXELS,
@@ -254,15 +254,21 @@ def trainable_params(
 
 def image_token_side(model: ModelFacts) -> int:
     """Pixels on the side of the square one image token covers (merged patches)."""
-    return PATCH_MERGE * (model.vision_patch_size or VISION_PATCH)
+    return image_merge(model.model_type) * (model.vision_patch_size or VISION_PATCH)
 
 
 def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) -> int:
-    """One image's pixels at most: IMAGE_MAX_TOKEN_NUM, else MAX_PIXELS or `--max_pixels`, else the cap of
-    the family's processor when unset (16384 tokens for Qwen-VL), else an assumed image. Where one token is
-    one merged patch square (the families with a budget), an image brings at most max_length tokens: swift
-    drops a longer sample (truncation_strategy delete), and cutting one would split its image tokens."""
+    """One image's pixels at most: its fixed tiles in a family that cuts images into them
+    (launcher.plan.image_tiles), else IMAGE_MAX_TOKEN_NUM, else MAX_PIXELS or `--max_pixels`, else the cap
+    of the family's processor when unset (16384 tokens for Qwen-VL), else an assumed image. Where one token
+    is one merged patch square (the families with tiles or a budget), an image brings at most max_length
+    tokens: swift drops a longer sample (truncation_strategy delete), and cutting one would split its image
+    tokens."""
     token_side = image_token_side(model)
+    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
+    fixed = fixed_image(model.model_type, model.vision_image_size, env)
+    if fixed is not None:
+        return min(fixed.pixels, max_length * token_side**2)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
     if budget is not None:  # the variables this processor reads: a value swift would stop on stops the plan
         tokens, set_pixels = budget_value(env, IMAGE_MAX_TOKEN_NUM), budget_value(env, MAX_PIXELS)
@@ -279,7 +285,6 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
         return ASSUMED_IMAGE_PIXELS
     if budget is None:
         return pixels
-    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
     return min(pixels, max_length * token_side**2)
 
 

@@ -31,8 +31,9 @@ from launcher.plan.data_lengths import data_lengths
 from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, PATCH_MERGE, VISION_PATCH, TrainShape, estimate, levers
+from launcher.plan.estimate import DEFAULT_SEQ_LEN, VISION_PATCH, TrainShape, estimate, levers
 from launcher.plan.features import Features, is_lora, read_features
+from launcher.plan.image_tiles import image_merge
 from launcher.plan.layer_bytes import vision_family
 from launcher.plan.swift_args import SwiftArgs
 
@@ -125,6 +126,7 @@ def train_shape(
         else swift.get_bool("vit_gradient_checkpointing", checkpointing),
         vision_intermediate_size=model.vision_intermediate_size,
         vision_patch_size=model.vision_patch_size or VISION_PATCH,
+        vision_merge=image_merge(model.model_type),
         vision_type=vision_family(model.model_type, model.vision_model_type),
         fused_cross_entropy=swift.get_bool("use_liger_kernel", False),
         vocab_logits=(swift.get("task_type") or "causal_lm") == "causal_lm",
@@ -163,7 +165,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
         micro_batch=swift.get_int("per_device_train_batch_size", 1) or 1,
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,
-        image_tokens=shape.image_pixels // (shape.vision_patch_size * PATCH_MERGE) ** 2 if shape else 0,
+        image_tokens=shape.image_pixels // (shape.vision_patch_size * shape.vision_merge) ** 2 if shape else 0,
     )
 
 

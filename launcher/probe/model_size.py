@@ -148,7 +148,7 @@ def quant_method_of(config: Mapping[str, object]) -> str | None:
 
 
 def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
-    """The vision tower's width, blocks, MLP width, patch side and own model_type from vision_config.
+    """The vision tower's width, blocks, MLP width, patch and image sides and own model_type from vision_config.
     Qwen2-VL's hidden_size there is the language model's (what the merger maps to): its tower's width is
     embed_dim."""
     vision = config.get("vision_config")
@@ -157,13 +157,14 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
     width = _int(vision, "embed_dim", "hidden_size", "width")
     ratio = vision.get("mlp_ratio")
     from_ratio = int(ratio * width) if isinstance(ratio, int | float) and ratio > 0 and width else None
-    patch = vision.get("patch_size")  # InternVL's is a pair
+    patch, image = vision.get("patch_size"), vision.get("image_size")  # InternVL's are pairs
     return {
         "vision_hidden_size": width,
         "vision_layers": _int(vision, "depth", "num_hidden_layers", "layers"),
         "vision_intermediate_size": _int(vision, "intermediate_size") or from_ratio,
         "vision_patch_size": _size(patch[0] if isinstance(patch, list) and patch else patch),
         "vision_model_type": _str(vision, "model_type"),
+        "vision_image_size": _size(image[0] if isinstance(image, list) and image else image),
     }
 
 
