@@ -59,6 +59,7 @@ from launcher.plan.vision_budget import (
     ASSUMED_IMAGE_PIXELS,
     IMAGE_MAX_TOKEN_NUM,
     MAX_PIXELS,
+    TILES,
     budget_pixels,
     budget_value,
     vision_budget_for,
@@ -270,6 +271,8 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     if fixed is not None:
         return min(fixed.pixels, max_length * token_side**2)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
+    if budget is not None and budget.unit == TILES:  # tiles of a size config.json did not give: not counted
+        budget = None
     if budget is not None:  # the variables this processor reads: a value swift would stop on stops the plan
         tokens, set_pixels = budget_value(env, IMAGE_MAX_TOKEN_NUM), budget_value(env, MAX_PIXELS)
     else:

@@ -17,8 +17,9 @@ is known). Read from the processors ms-swift 4.6 runs with transformers 5:
 - internvl (transformers' InternVL; swift calls GotOcr2ImageProcessor with crop_to_patches): up to its
   max_patches (12; preprocessor_config.json is not read) plus the thumbnail; 2 x 2 patches a token.
 
-swift reads MAX_NUM and INPUT_SIZE with int() as the template is built; `fixed_image` reads them the same
-way and stops a value swift would stop on.
+swift reads MAX_NUM and INPUT_SIZE with int() as the template is built; `fixed_image` reads them as
+launcher.plan.vision_budget reads every such variable, and stops a value swift would stop on. MAX_NUM is
+also the image budget the degradation ladder halves for InternVL (vision_budget.MAX_NUM).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from launcher.errors import SafeSftError
 from launcher.plan.estimate import PATCH_MERGE
+from launcher.plan.vision_budget import MAX_NUM, PIXELS, budget_value, positive_env_int
 
 
 @dataclass(frozen=True)
@@ -47,18 +48,17 @@ class _Family:
     merge: int
     tiles: int | None = None  # None: set by MAX_NUM (InternVL's remote template)
     thumbnail: bool = False
-    side_env: str | None = None  # the variable that sets the tile's side, else the tower's image_size
+    side_env: bool = False  # INPUT_SIZE sets the tile's side, else the tower's image_size
 
 
 _FAMILIES = {
     "llava": _Family(merge=1, tiles=1),
     "paligemma": _Family(merge=1, tiles=1),
     "gemma3": _Family(merge=4, tiles=1),
-    "internvl_chat": _Family(merge=2, thumbnail=True, side_env="INPUT_SIZE"),
+    "internvl_chat": _Family(merge=2, thumbnail=True, side_env=True),
     "internvl": _Family(merge=2, tiles=12, thumbnail=True),
 }
-MAX_NUM = ("MAX_NUM", 12)
-INPUT_SIZE = ("INPUT_SIZE", 448)
+INPUT_SIZE, INPUT_SIZE_DEFAULT = "INPUT_SIZE", 448
 
 
 def image_merge(model_type: str | None) -> int:
@@ -72,26 +72,10 @@ def fixed_image(model_type: str | None, image_size: int | None, env: Mapping[str
     family = _FAMILIES.get(model_type or "")
     if family is None:
         return None
-    tiles = family.tiles if family.tiles is not None else _env_size(env, *MAX_NUM)
-    side = _env_size(env, *INPUT_SIZE) if family.side_env else image_size
+    tiles = family.tiles if family.tiles is not None else budget_value(env, MAX_NUM) or MAX_NUM.default
+    side = image_size
+    if family.side_env:
+        side = positive_env_int(env, INPUT_SIZE, PIXELS, INPUT_SIZE_DEFAULT) or INPUT_SIZE_DEFAULT
     if not side:
         return None
     return FixedImage(tiles + 1 if family.thumbnail and tiles > 1 else tiles, side)
-
-
-def _env_size(env: Mapping[str, str], name: str, default: int) -> int:
-    """A positive whole number as swift reads it (int() of the variable when set), else `default`."""
-    text = env.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise SafeSftError(
-            f"{name}={text!r} is not a positive whole number: swift reads it with int() as it builds the "
-            "template, and stops there",
-            f"set {name} to a whole number such as {default}, or unset it for swift's default",
-        )
-    return value

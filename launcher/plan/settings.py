@@ -145,7 +145,7 @@ def _user_config_for(
 @dataclass(frozen=True)
 class AttemptArgs:
     swift: SwiftArgs
-    env: dict[str, str]  # the environment knobs the ladder sets (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM, NCCL_P2P_DISABLE)
+    env: dict[str, str]  # the environment knobs the ladder sets (the image budget, NCCL_P2P_DISABLE)
     deepspeed_file: tuple[str, JsonObject] | None  # a derived config to write before the attempt starts
 
 

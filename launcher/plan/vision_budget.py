@@ -9,10 +9,13 @@ whose module constants swift patches from the environment (swift/model/models/qw
 `patch_qwen_vl_utils`): Qwen2/2.5-VL read MAX_PIXELS (pixels; qwen_vl_utils' default 16384 x 28 x 28),
 Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (merged tokens; default 16384), which swift derives from
 MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset. So an unset budget lets one image bring 16384 tokens.
-Other families have no such variable; for them an image is assumed at ASSUMED_IMAGE_PIXELS.
+InternVL's remote-code template (swift/template/templates/internvl.py) reads MAX_NUM, the most tiles it
+cuts one image into (12; launcher.plan.image_tiles counts them). Other families have no such variable;
+for them an image is their processor's fixed tiles (launcher.plan.image_tiles) or ASSUMED_IMAGE_PIXELS.
 
-swift parses both with int() as the model loads; `budget_value` reads them the same way, and stops a value
-that int() refuses, or one that is not positive, before anything starts (swift would stop minutes later).
+swift parses them with int() as the model or template loads; `budget_value` (and `positive_env_int`, for
+any such variable) reads them the same way, and stops a value that int() refuses, or one that is not
+positive, before anything starts (swift would stop minutes later).
 """
 
 from __future__ import annotations
@@ -30,17 +33,20 @@ class VisionBudget:
     env: str
     default: int  # the processor's value when the variable is unset
     minimum: int  # below this images lose too much
-    in_tokens: bool  # the value counts merged image tokens, not pixels
+    unit: str  # what the value counts: PIXELS, TOKENS (merged image tokens) or TILES (of a fixed size)
 
 
-MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28, in_tokens=False)
-IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256, in_tokens=True)
+PIXELS, TOKENS, TILES = "pixels", "merged image tokens", "tiles"
+MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28, PIXELS)
+IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256, TOKENS)
+MAX_NUM = VisionBudget("MAX_NUM", 12, 1, TILES)  # one tile is 256 tokens: Qwen-VL's floor
 _READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
 _READS_IMAGE_MAX_TOKEN_NUM = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
      "qwen3_vl_reranker", "qwen3_5_emb"}
 )  # fmt: skip
-_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM)}
+_READS_MAX_NUM = frozenset({"internvl_chat"})  # swift's model_type and config.json's alike
+_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM)}
 VISION_ENVS = tuple(_BUDGETS)
 # A family whose processor reads no budget: one image of 1344 x 1792 pixels (about 3072 tokens at 28-pixel
 # tokens), swift's default for Ovis2.5; an assumption, not any processor's cap.
@@ -53,6 +59,8 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
     A variable the user already set decides where the family reads both: IMAGE_MAX_TOKEN_NUM wins in
     swift's conversion, and a Qwen3-VL run with only MAX_PIXELS set reads that (converted).
     """
+    if model_type in _READS_MAX_NUM:
+        return MAX_NUM
     if model_type in _READS_MAX_PIXELS:
         return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
     if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
@@ -63,19 +71,25 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
 
 
 def budget_named(env: str) -> VisionBudget | None:
-    """The image budget of that name (MAX_PIXELS or IMAGE_MAX_TOKEN_NUM), or None for any other name."""
+    """The image budget of that name (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM), or None for any other."""
     return _BUDGETS.get(env)
 
 
 def budget_pixels(budget: VisionBudget, value: int, token_side: int) -> int:
-    """Pixels of one image at this budget's value; `token_side` is the pixels per merged token's side."""
-    return value * token_side**2 if budget.in_tokens else value
+    """Pixels of one image at a pixel or token budget's value; `token_side` is the pixels per merged token's
+    side. (A tile budget's pixels depend on the tile: launcher.plan.image_tiles.)"""
+    return value * token_side**2 if budget.unit == TOKENS else value
 
 
 def budget_value(env: Mapping[str, str], budget: VisionBudget) -> int | None:
-    """The budget's value set in `env`, read as swift reads it (int(): surrounding blanks, a sign and
-    underscores pass); None when unset or empty. SafeSftError for a value swift would stop on."""
-    text = env.get(budget.env, "")
+    """The budget's value set in `env` (see positive_env_int); None when unset or empty."""
+    return positive_env_int(env, budget.env, budget.unit, budget.default)
+
+
+def positive_env_int(env: Mapping[str, str], name: str, unit: str, example: int) -> int | None:
+    """A variable swift reads with int() (surrounding blanks, a sign and underscores pass) as the model or
+    template loads; None when unset or empty. SafeSftError for a value swift would stop on."""
+    text = env.get(name, "")
     if not text.strip():
         return None
     try:
@@ -83,10 +97,9 @@ def budget_value(env: Mapping[str, str], budget: VisionBudget) -> int | None:
     except ValueError:
         value = 0
     if value <= 0:
-        unit = "merged image tokens" if budget.in_tokens else "pixels"
         raise SafeSftError(
-            f"{budget.env}={text!r} is not a positive whole number of {unit}: swift reads it with int() as the "
-            "model loads, and stops there",
-            f"set {budget.env} to a whole number such as {budget.default}, or unset it for the processor's default",
+            f"{name}={text!r} is not a positive whole number of {unit}: swift reads it with int() as the model "
+            "loads, and stops there",
+            f"set {name} to a whole number such as {example}, or unset it for the processor's default",
         )
     return value

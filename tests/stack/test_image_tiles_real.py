@@ -16,7 +16,8 @@ import pytest
 
 from launcher.model import ModelFacts
 from launcher.plan.features import image_token_side
-from launcher.plan.image_tiles import INPUT_SIZE, MAX_NUM, fixed_image
+from launcher.plan.image_tiles import INPUT_SIZE, INPUT_SIZE_DEFAULT, fixed_image
+from launcher.plan.vision_budget import MAX_NUM
 
 CASES = [("llava", 336), ("paligemma", 224), ("gemma3", 896)]
 PATCH = 14
@@ -67,13 +68,13 @@ def test_internvl_tiles_are_swifts(stack_installed: None) -> None:
     from swift.template.templates.internvl import InternvlTemplate
 
     source = inspect.getsource(InternvlTemplate.init_env_args)
-    for (name, default), key in ((MAX_NUM, "max_num"), (INPUT_SIZE, "input_size")):
-        found = re.search(rf"get_env_args\('{key}', int, (\d+)\)", source)
+    for name, default in ((MAX_NUM.env, MAX_NUM.default), (INPUT_SIZE, INPUT_SIZE_DEFAULT)):
+        found = re.search(rf"get_env_args\('{name.lower()}', int, (\d+)\)", source)
         assert found is not None and int(found.group(1)) == default, name
     for env in ({}, {"MAX_NUM": "6"}, {"MAX_NUM": "1"}):
         fixed = fixed_image("internvl_chat", 448, env)
         assert fixed is not None
-        max_num = int(env.get("MAX_NUM", MAX_NUM[1]))
+        max_num = int(env.get("MAX_NUM", MAX_NUM.default))
         large = vision_utils._dynamic_preprocess(
             Image.new("RGB", (2000, 1500)), max_num=max_num, image_size=448, use_thumbnail=True
         )

@@ -132,7 +132,8 @@ def test_eval_oom_halves_the_eval_batch_not_the_training_micro_batch() -> None:
         pytest.param("qwen3_vl_emb", {"MAX_PIXELS": "1003520", "IMAGE_MAX_TOKEN_NUM": "1800"}, "IMAGE_MAX_TOKEN_NUM",
                      id="token-num-wins-over-max-pixels"),
         pytest.param("llava", {"MAX_PIXELS": "1003520"}, None, id="a-model-that-ignores-max-pixels-no-rung"),
-        pytest.param("internvl_chat", {}, None, id="internvl-no-rung"),
+        pytest.param("internvl_chat", {}, "MAX_NUM", id="internvl-remote-reads-max-num"),
+        pytest.param("internvl", {"MAX_NUM": "6"}, None, id="transformers-internvl-no-rung"),
         pytest.param(None, {}, None, id="unknown-model-no-rung"),
     ],
 )  # fmt: skip
@@ -143,6 +144,11 @@ def test_vision_budget_is_the_variable_the_processor_reads(
 
     found = vision_budget_for(model_type, env)
     assert (found.env if found else None) == expected
+
+
+def test_internvl_halves_its_tiles_down_to_one() -> None:
+    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_NUM")
+    assert walk(s, K.CUDA_OOM, 5) == ["MAX_NUM 12 -> 6", "MAX_NUM 6 -> 3", "MAX_NUM 3 -> 1", "give up"]
 
 
 def test_qwen3_vl_halves_image_max_token_num_and_other_vl_models_skip_the_rung() -> None:

@@ -28,6 +28,7 @@ from tests.unit.test_features import QWEN_VL7B, features, shape
         ("internvl_chat", 448, {"MAX_NUM": "6"}, FixedImage(7, 448), 256),
         ("internvl_chat", 448, {"MAX_NUM": " 1\n"}, FixedImage(1, 448), 256),  # one tile: no thumbnail
         ("internvl_chat", 448, {"INPUT_SIZE": "224"}, FixedImage(13, 224), 64),
+        ("internvl_chat", 448, {"MAX_NUM": " ", "INPUT_SIZE": ""}, FixedImage(13, 448), 256),  # blank: unset
         ("internvl", 448, {"MAX_NUM": "2"}, FixedImage(13, 448), 256),  # transformers' InternVL reads no MAX_NUM
     ],
 )
@@ -47,7 +48,7 @@ def test_other_families_have_no_fixed_tiles_and_merge_as_qwen_vl() -> None:
 
 
 @pytest.mark.parametrize("name", ["MAX_NUM", "INPUT_SIZE"])
-@pytest.mark.parametrize("value", ["many", "0", "-2", "", "6.0"])
+@pytest.mark.parametrize("value", ["many", "0", "-2", "6.0"])
 def test_a_tile_setting_swift_would_stop_on_stops_the_plan(name: str, value: str) -> None:
     with pytest.raises(SafeSftError, match=f"^{name}='{value}' is not a positive whole number") as raised:
         fixed_image("internvl_chat", 448, {name: value})

@@ -73,6 +73,13 @@ BASE = Settings(micro_batch=1, grad_accum=8, world_size=2, dataloader_num_worker
             ["--model_type", "qwen2_vl"], {"MAX_PIXELS": " 1_003_520"}, {},
             replace(BASE, vision_env="MAX_PIXELS", vision_budget=1003520), id="max-pixels-read-as-int-reads-it",
         ),
+        pytest.param(
+            ["--model_type", "internvl_chat"], {"MAX_NUM": "6"}, {},
+            replace(BASE, vision_env="MAX_NUM", vision_budget=6), id="max-num-env-for-internvl",
+        ),
+        pytest.param(
+            ["--model_type", "internvl_chat"], {}, {}, replace(BASE, vision_env="MAX_NUM"), id="internvl-max-num-unset",
+        ),
         pytest.param([], {"MAX_PIXELS": "lots"}, {}, BASE, id="a-bad-max-pixels-the-model-never-reads"),
         pytest.param([], {"MAX_PIXELS": "1003520"}, {}, BASE, id="max-pixels-ignored-where-the-model-reads-none"),
         pytest.param([], {"NCCL_P2P_DISABLE": "1"}, {}, replace(BASE, nccl_p2p_disable=True), id="p2p-off-env"),
@@ -155,6 +162,9 @@ def run(settings: Settings, *, resume: Resume | None = None, fresh: bool = False
         pytest.param(
             replace(START, vision_env="MAX_PIXELS", vision_budget=6422528), USER_ARGV, {"MAX_PIXELS": "6422528"},
             id="max-pixels-env",
+        ),
+        pytest.param(
+            replace(START, vision_env="MAX_NUM", vision_budget=3), USER_ARGV, {"MAX_NUM": "3"}, id="max-num-env",
         ),
         pytest.param(replace(START, nccl_p2p_disable=True), USER_ARGV, {"NCCL_P2P_DISABLE": "1"}, id="p2p-env"),
     ],
