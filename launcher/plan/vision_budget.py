@@ -98,8 +98,8 @@ def positive_env_int(env: Mapping[str, str], name: str, unit: str, example: int)
         value = 0
     if value <= 0:
         raise SafeSftError(
-            f"{name}={text!r} is not a positive whole number of {unit}: swift reads it with int() as the model "
-            "loads, and stops there",
+            f"{name}={text!r} is not a positive whole number of {unit}: swift reads it with int() as it loads "
+            "the model and its template, and stops there",
             f"set {name} to a whole number such as {example}, or unset it for the processor's default",
         )
     return value
