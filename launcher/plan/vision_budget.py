@@ -48,8 +48,9 @@ _READS_IMAGE_MAX_TOKEN_NUM = frozenset(
 _READS_MAX_NUM = frozenset({"internvl_chat"})  # swift's model_type and config.json's alike
 _BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM)}
 VISION_ENVS = tuple(_BUDGETS)
-# A family whose processor reads no budget: one image of 1344 x 1792 pixels (about 3072 tokens at 28-pixel
-# tokens), swift's default for Ovis2.5; an assumption, not any processor's cap.
+# A family whose processor reads no budget and cuts no fixed tiles (launcher.plan.image_tiles): one image of
+# 1344 x 1792 pixels (about 3072 tokens at 28-pixel tokens), swift's default for Ovis2.5; an assumption,
+# not any processor's cap.
 ASSUMED_IMAGE_PIXELS = 1344 * 1792
 
 
