@@ -190,9 +190,8 @@ def vision_family(model_type: str | None, tower_type: str | None = None) -> str 
 
 
 def vision_layer_bytes(family: str | None) -> LayerBytes:
-    """The measured bytes of a vision tower (a `vision_family` key, or a name VISION_SAME_AS maps to one);
-    a Llama layer's where not measured."""
-    return VISION_MEASURED.get(VISION_SAME_AS.get(family or "", family or ""), VISION_DEFAULT)
+    """The measured bytes of a vision tower (a `vision_family` key); a Llama layer's where not measured."""
+    return VISION_MEASURED.get(family or "", VISION_DEFAULT)
 
 
 def family_of(model_type: str | None) -> str | None:
