@@ -13,7 +13,8 @@ settings predicted to fit, several knobs at once); these rungs are its fallback.
 - cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
   (zero2 -> zero3 -> zero3_offload); half the image budget where the model's processor reads one from
   the environment (MAX_PIXELS for Qwen2/2.5-VL, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later, MAX_NUM
-  tiles for InternVL's remote code; no rung for other models); a shorter max_length only if the user
+  tiles for InternVL's remote code, MAX_SLICE_NUMS slices for MiniCPM-V 2.6 and later; no rung for other
+  models); a shorter max_length only if the user
   allowed it; give up.
 - cuda_oom_eval (in evaluation): half per_device_eval_batch_size (the training micro-batch stays); then a
   higher ZeRO stage, the image budget, max_length as above.
@@ -45,7 +46,8 @@ ZERO_LADDER = ("zero2", "zero3", "zero3_offload")
 
 
 def vision_budget_of(s: Settings) -> VisionBudget | None:
-    """The image budget these settings' model reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM), or None."""
+    """The image budget these settings' model reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM, MAX_SLICE_NUMS),
+    or None."""
     return budget_named(s.vision_env) if s.vision_env else None
 
 
@@ -157,7 +159,8 @@ def _higher_zero(s: Settings) -> Step | None:
 
 
 def _smaller_images(s: Settings) -> Step | None:
-    """halve the image budget the model's processor reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM or MAX_NUM)"""
+    """halve the image budget the model's processor reads (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM or
+    MAX_SLICE_NUMS)"""
     budget = vision_budget_of(s)
     if budget is None:
         return None

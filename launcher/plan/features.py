@@ -53,7 +53,7 @@ from launcher.plan.estimate import (
     outputs_of,
     q_kv_widths,
 )
-from launcher.plan.image_tiles import fixed_image, image_merge
+from launcher.plan.image_tiles import Slicing, fixed_image, image_merge, tiles_budget
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import (
     ASSUMED_IMAGE_PIXELS,
@@ -267,10 +267,12 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     tokens."""
     token_side = image_token_side(model)
     max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
-    fixed = fixed_image(model.model_type, model.vision_image_size, env)
+    budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
+    slicing = Slicing(model.vision_slice_side, model.vision_max_slices)
+    reads = budget is not None and budget is tiles_budget(model.model_type)
+    fixed = fixed_image(model.model_type, model.vision_image_size, env, slicing=slicing, reads_budget=reads)
     if fixed is not None:
         return min(fixed.pixels, max_length * token_side**2)
-    budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
     if budget is not None and budget.unit == TILES:  # tiles of a size config.json did not give: not counted
         budget = None
     if budget is not None:  # the variables this processor reads: a value swift would stop on stops the plan

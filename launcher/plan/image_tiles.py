@@ -16,10 +16,16 @@ is known). Read from the processors ms-swift 4.6 runs with transformers 5:
   more than one; pixel shuffle 0.5 makes 2 x 2 patches a token.
 - internvl (transformers' InternVL; swift calls GotOcr2ImageProcessor with crop_to_patches): up to its
   max_patches (12; preprocessor_config.json is not read) plus the thumbnail; 2 x 2 patches a token.
+- minicpmv, minicpmo (MiniCPM-V 2.x to 4.5 and MiniCPM-o, remote code) and minicpmv4_6, minicpmv4_7
+  (transformers' MiniCPMV4_6ImageProcessor `get_sliced_grid`): the whole image resized to about
+  scale_resolution^2 pixels (config.json's slice_config, else its image_size: 448), and beside it at most
+  max_slice_nums slices of that size (MAX_SLICE_NUMS where the template reads it, else slice_config's, else
+  9). A slice is 64 tokens: the resampler's 64 queries, or 4.6's two 2 x 2 merges; 2.5's 96 queries are
+  counted as 64.
 
-swift reads MAX_NUM and INPUT_SIZE with int() as the template is built; `fixed_image` reads them as
-launcher.plan.vision_budget reads every such variable, and stops a value swift would stop on. MAX_NUM is
-also the image budget the degradation ladder halves for InternVL (vision_budget.MAX_NUM).
+swift reads MAX_NUM, MAX_SLICE_NUMS and INPUT_SIZE with int() as the template is built; `fixed_image`
+reads them as launcher.plan.vision_budget reads every such variable, and stops a value swift would stop
+on. MAX_NUM and MAX_SLICE_NUMS are also the image budgets the degradation ladder halves (vision_budget).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.plan.estimate import PATCH_MERGE
-from launcher.plan.vision_budget import MAX_NUM, PIXELS, budget_value, positive_env_int
+from launcher.plan.vision_budget import MAX_NUM, MAX_SLICE_NUMS, PIXELS, VisionBudget, budget_value, positive_env_int
 
 
 @dataclass(frozen=True)
@@ -44,21 +50,37 @@ class FixedImage:
 
 
 @dataclass(frozen=True)
+class Slicing:
+    """What config.json says of a slicing processor (MiniCPM-V's slice_config); None where it is silent."""
+
+    side: int | None = None  # scale_resolution: the pixels on a slice's side
+    max_slices: int | None = None  # max_slice_nums: the processor's default
+
+
+@dataclass(frozen=True)
 class _Family:
     merge: int
-    tiles: int | None = None  # None: set by MAX_NUM (InternVL's remote template)
-    thumbnail: bool = False
+    tiles: int | None = None  # None: a budget sets it (tiles_budget), else the config's or its default
+    tiles_budget: VisionBudget | None = None
+    thumbnail: bool = False  # the whole image beside its tiles, when there is more than one
     side_env: bool = False  # INPUT_SIZE sets the tile's side, else the tower's image_size
+    sliced: bool = False  # config.json's slice_config sets the side and the default slices
 
 
+_MINICPM = _Family(merge=4, tiles_budget=MAX_SLICE_NUMS, thumbnail=True, sliced=True)
 _FAMILIES = {
     "llava": _Family(merge=1, tiles=1),
     "paligemma": _Family(merge=1, tiles=1),
     "gemma3": _Family(merge=4, tiles=1),
-    "internvl_chat": _Family(merge=2, thumbnail=True, side_env=True),
+    "internvl_chat": _Family(merge=2, tiles_budget=MAX_NUM, thumbnail=True, side_env=True),
     "internvl": _Family(merge=2, tiles=12, thumbnail=True),
+    "minicpmv": _MINICPM,
+    "minicpmo": _MINICPM,
+    "minicpmv4_6": _MINICPM,
+    "minicpmv4_7": _MINICPM,
 }
 INPUT_SIZE, INPUT_SIZE_DEFAULT = "INPUT_SIZE", 448
+SLICE_SIDE_DEFAULT = 448  # MiniCPM-V's scale_resolution in every released config
 
 
 def image_merge(model_type: str | None) -> int:
@@ -67,15 +89,37 @@ def image_merge(model_type: str | None) -> int:
     return family.merge if family else PATCH_MERGE
 
 
-def fixed_image(model_type: str | None, image_size: int | None, env: Mapping[str, str]) -> FixedImage | None:
-    """The most one image brings in a fixed-tile family (`image_size`: vision_config's), else None."""
+def tiles_budget(model_type: str | None) -> VisionBudget | None:
+    """The variable that sets this family's tile count (MAX_NUM, MAX_SLICE_NUMS), where one does."""
+    family = _FAMILIES.get(model_type or "")
+    return family.tiles_budget if family else None
+
+
+def fixed_image(
+    model_type: str | None,
+    image_size: int | None,
+    env: Mapping[str, str],
+    *,
+    slicing: Slicing = Slicing(),
+    reads_budget: bool = True,
+) -> FixedImage | None:
+    """The most one image brings in a fixed-tile family (`image_size`: vision_config's), else None.
+    `reads_budget`: the run's template reads the family's tile variable (launcher.plan.vision_budget);
+    where it does not (MiniCPM-V 2.5 under config.json's shared "minicpmv"), the config's count holds."""
     family = _FAMILIES.get(model_type or "")
     if family is None:
         return None
-    tiles = family.tiles if family.tiles is not None else budget_value(env, MAX_NUM) or MAX_NUM.default
+    tiles = family.tiles
+    if tiles is None:
+        budget = family.tiles_budget
+        set_tiles = budget_value(env, budget) if budget is not None and reads_budget else None
+        default = budget.default if budget is not None else 1
+        tiles = set_tiles or (slicing.max_slices if family.sliced else None) or default
     side = image_size
     if family.side_env:
         side = positive_env_int(env, INPUT_SIZE, PIXELS, INPUT_SIZE_DEFAULT) or INPUT_SIZE_DEFAULT
+    if family.sliced:
+        side = slicing.side or SLICE_SIDE_DEFAULT
     if not side:
         return None
     return FixedImage(tiles + 1 if family.thumbnail and tiles > 1 else tiles, side)

@@ -10,7 +10,9 @@ whose module constants swift patches from the environment (swift/model/models/qw
 Qwen3-VL and later read IMAGE_MAX_TOKEN_NUM (merged tokens; default 16384), which swift derives from
 MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset. So an unset budget lets one image bring 16384 tokens.
 InternVL's remote-code template (swift/template/templates/internvl.py) reads MAX_NUM, the most tiles it
-cuts one image into (12; launcher.plan.image_tiles counts them). Other families have no such variable;
+cuts one image into (12; launcher.plan.image_tiles counts them). MiniCPM-V's templates from 2.6 on
+(swift/template/templates/minicpm.py) read MAX_SLICE_NUMS, the most slices beside the resized whole image
+(the processor's 9 when unset); MiniCPM-V 2.0 and 2.5 read none. Other families have no such variable;
 for them an image is their processor's fixed tiles (launcher.plan.image_tiles) or ASSUMED_IMAGE_PIXELS.
 
 swift parses them with int() as the model or template loads; `budget_value` (and `positive_env_int`, for
@@ -40,13 +42,18 @@ PIXELS, TOKENS, TILES = "pixels", "merged image tokens", "tiles"
 MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28, PIXELS)
 IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256, TOKENS)
 MAX_NUM = VisionBudget("MAX_NUM", 12, 1, TILES)  # one tile is 256 tokens: Qwen-VL's floor
+MAX_SLICE_NUMS = VisionBudget("MAX_SLICE_NUMS", 9, 1, TILES)  # one slice: the whole image, resized, alone
 _READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
 _READS_IMAGE_MAX_TOKEN_NUM = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
      "qwen3_vl_reranker", "qwen3_5_emb"}
 )  # fmt: skip
 _READS_MAX_NUM = frozenset({"internvl_chat"})  # swift's model_type and config.json's alike
-_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM)}
+# swift's model types whose template passes MAX_SLICE_NUMS to the processor. config.json's "minicpmv" is
+# also 2.0's and 2.5's, which read none, so it needs --model_type; "minicpmo" and the transformers-native
+# 4.6 and 4.7 are the same name in both.
+_READS_MAX_SLICE_NUMS = frozenset({"minicpmv2_6", "minicpmv4", "minicpmv4_5", "minicpmo", "minicpmv4_6", "minicpmv4_7"})
+_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM, MAX_SLICE_NUMS)}
 VISION_ENVS = tuple(_BUDGETS)
 # A family whose processor reads no budget and cuts no fixed tiles (launcher.plan.image_tiles): one image of
 # 1344 x 1792 pixels (about 3072 tokens at 28-pixel tokens), swift's default for Ovis2.5; an assumption,
@@ -62,6 +69,8 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
     """
     if model_type in _READS_MAX_NUM:
         return MAX_NUM
+    if model_type in _READS_MAX_SLICE_NUMS:
+        return MAX_SLICE_NUMS
     if model_type in _READS_MAX_PIXELS:
         return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
     if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
@@ -72,7 +81,7 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
 
 
 def budget_named(env: str) -> VisionBudget | None:
-    """The image budget of that name (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM), or None for any other."""
+    """The image budget of that name (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM, MAX_SLICE_NUMS), or None."""
     return _BUDGETS.get(env)
 
 

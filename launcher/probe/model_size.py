@@ -165,6 +165,18 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
         "vision_patch_size": _size(patch[0] if isinstance(patch, list) and patch else patch),
         "vision_model_type": _str(vision, "model_type"),
         "vision_image_size": _size(image[0] if isinstance(image, list) and image else image),
+        **_slicing(config),
+    }
+
+
+def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
+    """MiniCPM-V's slicing: slice_config's scale_resolution and max_slice_nums (remote code), else the
+    top-level image_size transformers' MiniCPM-V 4.6 keeps its side in (launcher.plan.image_tiles)."""
+    found = config.get("slice_config")
+    slices: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+    return {
+        "vision_slice_side": _int(slices, "scale_resolution") or _int(config, "image_size"),
+        "vision_max_slices": _int(slices, "max_slice_nums"),
     }
 
 

@@ -134,6 +134,10 @@ def test_eval_oom_halves_the_eval_batch_not_the_training_micro_batch() -> None:
         pytest.param("llava", {"MAX_PIXELS": "1003520"}, None, id="a-model-that-ignores-max-pixels-no-rung"),
         pytest.param("internvl_chat", {}, "MAX_NUM", id="internvl-remote-reads-max-num"),
         pytest.param("internvl", {"MAX_NUM": "6"}, None, id="transformers-internvl-no-rung"),
+        pytest.param("minicpmv2_6", {}, "MAX_SLICE_NUMS", id="minicpm-v-2.6-reads-max-slice-nums"),
+        pytest.param("minicpmv4_6", {}, "MAX_SLICE_NUMS", id="minicpm-v-4.6-reads-max-slice-nums"),
+        pytest.param("minicpmv2_5", {"MAX_SLICE_NUMS": "4"}, None, id="minicpm-v-2.5-reads-none"),
+        pytest.param("minicpmv", {}, None, id="config-minicpmv-may-be-2.5-no-rung"),
         pytest.param(None, {}, None, id="unknown-model-no-rung"),
     ],
 )  # fmt: skip
@@ -149,6 +153,16 @@ def test_vision_budget_is_the_variable_the_processor_reads(
 def test_internvl_halves_its_tiles_down_to_one() -> None:
     s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_NUM")
     assert walk(s, K.CUDA_OOM, 5) == ["MAX_NUM 12 -> 6", "MAX_NUM 6 -> 3", "MAX_NUM 3 -> 1", "give up"]
+
+
+def test_minicpm_v_halves_its_slices_down_to_the_whole_image_alone() -> None:
+    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_SLICE_NUMS")
+    assert walk(s, K.CUDA_OOM, 5) == [
+        "MAX_SLICE_NUMS 9 -> 4",
+        "MAX_SLICE_NUMS 4 -> 2",
+        "MAX_SLICE_NUMS 2 -> 1",
+        "give up",
+    ]
 
 
 def test_qwen3_vl_halves_image_max_token_num_and_other_vl_models_skip_the_rung() -> None:

@@ -11,7 +11,7 @@ import pytest
 from launcher.errors import SafeSftError
 from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
 from launcher.plan.features import image_token_side
-from launcher.plan.image_tiles import FixedImage, fixed_image, image_merge
+from launcher.plan.image_tiles import FixedImage, Slicing, fixed_image, image_merge
 from launcher.plan.sizing import lengths_of
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.probe.model_size import probe_model
@@ -30,6 +30,9 @@ from tests.unit.test_features import QWEN_VL7B, features, shape
         ("internvl_chat", 448, {"INPUT_SIZE": "224"}, FixedImage(13, 224), 64),
         ("internvl_chat", 448, {"MAX_NUM": " ", "INPUT_SIZE": ""}, FixedImage(13, 448), 256),  # blank: unset
         ("internvl", 448, {"MAX_NUM": "2"}, FixedImage(13, 448), 256),  # transformers' InternVL reads no MAX_NUM
+        ("minicpmv", 980, {}, FixedImage(10, 448), 64),  # the whole image and 9 slices of 448, not the tower's 980
+        ("minicpmv4_6", 980, {"MAX_SLICE_NUMS": "4"}, FixedImage(5, 448), 64),
+        ("minicpmo", 980, {"MAX_SLICE_NUMS": "1"}, FixedImage(1, 448), 64),  # no slices: the whole image alone
     ],
 )
 def test_a_fixed_tile_family_cuts_an_image_into_its_tiles(
@@ -47,12 +50,27 @@ def test_other_families_have_no_fixed_tiles_and_merge_as_qwen_vl() -> None:
     assert image_merge("qwen2_5_vl") == image_merge(None) == 2
 
 
-@pytest.mark.parametrize("name", ["MAX_NUM", "INPUT_SIZE"])
+@pytest.mark.parametrize(
+    ("model_type", "name"),
+    [("internvl_chat", "MAX_NUM"), ("internvl_chat", "INPUT_SIZE"), ("minicpmv4_6", "MAX_SLICE_NUMS")],
+)
 @pytest.mark.parametrize("value", ["many", "0", "-2", "6.0"])
-def test_a_tile_setting_swift_would_stop_on_stops_the_plan(name: str, value: str) -> None:
+def test_a_tile_setting_swift_would_stop_on_stops_the_plan(model_type: str, name: str, value: str) -> None:
     with pytest.raises(SafeSftError, match=f"^{name}='{value}' is not a positive whole number") as raised:
-        fixed_image("internvl_chat", 448, {name: value})
+        fixed_image(model_type, 448, {name: value})
     assert raised.value.hint.startswith(f"set {name} to a whole number such as ")
+
+
+def test_minicpm_slices_come_from_its_config_and_the_variable_only_where_the_template_reads_it() -> None:
+    """slice_config's scale_resolution and max_slice_nums set the slices; MAX_SLICE_NUMS overrides them only
+    for a template that reads it (not MiniCPM-V 2.5's, which shares config.json's "minicpmv")."""
+    config = Slicing(side=336, max_slices=4)
+    assert fixed_image("minicpmv", 980, {}, slicing=config) == FixedImage(5, 336)
+    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, slicing=config) == FixedImage(3, 336)
+    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, slicing=config, reads_budget=False) == FixedImage(
+        5, 336
+    )
+    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "abc"}, reads_budget=False) == FixedImage(10, 448)
 
 
 def test_the_plan_counts_an_internvl_image_as_its_tiles_up_to_max_length(tmp_path: Path) -> None:
@@ -83,3 +101,35 @@ def test_a_llava_image_is_576_tokens_in_the_sampled_data() -> None:
     data = DataFacts(datasets=(DatasetSample("d.jsonl", SampleStatus.SAMPLED, path="d.jsonl", rows=(row,)),))
     lengths = lengths_of(parse_swift_argv(["--model", "m"]), shape(llava), data)
     assert lengths is not None and lengths.image_tokens == 576
+
+
+MINICPM_V_2_6 = {
+    "model_type": "minicpmv", "architectures": ["MiniCPMV"], "hidden_size": 3584, "num_hidden_layers": 28,
+    "intermediate_size": 18944, "vocab_size": 151666, "query_num": 64, "image_size": 448,
+    "slice_config": {"max_slice_nums": 9, "patch_size": 14, "scale_resolution": 448, "model_type": "minicpmv"},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                      "num_hidden_layers": 27, "patch_size": 14, "image_size": 980},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "tiles"),
+    [
+        ((), {}, 10),  # config.json's 9 slices and the whole image
+        (("--model_type", "minicpmv2_6"), {"MAX_SLICE_NUMS": "4"}, 5),
+        ((), {"MAX_SLICE_NUMS": "4"}, 10),  # "minicpmv" alone may be 2.5, whose template reads no variable
+        (("--model_type", "minicpmv2_5"), {"MAX_SLICE_NUMS": "4"}, 10),
+    ],
+)
+def test_the_plan_counts_a_minicpm_v_image_as_its_slices(
+    tmp_path: Path, argv: tuple[str, ...], env: dict[str, str], tiles: int
+) -> None:
+    """MiniCPM-V 2.6's config.json: SigLIP at 980 for its position table, slices of 448; each slice is 1024
+    patches in the tower and 64 tokens in the decoder."""
+    (tmp_path / "config.json").write_text(json.dumps(MINICPM_V_2_6))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert (facts.vision_slice_side, facts.vision_max_slices, facts.vision_image_size) == (448, 9, 980)
+    assert features(facts, "--max_length", "8192", *argv, env=env).image_pixels == tiles * 448**2
+    s = shape(facts, "--max_length", "8192", *argv, env=env)
+    assert (s.image_pixels, s.vision_merge, s.vision_type) == (tiles * 448**2, 4, "siglip_vision_model")
+    assert 448**2 // (s.vision_patch_size * s.vision_merge) ** 2 == 64
