@@ -135,10 +135,11 @@ class ModelFacts:
     vision_patch_size: int | None = None  # pixels per patch side (14 for Qwen2/2.5-VL, 16 for Qwen3-VL)
     vision_model_type: str | None = None  # the tower's own type (vision_config.model_type: siglip_vision_model)
     vision_image_size: int | None = None  # the side of the square images the tower takes (vision_config)
-    # a slicing processor's (MiniCPM-V's) slice side and default slice count: config.json's slice_config
-    # (scale_resolution, max_slice_nums), the side else its top-level image_size
-    vision_slice_side: int | None = None
-    vision_max_slices: int | None = None
+    # a tiling processor's own tile side and most tiles, where the model's files give them: MiniCPM-V's
+    # slice_config in config.json (scale_resolution, max_slice_nums; the side else its top-level image_size),
+    # transformers' InternVL's max_patches in preprocessor_config.json
+    vision_tile_side: int | None = None
+    vision_max_tiles: int | None = None
     head_dim: int | None = None  # config.json's head_dim where q's width is not hidden / heads (Gemma, Qwen3)
     decoder_type: str | None = None  # the text decoder's model_type (qwen3_vl_text inside qwen3_vl)
 

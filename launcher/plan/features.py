@@ -53,7 +53,7 @@ from launcher.plan.estimate import (
     outputs_of,
     q_kv_widths,
 )
-from launcher.plan.image_tiles import Slicing, fixed_image, image_merge, tiles_budget
+from launcher.plan.image_tiles import Tiling, fixed_image, image_merge, tiles_budget
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import (
     ASSUMED_IMAGE_PIXELS,
@@ -268,9 +268,9 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     token_side = image_token_side(model)
     max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
-    slicing = Slicing(model.vision_slice_side, model.vision_max_slices)
+    tiling = Tiling(model.vision_tile_side, model.vision_max_tiles)
     reads = budget is not None and budget is tiles_budget(model.model_type)
-    fixed = fixed_image(model.model_type, model.vision_image_size, env, slicing=slicing, reads_budget=reads)
+    fixed = fixed_image(model.model_type, model.vision_image_size, env, tiling=tiling, reads_budget=reads)
     if fixed is not None:
         return min(fixed.pixels, max_length * token_side**2)
     if budget is not None and budget.unit == TILES:  # tiles of a size config.json did not give: not counted

@@ -15,7 +15,7 @@ is known). Read from the processors ms-swift 4.6 runs with transformers 5:
   MAX_NUM tiles (environment, 12 when unset) of INPUT_SIZE pixels (448) plus a thumbnail when there is
   more than one; pixel shuffle 0.5 makes 2 x 2 patches a token.
 - internvl (transformers' InternVL; swift calls GotOcr2ImageProcessor with crop_to_patches): up to its
-  max_patches (12; preprocessor_config.json is not read) plus the thumbnail; 2 x 2 patches a token.
+  max_patches (preprocessor_config.json's, else 12) plus the thumbnail; 2 x 2 patches a token.
 - minicpmv, minicpmo (MiniCPM-V 2.x to 4.5 and MiniCPM-o, remote code) and minicpmv4_6, minicpmv4_7
   (transformers' MiniCPMV4_6ImageProcessor `get_sliced_grid`): the whole image resized to about
   scale_resolution^2 pixels (config.json's slice_config, else its image_size: 448), and beside it at most
@@ -50,30 +50,31 @@ class FixedImage:
 
 
 @dataclass(frozen=True)
-class Slicing:
-    """What config.json says of a slicing processor (MiniCPM-V's slice_config); None where it is silent."""
+class Tiling:
+    """What the model's files say of its processor's tiles (launcher.model.ModelFacts); None where silent."""
 
-    side: int | None = None  # scale_resolution: the pixels on a slice's side
-    max_slices: int | None = None  # max_slice_nums: the processor's default
+    side: int | None = None  # MiniCPM-V's scale_resolution: the pixels on a slice's side
+    max_tiles: int | None = None  # the processor's own default: max_slice_nums, max_patches
 
 
 @dataclass(frozen=True)
 class _Family:
     merge: int
-    tiles: int | None = None  # None: a budget sets it (tiles_budget), else the config's or its default
-    tiles_budget: VisionBudget | None = None
+    tiles: int = 1  # the most tiles where neither the variable nor the model's files say
+    tiles_budget: VisionBudget | None = None  # the variable that sets them, where the template reads one
+    files_tiles: bool = False  # the model's files give the processor's own count (Tiling.max_tiles)
     thumbnail: bool = False  # the whole image beside its tiles, when there is more than one
     side_env: bool = False  # INPUT_SIZE sets the tile's side, else the tower's image_size
-    sliced: bool = False  # config.json's slice_config sets the side and the default slices
+    sliced: bool = False  # Tiling.side sets the tile's side (MiniCPM-V's slices), else 448
 
 
-_MINICPM = _Family(merge=4, tiles_budget=MAX_SLICE_NUMS, thumbnail=True, sliced=True)
+_MINICPM = _Family(merge=4, tiles=9, tiles_budget=MAX_SLICE_NUMS, files_tiles=True, thumbnail=True, sliced=True)
 _FAMILIES = {
-    "llava": _Family(merge=1, tiles=1),
-    "paligemma": _Family(merge=1, tiles=1),
-    "gemma3": _Family(merge=4, tiles=1),
-    "internvl_chat": _Family(merge=2, tiles_budget=MAX_NUM, thumbnail=True, side_env=True),
-    "internvl": _Family(merge=2, tiles=12, thumbnail=True),
+    "llava": _Family(merge=1),
+    "paligemma": _Family(merge=1),
+    "gemma3": _Family(merge=4),
+    "internvl_chat": _Family(merge=2, tiles=12, tiles_budget=MAX_NUM, thumbnail=True, side_env=True),
+    "internvl": _Family(merge=2, tiles=12, files_tiles=True, thumbnail=True),
     "minicpmv": _MINICPM,
     "minicpmo": _MINICPM,
     "minicpmv4_6": _MINICPM,
@@ -100,7 +101,7 @@ def fixed_image(
     image_size: int | None,
     env: Mapping[str, str],
     *,
-    slicing: Slicing = Slicing(),
+    tiling: Tiling = Tiling(),
     reads_budget: bool = True,
 ) -> FixedImage | None:
     """The most one image brings in a fixed-tile family (`image_size`: vision_config's), else None.
@@ -109,17 +110,14 @@ def fixed_image(
     family = _FAMILIES.get(model_type or "")
     if family is None:
         return None
-    tiles = family.tiles
-    if tiles is None:
-        budget = family.tiles_budget
-        set_tiles = budget_value(env, budget) if budget is not None and reads_budget else None
-        default = budget.default if budget is not None else 1
-        tiles = set_tiles or (slicing.max_slices if family.sliced else None) or default
+    budget = family.tiles_budget
+    set_tiles = budget_value(env, budget) if budget is not None and reads_budget else None
+    tiles = set_tiles or (tiling.max_tiles if family.files_tiles else None) or family.tiles
     side = image_size
     if family.side_env:
         side = positive_env_int(env, INPUT_SIZE, PIXELS, INPUT_SIZE_DEFAULT) or INPUT_SIZE_DEFAULT
     if family.sliced:
-        side = slicing.side or SLICE_SIDE_DEFAULT
+        side = tiling.side or SLICE_SIDE_DEFAULT
     if not side:
         return None
     return FixedImage(tiles + 1 if family.thumbnail and tiles > 1 else tiles, side)

@@ -169,14 +169,31 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
     }
 
 
+PROCESSOR_CONFIG = "preprocessor_config.json"
+
+
+def _processor_max_tiles(path: Path, warnings: list[str]) -> int | None:
+    """The image processor's own most tiles (transformers' InternVL: max_patches; MiniCPM-V: max_slice_nums)
+    from preprocessor_config.json, where the directory has one; launcher.plan.image_tiles reads it only for
+    the families that tile."""
+    if not path.is_file():
+        return None
+    try:
+        processor = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        warnings.append(f"{path} is not readable JSON ({err}): the processor's default tiles are assumed")
+        return None
+    return _int(processor, "max_patches", "max_slice_nums") if isinstance(processor, dict) else None
+
+
 def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
     """MiniCPM-V's slicing: slice_config's scale_resolution and max_slice_nums (remote code), else the
     top-level image_size transformers' MiniCPM-V 4.6 keeps its side in (launcher.plan.image_tiles)."""
     found = config.get("slice_config")
     slices: Mapping[str, object] = found if isinstance(found, Mapping) else {}
     return {
-        "vision_slice_side": _int(slices, "scale_resolution") or _int(config, "image_size"),
-        "vision_max_slices": _int(slices, "max_slice_nums"),
+        "vision_tile_side": _int(slices, "scale_resolution") or _int(config, "image_size"),
+        "vision_max_tiles": _int(slices, "max_slice_nums"),
     }
 
 
@@ -243,6 +260,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     model_type = _str(config, "model_type")
 
     extra = _shape_fields(config)
+    if "vision_max_tiles" in extra and extra["vision_max_tiles"] is None:
+        extra["vision_max_tiles"] = _processor_max_tiles(directory / PROCESSOR_CONFIG, warnings)
     quant_bits = extra["quant_bits"]
     files = sorted(directory.glob("*.safetensors"))
     if files:

@@ -18,7 +18,7 @@ import pytest
 
 from launcher.model import ModelFacts
 from launcher.plan.features import image_token_side
-from launcher.plan.image_tiles import INPUT_SIZE, INPUT_SIZE_DEFAULT, SLICE_SIDE_DEFAULT, fixed_image
+from launcher.plan.image_tiles import INPUT_SIZE, INPUT_SIZE_DEFAULT, SLICE_SIDE_DEFAULT, Tiling, fixed_image
 from launcher.plan.vision_budget import MAX_NUM, MAX_SLICE_NUMS, vision_budget_for
 
 CASES = [("llava", 336), ("paligemma", 224), ("gemma3", 896)]
@@ -155,3 +155,19 @@ def test_the_minicpm_templates_that_read_max_slice_nums_are_swifts(stack_install
         reads = defaults != {()}
         assert reads == (vision_budget_for(name, {}) is MAX_SLICE_NUMS), name
         assert all(found in ((), ("None",), (str(MAX_SLICE_NUMS.default),)) for found in defaults), (name, defaults)
+
+
+@pytest.mark.parametrize("max_patches", [None, 6, 1])
+def test_transformers_internvl_tiles_are_its_processors(stack_installed: None, max_patches: int | None) -> None:
+    """swift's transformers-InternVL template calls GotOcr2's processor with crop_to_patches: a large image is
+    max_patches tiles and the thumbnail (the processor's 12 where preprocessor_config.json gives none)."""
+    from PIL import Image
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    processor = GotOcr2ImageProcessorPil()
+    fixed = fixed_image("internvl", 448, {}, tiling=Tiling(max_tiles=max_patches))
+    assert fixed is not None
+    cut = processor(
+        Image.new("RGB", (2000, 1500)), crop_to_patches=True, max_patches=max_patches or processor.max_patches
+    )
+    assert cut["num_patches"] == [fixed.tiles]

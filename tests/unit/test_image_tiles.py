@@ -11,7 +11,7 @@ import pytest
 from launcher.errors import SafeSftError
 from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
 from launcher.plan.features import image_token_side
-from launcher.plan.image_tiles import FixedImage, Slicing, fixed_image, image_merge
+from launcher.plan.image_tiles import FixedImage, Tiling, fixed_image, image_merge
 from launcher.plan.sizing import lengths_of
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.probe.model_size import probe_model
@@ -64,10 +64,10 @@ def test_a_tile_setting_swift_would_stop_on_stops_the_plan(model_type: str, name
 def test_minicpm_slices_come_from_its_config_and_the_variable_only_where_the_template_reads_it() -> None:
     """slice_config's scale_resolution and max_slice_nums set the slices; MAX_SLICE_NUMS overrides them only
     for a template that reads it (not MiniCPM-V 2.5's, which shares config.json's "minicpmv")."""
-    config = Slicing(side=336, max_slices=4)
-    assert fixed_image("minicpmv", 980, {}, slicing=config) == FixedImage(5, 336)
-    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, slicing=config) == FixedImage(3, 336)
-    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, slicing=config, reads_budget=False) == FixedImage(
+    config = Tiling(side=336, max_tiles=4)
+    assert fixed_image("minicpmv", 980, {}, tiling=config) == FixedImage(5, 336)
+    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, tiling=config) == FixedImage(3, 336)
+    assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "2"}, tiling=config, reads_budget=False) == FixedImage(
         5, 336
     )
     assert fixed_image("minicpmv", 980, {"MAX_SLICE_NUMS": "abc"}, reads_budget=False) == FixedImage(10, 448)
@@ -128,8 +128,30 @@ def test_the_plan_counts_a_minicpm_v_image_as_its_slices(
     patches in the tower and 64 tokens in the decoder."""
     (tmp_path / "config.json").write_text(json.dumps(MINICPM_V_2_6))
     facts = probe_model(str(tmp_path), {}, tmp_path)
-    assert (facts.vision_slice_side, facts.vision_max_slices, facts.vision_image_size) == (448, 9, 980)
+    assert (facts.vision_tile_side, facts.vision_max_tiles, facts.vision_image_size) == (448, 9, 980)
     assert features(facts, "--max_length", "8192", *argv, env=env).image_pixels == tiles * 448**2
     s = shape(facts, "--max_length", "8192", *argv, env=env)
     assert (s.image_pixels, s.vision_merge, s.vision_type) == (tiles * 448**2, 4, "siglip_vision_model")
     assert 448**2 // (s.vision_patch_size * s.vision_merge) ** 2 == 64
+
+
+def test_transformers_internvl_takes_its_processors_max_patches(tmp_path: Path) -> None:
+    """transformers' InternVL (GotOcr2ImageProcessor, crop_to_patches) cuts at most preprocessor_config.json's
+    max_patches tiles; without the file, 12. An unreadable file is a warning, not a stop."""
+    config = {
+        "model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"],
+        "text_config": {"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28,
+                        "intermediate_size": 18944, "vocab_size": 151674},
+        "vision_config": {"model_type": "internvl_vision", "hidden_size": 1024, "intermediate_size": 4096,
+                          "num_hidden_layers": 24, "patch_size": [14, 14], "image_size": [448, 448]},
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert features(probe_model(str(tmp_path), {}, tmp_path), "--max_length", "8192").image_pixels == 13 * 448**2
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"max_patches": 6, "crop_to_patches": False}))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.vision_max_tiles == 6
+    assert features(facts, "--max_length", "8192").image_pixels == 7 * 448**2
+    (tmp_path / "preprocessor_config.json").write_text("{not json")
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.vision_max_tiles is None
+    assert any("preprocessor_config.json is not readable JSON" in w for w in facts.warnings)
