@@ -18,7 +18,7 @@ from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.vision_budget import budget_named, budget_value, vision_budget_for
+from launcher.plan.vision_budget import budget_named, budget_value, own_default, vision_budget_for
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def initial_settings(
         argument = swift.get(budget_args[vision.env]) or ""
         budget = int(argument) if argument.isdigit() else None
     else:
-        budget = budget_value(user_env, vision) if vision else None
+        budget = (budget_value(user_env, vision) or own_default(vision)) if vision else None
     device_map = plan.strategy == Strategy.DEVICE_MAP.value
     gpus = len(plan.topology.gpus)
     budgets = parse_max_memory(plan.max_memory_arg, gpus) if device_map else None

@@ -12,7 +12,9 @@ MAX_PIXELS only when IMAGE_MAX_TOKEN_NUM is unset. So an unset budget lets one i
 InternVL's remote-code template (swift/template/templates/internvl.py) reads MAX_NUM, the most tiles it
 cuts one image into (12; launcher.plan.image_tiles counts them). MiniCPM-V's templates from 2.6 on
 (swift/template/templates/minicpm.py) read MAX_SLICE_NUMS, the most slices beside the resized whole image
-(the processor's 9 when unset); MiniCPM-V 2.0 and 2.5 read none. Other families have no such variable;
+(the processor's 9 when unset); MiniCPM-V 2.0 and 2.5 read none. Ovis2.5's template
+(swift/template/templates/qwen.py `Ovis2_5Template`) reads MAX_PIXELS itself, with a default of its own
+(1344 x 1792, at least 448 x 448). Other families have no such variable;
 for them an image is their processor's fixed tiles (launcher.plan.image_tiles) or ASSUMED_IMAGE_PIXELS.
 
 swift parses them with int() as the model or template loads; `budget_value` (and `positive_env_int`, for
@@ -43,6 +45,7 @@ MAX_PIXELS = VisionBudget("MAX_PIXELS", 16384 * 28 * 28, 256 * 28 * 28, PIXELS)
 IMAGE_MAX_TOKEN_NUM = VisionBudget("IMAGE_MAX_TOKEN_NUM", 16384, 256, TOKENS)
 MAX_NUM = VisionBudget("MAX_NUM", 12, 1, TILES)  # one tile is 256 tokens: Qwen-VL's floor
 MAX_SLICE_NUMS = VisionBudget("MAX_SLICE_NUMS", 9, 1, TILES)  # one slice: the whole image, resized, alone
+OVIS_MAX_PIXELS = VisionBudget("MAX_PIXELS", 1344 * 1792, 448 * 448, PIXELS)  # Qwen-VL's variable, Ovis's values
 _READS_MAX_PIXELS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker"})
 _READS_IMAGE_MAX_TOKEN_NUM = frozenset(
     {"qwen3_vl", "qwen3_vl_moe", "qwen3_omni_moe", "qwen3_omni", "qwen3_5", "qwen3_5_moe", "qwen3_vl_emb",
@@ -53,10 +56,11 @@ _READS_MAX_NUM = frozenset({"internvl_chat"})  # swift's model_type and config.j
 # also 2.0's and 2.5's, which read none, so it needs --model_type; "minicpmo" and the transformers-native
 # 4.6 and 4.7 are the same name in both.
 _READS_MAX_SLICE_NUMS = frozenset({"minicpmv2_6", "minicpmv4", "minicpmv4_5", "minicpmo", "minicpmv4_6", "minicpmv4_7"})
-_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM, MAX_SLICE_NUMS)}
+_READS_OVIS_MAX_PIXELS = frozenset({"ovis2_5"})
+_BUDGETS = {b.env: b for b in (MAX_PIXELS, IMAGE_MAX_TOKEN_NUM, MAX_NUM, MAX_SLICE_NUMS)}  # by name: Qwen-VL's
 VISION_ENVS = tuple(_BUDGETS)
 # A family whose processor reads no budget and cuts no fixed tiles (launcher.plan.image_tiles): one image of
-# 1344 x 1792 pixels (about 3072 tokens at 28-pixel tokens), swift's default for Ovis2.5; an assumption,
+# 1344 x 1792 pixels (about 3072 tokens at 28-pixel tokens), Ovis2.5's default in swift; an assumption,
 # not any processor's cap.
 ASSUMED_IMAGE_PIXELS = 1344 * 1792
 
@@ -71,6 +75,8 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
         return MAX_NUM
     if model_type in _READS_MAX_SLICE_NUMS:
         return MAX_SLICE_NUMS
+    if model_type in _READS_OVIS_MAX_PIXELS:
+        return OVIS_MAX_PIXELS
     if model_type in _READS_MAX_PIXELS:
         return IMAGE_MAX_TOKEN_NUM if IMAGE_MAX_TOKEN_NUM.env in env else MAX_PIXELS
     if model_type in _READS_IMAGE_MAX_TOKEN_NUM:
@@ -78,6 +84,13 @@ def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionB
             return MAX_PIXELS
         return IMAGE_MAX_TOKEN_NUM
     return None
+
+
+def own_default(budget: VisionBudget) -> int | None:
+    """The default of a family whose budget shares another's name (Ovis2.5's MAX_PIXELS), else None. The
+    ladder's settings keep only the name (launcher.plan.degrade.Settings.vision_env), which stands for the
+    first family's default, so such a family starts its settings at its own value."""
+    return budget.default if budget is not _BUDGETS.get(budget.env) else None
 
 
 def budget_named(env: str) -> VisionBudget | None:

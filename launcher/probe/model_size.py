@@ -151,7 +151,7 @@ def _vision_shape(config: Mapping[str, object]) -> dict[str, int | str | None]:
     """The vision tower's width, blocks, MLP width, patch and image sides and own model_type from vision_config.
     Qwen2-VL's hidden_size there is the language model's (what the merger maps to): its tower's width is
     embed_dim."""
-    vision = config.get("vision_config")
+    vision = config.get("vision_config", config.get("vit_config"))  # Ovis2.5's remote config: vit_config
     if not isinstance(vision, Mapping):
         return {}
     width = _int(vision, "embed_dim", "hidden_size", "width")
@@ -256,7 +256,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
     intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")
     vocab = _int(text, "vocab_size")
-    multimodal = any(k in config for k in ("vision_config", "visual", "vision_tower", "audio_config"))
+    multimodal = any(k in config for k in ("vision_config", "vit_config", "visual", "vision_tower", "audio_config"))
     model_type = _str(config, "model_type")
 
     extra = _shape_fields(config)

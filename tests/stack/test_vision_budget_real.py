@@ -16,7 +16,7 @@ from pathlib import Path
 from launcher.model import ModelFacts
 from launcher.plan.features import read_features
 from launcher.plan.swift_args import parse_swift_argv
-from launcher.plan.vision_budget import IMAGE_MAX_TOKEN_NUM, MAX_PIXELS
+from launcher.plan.vision_budget import IMAGE_MAX_TOKEN_NUM, MAX_PIXELS, OVIS_MAX_PIXELS, vision_budget_for
 
 
 def _constants(path: Path) -> dict[str, int]:
@@ -70,3 +70,31 @@ def test_the_plan_counts_the_default_image_up_to_max_length(stack_installed: Non
     long = parse_swift_argv(["--model", "m", "--max_length", "32768"], {})
     default = _qwen_vl_utils_constants().get("IMAGE_MAX_TOKEN_NUM", 16384)
     assert read_features(long, qwen25_vl, {}, 1).image_pixels == default * 28 * 28
+
+
+def _product(node: ast.expr) -> int:
+    """A default written as a number or a product of numbers (1344 * 1792)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    assert isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult), ast.dump(node)
+    return _product(node.left) * _product(node.right)
+
+
+def test_ovis2_5s_template_reads_max_pixels_with_its_own_default(stack_installed: None) -> None:
+    """swift's Ovis2.5 template reads MAX_PIXELS (and MIN_PIXELS) itself, with its own values, and that is
+    the template swift registers for the ovis2_5 model type."""
+    from swift.model.register import MODEL_MAPPING
+    from swift.template.register import TEMPLATE_MAPPING
+    from swift.template.templates.qwen import Ovis2_5Template
+
+    meta = MODEL_MAPPING["ovis2_5"]
+    templates = {group.template or meta.template for group in meta.model_groups}
+    assert {TEMPLATE_MAPPING[t].template_cls for t in templates} == {Ovis2_5Template}
+    calls = {
+        node.args[0].value: node.args[2]
+        for node in ast.walk(ast.parse(inspect.getsource(Ovis2_5Template.init_env_args).strip()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "get_env_args"
+    }
+    values = {name: _product(node) for name, node in calls.items() if name.endswith("pixels")}
+    assert (values["max_pixels"], values["min_pixels"]) == (OVIS_MAX_PIXELS.default, OVIS_MAX_PIXELS.minimum)
+    assert vision_budget_for("ovis2_5", {}) is OVIS_MAX_PIXELS

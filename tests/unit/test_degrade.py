@@ -138,6 +138,7 @@ def test_eval_oom_halves_the_eval_batch_not_the_training_micro_batch() -> None:
         pytest.param("minicpmv4_6", {}, "MAX_SLICE_NUMS", id="minicpm-v-4.6-reads-max-slice-nums"),
         pytest.param("minicpmv2_5", {"MAX_SLICE_NUMS": "4"}, None, id="minicpm-v-2.5-reads-none"),
         pytest.param("minicpmv", {}, None, id="config-minicpmv-may-be-2.5-no-rung"),
+        pytest.param("ovis2_5", {}, "MAX_PIXELS", id="ovis2.5-reads-max-pixels-itself"),
         pytest.param(None, {}, None, id="unknown-model-no-rung"),
     ],
 )  # fmt: skip
@@ -161,6 +162,21 @@ def test_minicpm_v_halves_its_slices_down_to_the_whole_image_alone() -> None:
         "MAX_SLICE_NUMS 9 -> 4",
         "MAX_SLICE_NUMS 4 -> 2",
         "MAX_SLICE_NUMS 2 -> 1",
+        "give up",
+    ]
+
+
+def test_ovis2_5_halves_max_pixels_from_its_own_default() -> None:
+    """Settings keep only the variable's name; Ovis2.5's first attempt carries its own 1344 x 1792
+    (test_settings.py), so the ladder halves that, not Qwen-VL's 16384 tokens, down to its 448 x 448."""
+    s = Settings(
+        micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_PIXELS",
+        vision_budget=1344 * 1792,
+    )  # fmt: skip
+    assert walk(s, K.CUDA_OOM, 5) == [
+        "MAX_PIXELS 2408448 -> 1204224",
+        "MAX_PIXELS 1204224 -> 602112",
+        "MAX_PIXELS 602112 -> 301056",
         "give up",
     ]
 

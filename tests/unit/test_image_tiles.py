@@ -155,3 +155,32 @@ def test_transformers_internvl_takes_its_processors_max_patches(tmp_path: Path) 
     facts = probe_model(str(tmp_path), {}, tmp_path)
     assert facts.vision_max_tiles is None
     assert any("preprocessor_config.json is not readable JSON" in w for w in facts.warnings)
+
+
+OVIS2_5 = {
+    "model_type": "ovis2_5", "architectures": ["Ovis2_5"],
+    "llm_config": {"model_type": "qwen3", "hidden_size": 4096, "num_hidden_layers": 36, "intermediate_size": 12288,
+                   "vocab_size": 151936, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128},
+    "vit_config": {"model_type": "siglip2_navit", "hidden_size": 1152, "intermediate_size": 4304,
+                   "num_hidden_layers": 27, "patch_size": 16, "image_size": 512, "hidden_stride": 2},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "pixels"),
+    [
+        ({}, 1344 * 1792),  # the template's own default, not Qwen-VL's 16384 tokens
+        ({"MAX_PIXELS": "1003520"}, 1003520),
+        ({"IMAGE_MAX_TOKEN_NUM": "100"}, 1344 * 1792),  # Qwen3-VL's variable: Ovis2.5 reads none of it
+    ],
+)
+def test_an_ovis2_5_image_is_its_max_pixels(tmp_path: Path, env: dict[str, str], pixels: int) -> None:
+    """Ovis2.5's remote config keeps its tower in vit_config (SigLIP2-NaViT, 16-pixel patches)."""
+    (tmp_path / "config.json").write_text(json.dumps(OVIS2_5))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.is_multimodal and (facts.vision_hidden_size, facts.vision_layers, facts.vision_patch_size) == (
+        1152,
+        27,
+        16,
+    )
+    assert features(facts, "--max_length", "32768", env=env).image_pixels == pixels

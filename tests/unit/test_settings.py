@@ -84,6 +84,14 @@ BASE = Settings(micro_batch=1, grad_accum=8, world_size=2, dataloader_num_worker
             ["--model_type", "minicpmv2_6"], {"MAX_SLICE_NUMS": "4"}, {},
             replace(BASE, vision_env="MAX_SLICE_NUMS", vision_budget=4), id="max-slice-nums-env-for-minicpm-v",
         ),
+        pytest.param(
+            ["--model_type", "ovis2_5"], {}, {}, replace(BASE, vision_env="MAX_PIXELS", vision_budget=1344 * 1792),
+            id="ovis2.5-starts-at-its-own-max-pixels",
+        ),
+        pytest.param(
+            ["--model_type", "ovis2_5"], {"MAX_PIXELS": "1003520"}, {},
+            replace(BASE, vision_env="MAX_PIXELS", vision_budget=1003520), id="ovis2.5-max-pixels-set",
+        ),
         pytest.param([], {"MAX_PIXELS": "lots"}, {}, BASE, id="a-bad-max-pixels-the-model-never-reads"),
         pytest.param([], {"MAX_PIXELS": "1003520"}, {}, BASE, id="max-pixels-ignored-where-the-model-reads-none"),
         pytest.param([], {"NCCL_P2P_DISABLE": "1"}, {}, replace(BASE, nccl_p2p_disable=True), id="p2p-off-env"),
