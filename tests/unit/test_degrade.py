@@ -151,34 +151,22 @@ def test_vision_budget_is_the_variable_the_processor_reads(
     assert (found.env if found else None) == expected
 
 
-def test_internvl_halves_its_tiles_down_to_one() -> None:
-    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_NUM")
-    assert walk(s, K.CUDA_OOM, 5) == ["MAX_NUM 12 -> 6", "MAX_NUM 6 -> 3", "MAX_NUM 3 -> 1", "give up"]
-
-
-def test_minicpm_v_halves_its_slices_down_to_the_whole_image_alone() -> None:
-    s = Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_SLICE_NUMS")
-    assert walk(s, K.CUDA_OOM, 5) == [
-        "MAX_SLICE_NUMS 9 -> 4",
-        "MAX_SLICE_NUMS 4 -> 2",
-        "MAX_SLICE_NUMS 2 -> 1",
-        "give up",
-    ]
-
-
-def test_ovis2_5_halves_max_pixels_from_its_own_default() -> None:
-    """Settings keep only the variable's name; Ovis2.5's first attempt carries its own 1344 x 1792
-    (test_settings.py), so the ladder halves that, not Qwen-VL's 16384 tokens, down to its 448 x 448."""
+@pytest.mark.parametrize(
+    ("env", "start", "rungs"),
+    [
+        pytest.param("MAX_NUM", None, ["12 -> 6", "6 -> 3", "3 -> 1"], id="internvl-tiles-down-to-one"),
+        pytest.param("MAX_SLICE_NUMS", None, ["9 -> 4", "4 -> 2", "2 -> 1"], id="minicpm-v-down-to-the-whole-image"),
+        # Settings keep only the variable's name; Ovis2.5's first attempt carries its own 1344 x 1792
+        # (test_settings.py), so the ladder halves that, not Qwen-VL's 16384 tokens, down to 448 x 448
+        pytest.param("MAX_PIXELS", 1344 * 1792, ["2408448 -> 1204224", "1204224 -> 602112", "602112 -> 301056"],
+                     id="ovis2.5-from-its-own-default"),
+    ],
+)  # fmt: skip
+def test_an_image_budget_is_halved_down_to_its_floor(env: str, start: int | None, rungs: list[str]) -> None:
     s = Settings(
-        micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env="MAX_PIXELS",
-        vision_budget=1344 * 1792,
-    )  # fmt: skip
-    assert walk(s, K.CUDA_OOM, 5) == [
-        "MAX_PIXELS 2408448 -> 1204224",
-        "MAX_PIXELS 1204224 -> 602112",
-        "MAX_PIXELS 602112 -> 301056",
-        "give up",
-    ]
+        micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload", vision_env=env, vision_budget=start
+    )
+    assert walk(s, K.CUDA_OOM, 5) == [f"{env} {rung}" for rung in rungs] + ["give up"]
 
 
 def test_qwen3_vl_halves_image_max_token_num_and_other_vl_models_skip_the_rung() -> None:
