@@ -19,8 +19,7 @@ This file runs in the training processes only; the launcher never imports it.
 """
 
 import ctypes
-import importlib.abc
-import importlib.machinery
+import importlib.util
 import json
 import os
 import runpy
@@ -114,29 +113,6 @@ def _wrap_parse_args(module: Any) -> None:
     pipeline._parse_args = parse_and_report
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Run a function on a module right after it is first imported, by whoever imports it."""
-
-    def __init__(self, name: str, then: Any) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module, then = spec.loader.exec_module, self.then
-
-        def exec_then(module: Any) -> None:
-            exec_module(module)
-            then(module)
-
-        spec.loader.exec_module = exec_then  # type: ignore[method-assign]
-        return spec
-
-
 FINISHED_MARK = "finished-rank-{rank}"  # launcher/run/evidence.py ranks_finished reads these
 
 
@@ -165,24 +141,25 @@ def run_training(run: Any) -> None:
     training_returned()
 
 
-def install_notice_callback() -> None:
-    """Checkpoint on notice (launcher/worker_notice.py): every rank saves the step it agrees on, then stops."""
-    import importlib.util
-
-    # run as a script: its sibling is loaded by path, so the launcher package need not be importable here
-    spec = importlib.util.spec_from_file_location(
-        "safe_sft_worker_notice", Path(__file__).with_name("worker_notice.py")
-    )
+def _sibling(name: str) -> Any:
+    """A module beside this file, loaded by path: run as a script, the launcher package need not be
+    importable here."""
+    spec = importlib.util.spec_from_file_location(f"safe_sft_{name}", Path(__file__).with_name(f"{name}.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.install()
+    return module
+
+
+def install_notice_callback() -> None:
+    """Checkpoint on notice (launcher/worker_notice.py): every rank saves the step it agrees on, then stops."""
+    _sibling("worker_notice").install()
 
 
 @record
 def main() -> None:
     if os.environ.get(RESOLVED_ENV):
-        sys.meta_path.insert(0, _AfterImport(PIPELINE_MODULE, _wrap_parse_args))
+        _sibling("after_import").after_import(PIPELINE_MODULE, _wrap_parse_args)
     run_training(lambda: runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True))
 
 

@@ -15,9 +15,8 @@ Nothing happens until transformers' trainer module is imported (torchrun's agent
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 
@@ -66,24 +65,14 @@ def _patch(module: Any) -> None:
     trainer_class.__init__ = init_with_faults
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Patch transformers.trainer right after whoever imports it first."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "transformers.trainer":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then(module: Any) -> None:
-            exec_module(module)
-            _patch(module)
-
-        spec.loader.exec_module = exec_then  # type: ignore[method-assign]
-        return spec
+def _after_import() -> Any:
+    """launcher/after_import.py, loaded by path: LLaMA-Factory's environment has no launcher package."""
+    path = Path(__file__).resolve().parents[3] / "launcher" / "after_import.py"
+    spec = importlib.util.spec_from_file_location("safe_sft_after_import", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-sys.meta_path.insert(0, _AfterImport())
+_after_import().after_import("transformers.trainer", _patch)
