@@ -278,7 +278,8 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     if budget is not None:  # the variables this processor reads: a value swift would stop on stops the plan
         qwen_vl = budget is MAX_PIXELS or budget is IMAGE_MAX_TOKEN_NUM  # Ovis2.5 reads no token budget
         tokens = budget_value(env, IMAGE_MAX_TOKEN_NUM) if qwen_vl else None
-        set_pixels = budget_value(env, MAX_PIXELS)
+        # MAX_PIXELS with the family's own values (Ovis2.5's), so a bad value's fix names its default
+        set_pixels = budget_value(env, budget if budget.env == MAX_PIXELS.env else MAX_PIXELS)
     else:
         tokens, set_pixels = None, _int_env(env, MAX_PIXELS.env)
     given = swift.get_int("max_pixels") or set_pixels

@@ -184,3 +184,11 @@ def test_an_ovis2_5_image_is_its_max_pixels(tmp_path: Path, env: dict[str, str],
         16,
     )
     assert features(facts, "--max_length", "32768", env=env).image_pixels == pixels
+
+
+def test_a_bad_ovis2_5_max_pixels_names_its_own_default(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(OVIS2_5))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    with pytest.raises(SafeSftError, match=r"^MAX_PIXELS='-3' is not a positive whole number") as raised:
+        features(facts, env={"MAX_PIXELS": "-3"})
+    assert raised.value.hint.startswith(f"set MAX_PIXELS to a whole number such as {1344 * 1792},")
