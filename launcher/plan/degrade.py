@@ -12,10 +12,9 @@ settings predicted to fit, several knobs at once); these rungs are its fallback.
   below without the ZeRO ones (safe-sft chose device_map because ZeRO fits only with offload).
 - cuda_oom: smaller micro-batch with more accumulation; gradient checkpointing on; a higher ZeRO stage
   (zero2 -> zero3 -> zero3_offload); half the image budget where the model's processor reads one from
-  the environment (MAX_PIXELS for Qwen2/2.5-VL and Ovis2.5, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later, MAX_NUM
-  tiles for InternVL's remote code, MAX_SLICE_NUMS slices for MiniCPM-V 2.6 and later; no rung for other
-  models); a shorter max_length only if the user
-  allowed it; give up.
+  the environment (MAX_PIXELS for Qwen2/2.5-VL and Ovis2.5, IMAGE_MAX_TOKEN_NUM for Qwen3-VL and later,
+  MAX_NUM tiles for InternVL's remote code, MAX_SLICE_NUMS slices for MiniCPM-V 2.6 and later; no rung
+  for other models); a shorter max_length only if the user allowed it; give up.
 - cuda_oom_eval (in evaluation): half per_device_eval_batch_size (the training micro-batch stays); then a
   higher ZeRO stage, the image budget, max_length as above.
 - cuda_oom_load: a higher ZeRO stage or offload first, then the cuda_oom rungs.
