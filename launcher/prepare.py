@@ -122,6 +122,7 @@ def prepare(
     """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
     read = backend.read(list(swift_argv))
     swift = read.args
+    swift.check_whole_numbers()
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)

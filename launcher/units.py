@@ -57,6 +57,7 @@ def parse_count(text: str, what: str) -> int:
 
 
 MAX_PARAMS = 10**15
+BARE_COUNT_LEAST = 10**4  # a bare count below this is a size in billions typed without its B
 
 
 def parse_param_count(text: str) -> int:
@@ -66,6 +67,11 @@ def parse_param_count(text: str) -> int:
         raise SafeSftError(f"parameter count {text!r} is not a number", "write it like 7.6e9 or 7B")
     scale = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}[match.group(2).lower()]
     value = float(match.group(1)) * scale
+    if scale == 1 and value < BARE_COUNT_LEAST:  # `7` for a 7B model would plan for seven parameters
+        raise SafeSftError(
+            f"parameter count {text!r} is {match.group(1)} parameters, not {match.group(1)} billion",
+            f"write {match.group(1)}B for billions, or the exact count like 7.6e9",
+        )
     if not 1 <= value <= MAX_PARAMS:  # 1e999 is infinity, and no model has a quadrillion parameters
         raise SafeSftError(f"parameter count {text!r} is out of range (1 to 1e15)", "write it like 7.6e9 or 7B")
     return int(value)

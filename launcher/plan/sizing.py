@@ -53,8 +53,8 @@ LOAD_TIME_METHODS = frozenset({"bnb", "hqq", "eetq", "quanto"})
 
 def quantized_at_load(swift: SwiftArgs) -> tuple[int, str] | None:
     """(bits, method) where swift quantizes the model as it loads it: --quant_method with --quant_bits."""
-    bits, method = swift.get_int("quant_bits"), swift.get("quant_method")
-    return (bits, method) if method in LOAD_TIME_METHODS and bits in (2, 3, 4, 8) else None
+    bits, method = swift.get("quant_bits"), swift.get("quant_method")  # swift also takes `float8`
+    return (int(bits), method) if method in LOAD_TIME_METHODS and bits in ("2", "3", "4", "8") else None
 
 
 def quantization_of(swift: SwiftArgs, model: ModelFacts) -> tuple[int | None, str | None]:

@@ -18,9 +18,24 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from launcher.errors import SafeSftError
+
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
+# The whole-number fields the plan reads, and the least value a run can use: swift's parser takes
+# `--per_device_train_batch_size -1` or `--gradient_accumulation_steps 0` and fails only in the first step,
+# after the model has loaded; safe-sft names the value before anything starts.
+LEAST_INT = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "max_length": 1,
+    "lora_rank": 1,
+    "sequence_parallel_size": 1,
+    "max_pixels": 1,
+    "dataloader_num_workers": 0,
+}
 
 
 def normalize_key(flag: str) -> str:
@@ -109,13 +124,28 @@ class SwiftArgs:
         return self.given(key) is not None
 
     def get_int(self, key: str, default: int | None = None) -> int | None:
+        """A whole-number field, or `default` where it is unset (or `None`); a value swift's parser would
+        refuse, or one below the field's least (LEAST_INT), is a SafeSftError naming it as the user spelt it."""
         value = self.get(key)
         if value is None or value.lower() == "none":
             return default
+        least = LEAST_INT.get(key)
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
-            return default
+            number = None
+        if number is None or (least is not None and number < least):
+            name = self.spelling.names.get(key, key) if self.spelling else f"--{key}"
+            problem = "is not a whole number" if number is None else f"is below {least}"
+            fix = f"set {name} to a whole number" + ("" if least is None else f" of at least {least}")
+            raise SafeSftError(f"{name} {value!r} {problem}", fix)
+        return number
+
+    def check_whole_numbers(self) -> None:
+        """Every whole-number field the plan reads is valid (get_int's SafeSftError otherwise): called once,
+        as the arguments are read, so a bad value stops safe-sft before it plans or starts anything."""
+        for key in LEAST_INT:
+            self.get_int(key)
 
     def get_bool(self, key: str, default: bool) -> bool:
         value = self.get(key)

@@ -434,3 +434,15 @@ def test_llamafactory_on_only_incomplete_checkpoints_is_refused_before_anything_
     assert fix.startswith("safe-sft: fix: move the incomplete checkpoint dirs away, or set overwrite_output_dir=true")
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10"]  # nothing started, nothing written
     assert "Traceback" not in result.stderr
+
+
+def test_llamafactory_names_a_bad_whole_number_in_its_own_spelling(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(LF_CONFIG)
+    args = LLAMAFACTORY.read([str(config), "cutoff_len=-1"]).args
+    with pytest.raises(SafeSftError) as bad:
+        args.check_whole_numbers()
+    assert (bad.value.message, bad.value.hint) == (
+        "cutoff_len '-1' is below 1",
+        "set cutoff_len to a whole number of at least 1",
+    )

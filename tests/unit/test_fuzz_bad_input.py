@@ -96,7 +96,7 @@ def _option_cases() -> Iterator[Case]:
         "--gpus": ["0", "99", "0,0", "9,", "x", "1,x", ",", "-1", "0,9"],
         "--nnodes": ["0", "-1"],
         "--master-port": ["0", "70000"],
-        "--model-params": ["lots", "7x", "-5", "1e999", "nan"],
+        "--model-params": ["lots", "7x", "-5", "1e999", "nan", "7", "0.5", "72"],
         "--nccl-env": [
             "LD_PRELOAD=x",
             "CUDA_VISIBLE_DEVICES=5",
@@ -153,6 +153,26 @@ DS_BAD = {
 }  # fmt: skip
 
 
+def _swift_number_cases() -> Iterator[Case]:
+    """swift's whole-number fields the plan reads: a value swift's parser refuses, or one no run can use
+    (swift itself takes `-1` and fails in the first step, after the model has loaded)."""
+    bad = {
+        "--per_device_train_batch_size": ["0", "-1", "abc", "1.5", "2e3", ""],
+        "--gradient_accumulation_steps": ["0", "-4", "x"],
+        "--max_length": ["0", "-5", "1e9", "4k"],
+        "--lora_rank": ["0", "r8"],
+        "--per_device_eval_batch_size": ["0"],
+        "--sequence_parallel_size": ["0", "two"],
+        "--max_pixels": ["-1", "1024*1024"],
+        "--dataloader_num_workers": ["-2", "auto"],
+    }
+    for flag, values in bad.items():
+        for value in values:
+            yield Case(f"swift{flag}-{value or 'empty'}", swift=(flag, value), needle=f"{flag} {value!r}")
+    yield Case("swift-dash-spelling", swift=("--per-device-train-batch-size", "0"),
+               needle="--per_device_train_batch_size '0'")  # fmt: skip
+
+
 def _config_cases() -> Iterator[Case]:
     for name, content in YAML_BAD.items():
         yield Case(f"config-{name}", swift=(), files={name: content}, needle=name)
@@ -201,8 +221,8 @@ def _other_cases() -> Iterator[Case]:
 
 
 CASES = [
-    *_env_cases(), *_slurm_cases(), *_option_cases(), *_config_cases(), *_checkpoint_cases(), *_output_dir_cases(),
-    *_other_cases(),
+    *_env_cases(), *_slurm_cases(), *_option_cases(), *_swift_number_cases(), *_config_cases(), *_checkpoint_cases(),
+    *_output_dir_cases(), *_other_cases(),
 ]  # fmt: skip
 RUNS = [pytest.param(case, command, id=f"{command}:{case.id}") for case in CASES for command in case.commands]
 

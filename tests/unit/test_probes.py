@@ -11,7 +11,7 @@ from launcher.errors import SafeSftError
 from launcher.probe.gpus import probe_gpus
 from launcher.probe.memory import cgroup_limit
 from launcher.probe.model_size import params_from_name, probe_model
-from launcher.units import GiB
+from launcher.units import GiB, parse_param_count
 
 
 class FakeNvml:
@@ -171,6 +171,20 @@ def test_unknown_model_size_from_name_warns(tmp_path: Path) -> None:
 def test_model_params_flag_overrides(tmp_path: Path) -> None:
     facts = probe_model("Qwen/Qwen2.5-7B-Instruct", {}, tmp_path, params_override=7_600_000_000)
     assert (facts.total_params, facts.source) == (7_600_000_000, "flag")
+
+
+@pytest.mark.parametrize(("text", "count"), [("7B", 7e9), ("7.6e9", 7.6e9), ("500M", 5e8), ("135168", 135168)])
+def test_model_params_flag_reads_counts_with_and_without_a_scale(text: str, count: float) -> None:
+    assert parse_param_count(text) == int(count)
+
+
+def test_a_bare_small_model_params_is_a_size_in_billions_missing_its_b() -> None:
+    with pytest.raises(SafeSftError) as bad:
+        parse_param_count("7")
+    assert (bad.value.message, bad.value.hint) == (
+        "parameter count '7' is 7 parameters, not 7 billion",
+        "write 7B for billions, or the exact count like 7.6e9",
+    )
 
 
 @pytest.mark.parametrize(

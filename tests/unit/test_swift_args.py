@@ -1,3 +1,6 @@
+import pytest
+
+from launcher.errors import SafeSftError
 from launcher.plan.swift_args import parse_swift_argv
 
 
@@ -42,3 +45,18 @@ def test_with_values_replaces_in_place_and_appends() -> None:
 def test_with_values_none_removes() -> None:
     args = parse_swift_argv(["--resume_from_checkpoint", "old", "--model", "m"])
     assert args.with_values({"resume_from_checkpoint": None}).argv() == ("--model", "m")
+
+
+def test_a_whole_number_field_swift_would_refuse_or_fail_on_is_named_as_given() -> None:
+    args = parse_swift_argv(["cfg.yaml", "--gradient_accumulation_steps", "0"], {"max_length": "4k"})
+    with pytest.raises(SafeSftError) as bad_length:
+        args.get_int("max_length")
+    assert (bad_length.value.message, bad_length.value.hint) == (
+        "--max_length '4k' is not a whole number",
+        "set --max_length to a whole number of at least 1",
+    )
+    with pytest.raises(SafeSftError, match="--gradient_accumulation_steps '0' is below 1"):
+        args.check_whole_numbers()
+    fine = parse_swift_argv(["--max_length", "None", "--dataloader_num_workers", "0", "--quant_bits", "float8"])
+    fine.check_whole_numbers()  # None is unset, 0 workers is valid, and quant_bits takes float8
+    assert fine.get_int("max_length", 7) == 7 and fine.get_int("dataloader_num_workers") == 0
