@@ -180,6 +180,7 @@ class DatasetSample:
     rows_in_file_exact: bool = False  # the whole file was read; else estimated from the bytes per row read
     bytes_read: int = 0
     note: str = ""  # how it was read, or why not
+    missing: bool = False  # a file's name that is no file: swift would take it for a hub id and fail to download it
 
 
 @dataclass(frozen=True)

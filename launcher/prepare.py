@@ -143,6 +143,12 @@ def prepare(
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
+    if missing := next((d for d in data.datasets if d.missing), None) if data else None:
+        where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
+        raise SafeSftError(
+            f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
+            "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
+        )
     probe_route = topology.nnodes.value > 1 and host.network.known
     iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(

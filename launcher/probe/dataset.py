@@ -9,6 +9,8 @@ role/content or from/value, ShareGPT user/assistant pairs, query/response/histor
 output, with images/videos/audios). Bounded work: at most MAX_BYTES per dataset (spread over the file in
 windows where its rows are lines), so a huge file costs what a small one does. A malformed row is counted
 and skipped; a file that cannot be read is one warning, never an error (swift says what is wrong with it).
+A file's name (`.jsonl`, `.csv`, ...) that is no file is marked `missing`: swift would take it for a hub
+id and fail only after trying to download it, so the caller stops the run (launcher.prepare).
 """
 
 from __future__ import annotations
@@ -123,8 +125,10 @@ def probe_dataset(
     spec = mask_value(given)  # what is shown: a URL's credentials masked
     if path is None:
         name = spec.rpartition("#")[0] if take is not None else spec
-        if FILE_LIKE.search(name) and "://" not in name:
-            return DatasetSample(spec, SampleStatus.NOT_READ, take=take, note=f"no such file {name!r}")
+        hub = name.partition("::")[0].lower() in ("hf", "ms") and "::" in name  # the user named the hub
+        if FILE_LIKE.search(name) and "://" not in name and not hub:
+            note = f"no such file {name!r}"
+            return DatasetSample(spec, SampleStatus.NOT_READ, take=take, note=note, missing=True)
         return DatasetSample(spec, SampleStatus.NOT_LOCAL, take=take, note="not sampled, not a local file")
     if path.is_dir():
         return DatasetSample(

@@ -161,7 +161,10 @@ def test_sample_count_and_hub_ids(tmp_path: Path) -> None:
     assert hub.note == "not sampled, not a local file"
     assert probe_dataset("swift/self-cognition:zh", tmp_path).status is SampleStatus.NOT_LOCAL
     missing = probe_dataset("typo.jsonl", tmp_path)
-    assert missing.status is SampleStatus.NOT_READ and "no such file" in missing.note
+    assert missing.status is SampleStatus.NOT_READ and "no such file" in missing.note and missing.missing
+    assert not hub.missing and not sample.missing
+    named_hub = probe_dataset("ms::owner/typo.jsonl", tmp_path)  # the user said it is a hub id
+    assert named_hub.status is SampleStatus.NOT_LOCAL and not named_hub.missing
 
 
 def test_malformed_rows_are_counted_and_skipped(tmp_path: Path) -> None:

@@ -169,6 +169,10 @@ def _swift_number_cases() -> Iterator[Case]:
     for flag, values in bad.items():
         for value in values:
             yield Case(f"swift{flag}-{value or 'empty'}", swift=(flag, value), needle=f"{flag} {value!r}")
+    for dataset in ("typo.jsonl", "data/train.json#500", "/nowhere/d.csv"):
+        yield Case(
+            f"dataset-missing-{dataset}", swift=("--dataset", dataset), needle=f"--dataset {dataset!r} is no file"
+        )
     yield Case("swift-dash-spelling", swift=("--per-device-train-batch-size", "0"),
                needle="--per_device_train_batch_size '0'")  # fmt: skip
 
