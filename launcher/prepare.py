@@ -143,7 +143,9 @@ def prepare(
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
-    if missing := next((d for d in data.datasets if d.missing), None) if data else None:
+    # A plan for an assumed machine may name its files: there a missing one stays the probe's warning.
+    assumed = options.assume_gpus or options.assume_ram or options.assume_nodes is not None
+    if missing := next((d for d in data.datasets if d.missing), None) if data and not assumed else None:
         where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
         raise SafeSftError(
             f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
