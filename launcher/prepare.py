@@ -140,11 +140,13 @@ def prepare(
     )
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
+    # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
+    assumed = options.assume_gpus or options.assume_ram or options.assume_nodes is not None
+    if model_name and not assumed:
+        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
-    # A plan for an assumed machine may name its files: there a missing one stays the probe's warning.
-    assumed = options.assume_gpus or options.assume_ram or options.assume_nodes is not None
     if missing := next((d for d in data.datasets if d.missing), None) if data and not assumed else None:
         where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
         raise SafeSftError(
@@ -212,4 +214,15 @@ def check_launchable(prepared: Prepared) -> None:
         raise SafeSftError(
             f"no GPU visible ({why}) and --use_cpu not given",
             "add --use_cpu true to train on the CPU, or fix the GPU driver (`safe-sft doctor`)",
+        )
+
+
+def check_model_path(model: str, name: str) -> None:
+    """A model written as a path (`/`, `./`, `../`, `~`) must be there: swift would take a missing one for a
+    hub id (or refuse an absolute one) only after its start-up."""
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        raise SafeSftError(
+            f"{name} {model!r} is no directory here",
+            "check the path (a relative one is read from where safe-sft runs); a hub id is written like "
+            "Qwen/Qwen2.5-7B-Instruct",
         )

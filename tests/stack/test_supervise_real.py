@@ -296,16 +296,28 @@ def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_
     assert user_file.read_text() == user_text
 
 
-def test_e_missing_dataset_stops_after_one_attempt(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_e_dataset_swift_cannot_read_stops_after_one_attempt(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{this is not json\n" * 20)  # there, so the plan lets swift say what is wrong with it
     start = time.monotonic()
-    result = safe_sft(swift_args(tiny, out, dataset=tmp_path / "no-such.jsonl"), fault_env(tmp_path))
+    result = safe_sft(swift_args(tiny, out, dataset=broken), fault_env(tmp_path))
     assert time.monotonic() - start < 60
     assert result.returncode == 1
     data = report(out)
     assert len(data["attempts"]) == 1
     assert data["attempts"][0]["failure"]["kind"] == "user_error"
-    assert "does not exist" in result.stderr.split("safe-sft: failed")[1]
+
+
+def test_e_missing_dataset_stops_before_swift_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    missing = tmp_path / "no-such.jsonl"
+    result = safe_sft(swift_args(tiny, out, dataset=missing), fault_env(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"safe-sft: error: --dataset '{missing}' is no file (swift would look for it on the hub)"
+    )
+    assert not out.exists()  # nothing started: no run dir, no report
 
 
 def _start_long_run(tiny, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]

@@ -173,6 +173,9 @@ def _swift_number_cases() -> Iterator[Case]:
         yield Case(
             f"dataset-missing-{dataset}", swift=("--dataset", dataset), needle=f"--dataset {dataset!r} is no file"
         )
+    for model in ("/nowhere/Qwen2.5-7B", "./models/qwen", "../qwen", "~/no-such-model-dir"):
+        yield Case(f"model-missing-{model}", swift=("--model", model), needle=f"--model {model!r} is no directory")
+    # (a plan for an assumed machine only warns of a missing file: test_plan_data_cli.py)
     yield Case("swift-dash-spelling", swift=("--per-device-train-batch-size", "0"),
                needle="--per_device_train_batch_size '0'")  # fmt: skip
 

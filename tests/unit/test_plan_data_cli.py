@@ -109,12 +109,18 @@ def test_no_dataset_no_data_section(data_dir: Path) -> None:
     assert plan["data_lengths"] is None and plan["estimates"]["zero2"]["gpu_need_at_data_bytes"] is None
 
 
-def test_a_missing_data_file_is_a_warning_for_an_assumed_machine_and_an_error_for_this_one(data_dir: Path) -> None:
-    assumed = run_plan(data_dir, "--force", *RUN, "--dataset", "/cluster/train.jsonl")
-    assert assumed.returncode == 0, assumed.stderr  # the other machine may have it
+def test_missing_files_are_warnings_for_an_assumed_machine_and_an_error_for_this_one(data_dir: Path) -> None:
+    on_cluster = ("--model", "/cluster/models/Qwen2.5-7B-Instruct", "--dataset", "/cluster/train.jsonl")
+    assumed = run_plan(data_dir, "--force", *RUN, *on_cluster)
+    assert assumed.returncode == 0, assumed.stderr  # the other machine may have them
     assert "warning: --dataset /cluster/train.jsonl: no such file '/cluster/train.jsonl'" in assumed.stdout
     here = run_plan(data_dir, "--model", "m", "--use_cpu", "true", "--dataset", "typo.jsonl")
     assert here.returncode == 2
     assert here.stderr.splitlines()[0] == (
         f"safe-sft: error: --dataset 'typo.jsonl' is no file in {data_dir} (swift would look for it on the hub)"
+    )
+    model_here = run_plan(data_dir, "--model", "/cluster/models/Qwen2.5-7B-Instruct", "--use_cpu", "true")
+    assert model_here.returncode == 2
+    assert model_here.stderr.splitlines()[0] == (
+        "safe-sft: error: --model '/cluster/models/Qwen2.5-7B-Instruct' is no directory here"
     )
