@@ -220,6 +220,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     from launcher.doctor import Status, run_checks
     from launcher.plan.build import output_dir_of
     from launcher.plan.swift_args import parse_swift_argv
+    from launcher.plan.topology import one_per_gpu
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
     from launcher.swift_config import load_swift_config
@@ -228,7 +229,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     if check_dir is None and swift_argv:
         check_dir = output_dir_of(parse_swift_argv(swift_argv, load_swift_config(swift_argv)))
     nproc_text = os.environ.get("NPROC_PER_NODE")
-    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text else None
+    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not one_per_gpu(nproc_text) else None
     memlock = raise_memlock()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     checks = run_checks(probe_host(Path(check_dir or ".")), memlock, nproc=nproc, cores=cores)

@@ -18,6 +18,14 @@ from launcher.units import parse_count
 
 LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
 AUTO_MIN_FREE_FRACTION = 0.5  # `--gpus auto` leaves out a GPU with less than half its memory free
+# NPROC_PER_NODE words torchrun reads as "one process per GPU" (torch.distributed.run determine_local_world_size);
+# plain `swift sft` passes NPROC_PER_NODE to torchrun as it is.
+ONE_PER_GPU_WORDS = frozenset({"auto", "gpu"})
+
+
+def one_per_gpu(nproc_per_node: str) -> bool:
+    """NPROC_PER_NODE=auto or gpu: torchrun starts one process per visible GPU."""
+    return nproc_per_node.strip() in ONE_PER_GPU_WORDS  # torchrun compares them as they are: `GPU` fails there
 
 
 @dataclass(frozen=True)
@@ -78,9 +86,16 @@ def resolve_topology(
             "on this one machine",
         )
 
-    nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
+    per_gpu_word = layers.per_gpu_word("NPROC_PER_NODE")
+    if per_gpu_word is not None and (use_cpu or not gpus):
+        raise SafeSftError(
+            f"NPROC_PER_NODE={per_gpu_word} without a GPU: torchrun would start one process per CPU core, or none",
+            "set NPROC_PER_NODE to the number of CPU processes to train with",
+        )
+    per_gpu = per_gpu_word is not None and request.nproc is None
+    nproc_hint = None if per_gpu else layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
     # plain `swift sft` starts torchrun only for NPROC_PER_NODE or NNODES, else ONE process (torchrun: 1 per node)
-    swift_given = layers.pick_int(None, "NPROC_PER_NODE", None)
+    swift_given = None if per_gpu_word else layers.pick_int(None, "NPROC_PER_NODE", None)
     swift_nproc = swift_given.value if swift_given is not None else 1
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
@@ -125,6 +140,13 @@ def resolve_topology(
             )
         nproc_source = nproc_hint.source if nproc_hint is not None else visible.source
         nproc = Sourced(len(selected), nproc_source, "one process per selected GPU")
+        if per_gpu_word is not None:  # torchrun's count: every visible GPU (the selection leaves out busy ones)
+            swift_nproc = len(selected)
+            nproc = Sourced(
+                len(selected),
+                layers.source_of("NPROC_PER_NODE"),
+                f"NPROC_PER_NODE={per_gpu_word}: one process per selected GPU",
+            )
     return Topology(
         nproc_per_node=nproc,
         nnodes=nnodes,
@@ -286,6 +308,15 @@ class _Layers:
         if name in self.config_env:
             return self.config_env[name], Source.CONFIG
         return None
+
+    def per_gpu_word(self, name: str) -> str | None:
+        """The variable's value where it is one of torchrun's words for one process per GPU."""
+        found = self._lookup(name)
+        return found[0].strip() if found is not None and one_per_gpu(found[0]) else None
+
+    def source_of(self, name: str) -> Source:
+        found = self._lookup(name)
+        return found[1] if found is not None else Source.DEFAULT
 
     def pick_int(self, flag: int | None, name: str, slurm: int | None) -> Sourced[int] | None:
         """The first of flag, env, config ENV, Slurm that is set; None when none is."""

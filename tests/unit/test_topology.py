@@ -121,6 +121,26 @@ def test_gpus_auto_leaves_out_busy_gpu() -> None:
     assert "left out busy GPU 1" in topo.visible_devices.note
 
 
+@pytest.mark.parametrize(("word", "where"), [("auto", "env"), ("gpu", "config")])
+def test_nproc_per_node_auto_or_gpu_is_one_process_per_gpu_as_torchrun_reads_it(word: str, where: str) -> None:
+    env, config_env = ({"NPROC_PER_NODE": word}, {}) if where == "env" else ({}, {"NPROC_PER_NODE": word})
+    topo = resolve_topology(TopologyRequest(), env, gpus(4, 80), free_port=29500, config_env=config_env)
+    assert (topo.nproc_per_node.value, topo.swift_nproc_per_node) == (4, 4)  # plain swift: torchrun's 4 too
+    assert topo.nproc_per_node.source is (Source.ENV if where == "env" else Source.CONFIG)
+    assert topo.nproc_per_node.note == f"NPROC_PER_NODE={word}: one process per selected GPU"
+    assert topo.visible_devices is not None and topo.visible_devices.value == "0,1,2,3"
+    flag = resolve_topology(TopologyRequest(nproc=2), env, gpus(4, 80), free_port=29500, config_env=config_env)
+    assert flag.nproc_per_node.value == 2  # --nproc beats it, as it beats a number
+
+
+def test_nproc_per_node_auto_without_a_gpu_is_an_error_naming_it() -> None:
+    with pytest.raises(SafeSftError) as bad:
+        resolve(env={"NPROC_PER_NODE": "auto"}, gpu_list=(), use_cpu=True)
+    assert bad.value.message.startswith("NPROC_PER_NODE=auto without a GPU")
+    with pytest.raises(SafeSftError, match="NPROC_PER_NODE='GPU' is not an integer"):  # torchrun refuses it too
+        resolve(env={"NPROC_PER_NODE": "GPU"})
+
+
 def test_cpu_training_takes_nproc_from_env() -> None:
     topo = resolve(env={"NPROC_PER_NODE": "2"}, gpu_list=(), use_cpu=True)
     assert topo.nproc_per_node.value == 2
