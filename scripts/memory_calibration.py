@@ -460,9 +460,15 @@ def _kbit_upcast(row: Row) -> bool:
 
 
 def _quant_method(row: Row) -> str | None:
-    """A quantized row's method: GPTQ or AWQ where its notes say so, else bitsandbytes (QLoRA's)."""
+    """A quantized row's method: the one its quote names (the source's own words), else GPTQ or AWQ where its
+    notes say so, else bitsandbytes (QLoRA's). The quote comes first: a note about the source's other rows
+    ("gptq/int8 rows: fp16 compute likely") does not make a bitsandbytes row GPTQ."""
     if not row.raw.get("quant_bits"):
         return None
+    quote = str(row.raw.get("quote", "")).lower()
+    named = [method for method in ("gptq", "awq", "bnb") if method in quote]
+    if len(named) == 1:
+        return named[0]
     return next((method for method in ("gptq", "awq") if _notes_say(row, method)), "bnb")
 
 

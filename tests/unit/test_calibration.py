@@ -133,6 +133,14 @@ def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
     assert train_shape(by_id["swx-z3-full-7b-liger-pack8k"]).fused_cross_entropy is True
 
 
+def test_a_quantized_rows_method_is_the_one_its_quote_names_before_its_notes() -> None:
+    """ms-swift's benchmark rows share a note about its GPTQ rows; the bitsandbytes rows' quotes say bnb."""
+    by_id = {row.id: row for row in JOINED_ROWS}
+    assert train_shape(by_id["swb-qlora-qwen-7b-chat-bnb4"]).quant_method == "bnb"
+    assert train_shape(by_id["swb-qlora-qwen-7b-chat-gptq4"]).quant_method == "gptq"
+    assert train_shape(by_id["qwenvl-qlora-384"]).quant_method == "gptq"  # its notes, where the quote is silent
+
+
 @pytest.mark.parametrize(
     ("stated", "targets"),
     [
