@@ -50,6 +50,8 @@ TABLE = REPO / "tests" / "data" / "calibration" / "table.jsonl"
 JOINED = (TABLE, TABLE.with_name("heldout2.jsonl"), TABLE.with_name("heldout3.jsonl"))
 WITHIN = 0.15  # "within 15 %" of the measured peak
 AT_LIMIT = 0.95  # a run whose peak is at least this share of its card "fit only at the limit"
+DECIMAL_GB = 1e9 / GiB  # one GB in GiB
+DECIMAL_GB_NOTE = "/1e9 (decimal gb"  # how a row's notes say its source prints decimal GB
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,12 @@ class Row:
 
     @property
     def measured_gib(self) -> float | None:
-        """The measured peak per GPU in GiB; None for an OOM."""
+        """The measured peak per GPU in GiB; None for an OOM. A figure the source's own code prints in decimal
+        GB (litgpt: `max_memory_allocated() / 1e9`, "GB") is converted; an unclear unit is read as GiB."""
         measured = self.raw["measured"]
         if measured["kind"] == "oom":
             return None
-        value = float(measured["value"])
+        value = float(measured["value"]) * (DECIMAL_GB if _notes_say(self, DECIMAL_GB_NOTE) else 1.0)
         return value / self.raw["gpus"] if measured["kind"] == "total_all_gpus_gib" else value
 
     @property

@@ -133,6 +133,13 @@ def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
     assert train_shape(by_id["swx-z3-full-7b-liger-pack8k"]).fused_cross_entropy is True
 
 
+def test_a_figure_its_sources_code_prints_in_decimal_gb_is_read_in_gib() -> None:
+    """litgpt prints `max_memory_allocated() / 1e9` as "GB": its 17.18 is 16.0 GiB; an unclear unit stays."""
+    by_id = {row.id: row for row in JOINED_ROWS}
+    assert by_id["litgpt-gemma-7b-qlora-1xa10g"].measured_gib == pytest.approx(17.18e9 / 2**30)
+    assert by_id["swb-lora-qwen-7b-chat-4096"].measured_gib == pytest.approx(35.31)  # the page says GiB
+
+
 def test_a_quantized_rows_method_is_the_one_its_quote_names_before_its_notes() -> None:
     """ms-swift's benchmark rows share a note about its GPTQ rows; the bitsandbytes rows' quotes say bnb."""
     by_id = {row.id: row for row in JOINED_ROWS}
