@@ -15,7 +15,17 @@ from launcher.backends import Backend
 from launcher.backends.swift import SWIFT
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
-from launcher.model import GpuFacts, GpuInfo, HostFacts, HostMemory, Limits, ModelFacts, NetworkFacts, Plan
+from launcher.model import (
+    DataFacts,
+    GpuFacts,
+    GpuInfo,
+    HostFacts,
+    HostMemory,
+    Limits,
+    ModelFacts,
+    NetworkFacts,
+    Plan,
+)
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import UserConfig
 from launcher.plan.swift_args import SwiftArgs
@@ -147,12 +157,8 @@ def prepare(
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
-    if missing := next((d for d in data.datasets if d.missing), None) if data and not assumed else None:
-        where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
-        raise SafeSftError(
-            f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
-            "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
-        )
+    if data and not assumed:
+        check_dataset_files(data)
     probe_route = topology.nnodes.value > 1 and host.network.known
     iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(
@@ -225,4 +231,16 @@ def check_model_path(model: str, name: str) -> None:
             f"{name} {model!r} is no directory here",
             "check the path (a relative one is read from where safe-sft runs); a hub id is written like "
             "Qwen/Qwen2.5-7B-Instruct",
+        )
+
+
+def check_dataset_files(data: DataFacts) -> None:
+    """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
+    missing one for a hub dataset id and fail only after trying to download it."""
+    missing = next((d for d in data.datasets if d.missing), None)
+    if missing is not None:
+        where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
+        raise SafeSftError(
+            f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
+            "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
         )
