@@ -218,7 +218,7 @@ def build_plan(
                 )
 
     batch = keep_global_batch(
-        swift.get_int("per_device_train_batch_size", 1) or 1,
+        swift.get_int("per_device_train_batch_size", 1),
         swift.get_int("gradient_accumulation_steps"),
         topology.world_size,
         # `swift sft` alone picks its own process count; a script under torchrun runs the processes asked for
@@ -226,7 +226,7 @@ def build_plan(
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
-    sp = swift.get_int("sequence_parallel_size", 1) or 1
+    sp = swift.get_int("sequence_parallel_size", 1)
     if sp > 1 and topology.world_size % sp == 0:
         groups = topology.world_size // sp
         notes.append(

@@ -168,7 +168,7 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     if "all-linear" in targets or swift.get("target_regex"):
         targets = tuple(linears)
     dora = outputs_of(linears, targets) if swift.get_bool("use_dora", False) else 0
-    rank, dropout = swift.get_int("lora_rank", 8) or 8, _dropout_on(swift.get("lora_dropout"))
+    rank, dropout = swift.get_int("lora_rank", 8), _dropout_on(swift.get("lora_dropout"))
     return Adapters(inputs_of(linears, targets), rank, dropout, dora)
 
 
@@ -220,7 +220,7 @@ def trainable_params(
     extra, unknown_extra = _named_params(model, extra_names)
     vision_named = any(_is_vision(n) for n in extra_names)
     if is_lora(swift):
-        rank = swift.get_int("lora_rank", 8) or 8
+        rank = swift.get_int("lora_rank", 8)
         parameters = _words(swift, "target_parameters")
         lora, unknown = lora_params(
             model, rank, targets, llm=not freeze_llm, vision=not freeze_vit, parameters=parameters
@@ -266,7 +266,7 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     tokens: swift drops a longer sample (truncation_strategy delete), and cutting one would split its image
     tokens."""
     token_side = image_token_side(model)
-    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN) or DEFAULT_SEQ_LEN
+    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
     tiling = Tiling(model.vision_tile_side, model.vision_max_tiles)
     reads = budget is not None and budget is tiles_budget(model.model_type)
@@ -317,7 +317,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
             f"--quant_bits {bits} without --quant_method: ms-swift 4.6 loads the model unquantized, and the "
             "plan counts it so (add --quant_method bnb to quantize it as it loads)"
         )
-    sp = max(swift.get_int("sequence_parallel_size", 1) or 1, 1)
+    sp = swift.get_int("sequence_parallel_size", 1)
     kv_heads = model.num_key_value_heads or model.num_attention_heads
     ring = sp > 1 and kv_heads is not None and sp // gcd(kv_heads, sp) > 1
     if sp > 1:

@@ -52,7 +52,7 @@ def initial_settings(
     (launcher/backends/base.py KNOBS); they start as the ladder's "nothing to turn" (no image budget, no
     max_length), so no rung and no guided step changes them. `budget_args`: an image budget the trainer
     reads as an argument (LLaMA-Factory's image_max_pixels for MAX_PIXELS), whatever the model family."""
-    micro = swift.get_int("per_device_train_batch_size", 1) or 1
+    micro = swift.get_int("per_device_train_batch_size", 1)
     world = plan.topology.world_size
     batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
     accum = batch.grad_accum
@@ -77,10 +77,10 @@ def initial_settings(
         gradient_checkpointing=swift.get_bool("gradient_checkpointing", True),
         deepspeed=None if device_map else user_deepspeed.rung if user_deepspeed else plan.strategy,
         save_only_model=swift.get_bool("save_only_model", False),
-        dataloader_num_workers=swift.get_int("dataloader_num_workers", 1) or 0,
+        dataloader_num_workers=swift.get_int("dataloader_num_workers", 1),
         dataloader_pin_memory=swift.get_bool("dataloader_pin_memory", True),
         offload_pin_memory=not plan.write_no_pin_config,
-        eval_batch=swift.get_int("per_device_eval_batch_size", 1) or 1,
+        eval_batch=swift.get_int("per_device_eval_batch_size", 1),
         vision_env=vision.env if vision else None,
         vision_budget=budget,
         max_length=None if "max_length" in missing else swift.get_int("max_length"),

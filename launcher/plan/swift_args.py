@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import overload
 
 from launcher.errors import SafeSftError
 
@@ -123,6 +124,10 @@ class SwiftArgs:
         """Whether the user gave the field (a trainer's default does not count)."""
         return self.given(key) is not None
 
+    @overload
+    def get_int(self, key: str, default: int) -> int: ...
+    @overload
+    def get_int(self, key: str, default: None = None) -> int | None: ...
     def get_int(self, key: str, default: int | None = None) -> int | None:
         """A whole-number field, or `default` where it is unset (or `None`); a value swift's parser would
         refuse, or one below the field's least (LEAST_INT), is a SafeSftError naming it as the user spelt it."""
