@@ -1,11 +1,24 @@
 """The swift backend: `swift sft`'s argv and YAML/JSON config, swift's sft entry under @record
-(launcher/worker.py). Today's behaviour: every knob of the ladder, swift's v<N>-<time> run dirs."""
+(launcher/worker.py). Today's behaviour: every knob of the ladder, swift's v<N>-<time> run dirs. An option
+is read as swift's parser reads it, an unambiguous prefix included (swift_options.txt holds the names)."""
 
 from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import parse_swift_argv
+
+OPTIONS_FILE = Path(__file__).with_name("swift_options.txt")  # scripts/swift_options.py writes it
+
+
+@cache
+def swift_options() -> frozenset[str]:
+    """`swift sft`'s option names (ms-swift 4.6), read without importing swift."""
+    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line for line in lines if line and not line.startswith("#"))
 
 
 def read(argv: list[str]) -> BackendArgs:
@@ -13,7 +26,7 @@ def read(argv: list[str]) -> BackendArgs:
 
     if not argv:
         raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
-    return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv)))
+    return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options()))
 
 
 SWIFT = Backend(name="swift", command="safe-sft", worker=WORKER_DIR / "worker.py", read=read)

@@ -44,7 +44,7 @@ from launcher.plan.sizing import (
 )
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.strategy import describe as describe_need
-from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.swift_args import SwiftArgs, unknown_flag_warning
 from launcher.plan.unset_length import assumed_length, unset_note
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
 
@@ -149,6 +149,7 @@ def build_plan(
     options = options or PlanOptions()
     warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
     warnings.extend(data.warnings if data else ())
+    warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")

@@ -44,6 +44,15 @@ def normalize_key(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def option_key(flag: str, options: frozenset[str]) -> str:
+    """A flag's field among a parser's options: its own name, else the only option it is a prefix of."""
+    key = normalize_key(flag)
+    if not options or key in options:
+        return key
+    matches = [option for option in options if option.startswith(key)]
+    return matches[0] if len(matches) == 1 else key
+
+
 @dataclass(frozen=True)
 class KeyValueSpelling:
     """How a trainer with `CONFIG key=value ...` overrides spells swift's fields (the ladder's knobs and
@@ -92,6 +101,13 @@ class SwiftArgs:
     # the trainer's own defaults where they differ from swift's (launcher/backends): read, never written
     defaults: Mapping[str, str] = field(default_factory=dict)
     spelling: KeyValueSpelling | None = None  # how argv() writes them, when the trainer is not swift
+    # the trainer's option names, where its parser takes an unambiguous prefix of one (swift's argparse)
+    options: frozenset[str] = frozenset()
+
+    def key_of(self, flag: str) -> str:
+        """The field a flag sets: its name, or the one option it is a prefix of (`--max_len` is max_length),
+        as argparse reads it; an unknown or ambiguous flag stays itself (swift refuses it)."""
+        return option_key(flag, self.options)
 
     def get(self, key: str) -> str | None:
         """The effective value of a field: the last CLI occurrence, else the config file's, else the
@@ -102,7 +118,7 @@ class SwiftArgs:
     def given(self, key: str) -> str | None:
         """A field's value as the user gave it (command line or config file), else None."""
         for flag, values in reversed(self.items):
-            if normalize_key(flag) == key:
+            if self.key_of(flag) == key:
                 return " ".join(values) if values else "true"
         return self.config_values.get(key)
 
@@ -110,15 +126,24 @@ class SwiftArgs:
         """A field's values as separate tokens (`--dataset a.jsonl b.jsonl#500`), as swift's parser sees them:
         the last CLI occurrence, else the config file's (a list there is one token per item)."""
         for flag, values in reversed(self.items):
-            if normalize_key(flag) == key:
+            if self.key_of(flag) == key:
                 return values
         tokens = self.config_argv
         for i, token in enumerate(tokens):
-            if token.startswith("--") and normalize_key(token) == key:
+            if token.startswith("--") and self.key_of(token) == key:
                 rest = tokens[i + 1 :]
                 end = next((j for j, t in enumerate(rest) if t.startswith("--")), len(rest))
                 return tuple(rest[:end])
         return ()
+
+    def unknown_flags(self) -> tuple[str, ...]:
+        """What the user typed as an option that is none of the trainer's (`options`), nor an unambiguous
+        prefix of one: a typo, which swift refuses ("remaining_argv") unless --ignore_args_error is set."""
+        if not self.options or self.get_bool("ignore_args_error", False):
+            return ()
+        typed = [flag for flag, _ in self.items if flag.startswith("--")]
+        typed += [token for token in self.config_argv if token.startswith("--")]
+        return tuple(dict.fromkeys(flag for flag in typed if self.key_of(flag) not in self.options))
 
     def has(self, key: str) -> bool:
         """Whether the user gave the field (a trainer's default does not count)."""
@@ -170,7 +195,7 @@ class SwiftArgs:
         """
         items = list(self.items)
         for key, value in updates.items():
-            positions = [i for i, (flag, _) in enumerate(items) if normalize_key(flag) == key]
+            positions = [i for i, (flag, _) in enumerate(items) if self.key_of(flag) == key]
             if value is None:
                 items = [item for i, item in enumerate(items) if i not in positions]
                 continue
@@ -206,8 +231,10 @@ def is_config_file(arg: str) -> bool:
 def parse_swift_argv(
     argv: tuple[str, ...] | list[str],
     config: Mapping[str, object] | None = None,
+    options: frozenset[str] = frozenset(),
 ) -> SwiftArgs:
-    """Read swift's argv. `config` is the parsed config file when argv[0] is one (see swift_config)."""
+    """Read swift's argv. `config` is the parsed config file when argv[0] is one (see swift_config);
+    `options`: swift's option names, so that a prefix of one reads as that option, as swift's parser does."""
     args = list(argv)
     config_file = args.pop(0) if args and is_config_file(args[0]) else None
     items: list[tuple[str, tuple[str, ...]]] = []
@@ -227,7 +254,7 @@ def parse_swift_argv(
         if key == "ENV" and isinstance(raw, Mapping):
             config_env = {str(k): str(v) for k, v in raw.items()}
             continue
-        config_values[normalize_key(str(key))] = _config_value_text(raw)
+        config_values[option_key(str(key), options)] = _config_value_text(raw)
         config_argv.append(f"--{key}")
         if isinstance(raw, list):  # swift's own expansion (swift/cli/main.py), token for token
             config_argv.extend(str(item) for item in raw)
@@ -235,7 +262,7 @@ def parse_swift_argv(
             config_argv.append(json.dumps(raw, ensure_ascii=False))
         else:
             config_argv.append(str(raw))
-    return SwiftArgs(tuple(items), config_file, config_values, config_env, tuple(config_argv))
+    return SwiftArgs(tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options)
 
 
 def _config_value_text(value: object) -> str:
@@ -244,3 +271,20 @@ def _config_value_text(value: object) -> str:
     if isinstance(value, list | tuple):
         return " ".join(str(v) for v in value)
     return str(value)
+
+
+# Options ms-swift renamed, which its later versions no longer take (ms-swift 4 has no --train_type).
+RENAMED = {"train_type": "tuner_type"}
+
+
+def unknown_flag_warning(flag: str, options: frozenset[str]) -> str:
+    """One line for an option the trainer does not have, with the options it is closest to."""
+    import difflib  # only where a flag is unknown: the plan's start-up stays lean
+
+    key = normalize_key(flag)
+    prefixed = sorted(o for o in options if o.startswith(key))  # an ambiguous prefix: argparse refuses it
+    renamed = [RENAMED[key]] if RENAMED.get(key) in options else []
+    near = prefixed[:3] or renamed or difflib.get_close_matches(key, options, n=1, cutoff=0.75)
+    hint = " or ".join(f"--{name}" for name in near)
+    meant = f" (did you mean {hint}?)" if hint else ""
+    return f"{flag} is no option of swift sft{meant}: swift stops on it unless --ignore_args_error true is given"

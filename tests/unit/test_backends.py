@@ -21,6 +21,7 @@ from launcher.errors import SafeSftError
 from launcher.model import FailureKind, Plan, Source, Sourced, Topology
 from launcher.plan.degrade import Settings, Step, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings
+from launcher.plan.swift_args import unknown_flag_warning
 
 TEMPLATES = load_templates()
 
@@ -445,4 +446,15 @@ def test_llamafactory_names_a_bad_whole_number_in_its_own_spelling(tmp_path: Pat
     assert (bad.value.message, bad.value.hint) == (
         "cutoff_len '-1' is below 1",
         "set cutoff_len to a whole number of at least 1",
+    )
+
+
+def test_swift_reads_a_prefix_of_its_options_and_names_a_retired_one() -> None:
+    """swift_options.txt holds swift sft 4.6's option names (tests/stack/test_swift_options_real.py holds it
+    to the installed swift): `--max_len` is max_length there, and 4.6 has no --train_type."""
+    args = SWIFT.read(["--model", "m", "--max_len", "64", "--train_type", "lora"]).args
+    assert args.get_int("max_length") == 64
+    assert args.unknown_flags() == ("--train_type",)
+    assert unknown_flag_warning("--train_type", args.options).startswith(
+        "--train_type is no option of swift sft (did you mean --tuner_type?)"
     )

@@ -1,7 +1,7 @@
 import pytest
 
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import parse_swift_argv
+from launcher.plan.swift_args import parse_swift_argv, unknown_flag_warning
 
 
 def test_last_flag_wins_and_dash_alias() -> None:
@@ -60,3 +60,32 @@ def test_a_whole_number_field_swift_would_refuse_or_fail_on_is_named_as_given() 
     fine = parse_swift_argv(["--max_length", "None", "--dataloader_num_workers", "0", "--quant_bits", "float8"])
     fine.check_whole_numbers()  # None is unset, 0 workers is valid, and quant_bits takes float8
     assert fine.get_int("max_length", 7) == 7 and fine.get_int("dataloader_num_workers") == 0
+
+
+OPTIONS = frozenset({"max_length", "per_device_train_batch_size", "per_device_eval_batch_size", "model"})
+
+
+def test_a_prefix_of_one_option_reads_as_that_option_as_swifts_parser_takes_it() -> None:
+    args = parse_swift_argv(["cfg.yaml", "--max_len", "100", "--per-device-train", "4"], {"mod": "m"}, OPTIONS)
+    assert (args.get_int("max_length"), args.get_int("per_device_train_batch_size"), args.get("model")) == (100, 4, "m")
+    changed = args.with_values({"per_device_train_batch_size": "2"})  # the user's own flag, in place
+    assert changed.argv() == ("--mod", "m", "--max_len", "100", "--per-device-train", "2")
+    ambiguous = parse_swift_argv(["--per_device", "4"], None, OPTIONS)  # argparse refuses it: not read
+    assert ambiguous.get_int("per_device_train_batch_size", 1) == 1
+    assert ambiguous.unknown_flags() == ("--per_device",)
+    assert parse_swift_argv(["--max_len", "100"]).get("max_length") is None  # no option list: names only
+
+
+def test_an_unknown_option_is_named_with_what_it_is_closest_to() -> None:
+    args = parse_swift_argv(["--max_lenght", "1", "--per_device", "2", "--xyzzy", "3", "--max_len", "4"], None, OPTIONS)
+    assert args.unknown_flags() == ("--max_lenght", "--per_device", "--xyzzy")
+    warnings = [unknown_flag_warning(flag, OPTIONS) for flag in args.unknown_flags()]
+    tail = ": swift stops on it unless --ignore_args_error true is given"
+    assert warnings == [
+        "--max_lenght is no option of swift sft (did you mean --max_length?)" + tail,
+        "--per_device is no option of swift sft (did you mean --per_device_eval_batch_size or "
+        "--per_device_train_batch_size?)" + tail,
+        "--xyzzy is no option of swift sft" + tail,
+    ]
+    ignored = parse_swift_argv(["--xyzzy", "3", "--ignore_args_error", "true"], None, OPTIONS | {"ignore_args_error"})
+    assert ignored.unknown_flags() == ()
