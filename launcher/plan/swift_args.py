@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import overload
 
 from launcher.errors import SafeSftError
@@ -44,6 +45,7 @@ def normalize_key(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+@lru_cache(maxsize=4096)  # every field read looks up every flag: a prefix is resolved once
 def option_key(flag: str, options: frozenset[str]) -> str:
     """A flag's field among a parser's options: its own name, else the only option it is a prefix of."""
     key = normalize_key(flag)
