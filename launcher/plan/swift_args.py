@@ -1,11 +1,13 @@
 """swift's own command line, read once into `SwiftArgs` and written back with overrides.
 
 `swift sft` accepts `--key value [value ...]`, `--key=value`, transformers' dash spellings
-(`--max-steps`), and a YAML/JSON config file as the first argument whose keys come first and whose
-`ENV:` block sets environment variables. Later arguments win. `swift sft` expands the config file into
-arguments before it starts torchrun, and so does safe-sft (`argv()`, in swift's own format). safe-sft
-keeps the user's arguments as they are and changes a setting by replacing that flag's values in place,
-or by appending the flag.
+(`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
+from the option names the backend passes), and a YAML/JSON config file as the first argument whose keys
+come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
+that no run can use (`--gradient_accumulation_steps 0`) are a SafeSftError naming them. `swift sft`
+expands the config file into arguments before it starts torchrun, and so does safe-sft (`argv()`, in
+swift's own format). safe-sft keeps the user's arguments as they are and changes a setting by replacing
+that flag's values in place, or by appending the flag.
 
 A trainer that spells its arguments otherwise (LLaMA-Factory: a config file, then `key=value`
 overrides, `cutoff_len` for max_length) is read into the same swift names by its backend, and written
