@@ -54,6 +54,11 @@ class LaunchOptions:
     assume_nodes: int | None = None
     watchdog: Watchdog = field(default_factory=Watchdog)
 
+    @property
+    def assumes_machine(self) -> bool:
+        """The plan is for another machine (--assume-*): this one's network, limits and files are not its."""
+        return bool(self.assume_gpus or self.assume_ram) or self.assume_nodes is not None
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -108,7 +113,7 @@ def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def apply_assumptions(host: HostFacts, options: LaunchOptions) -> HostFacts:
     """Another machine's facts in place of this one's. Its network (InfiniBand, interfaces) and limits
     (memlock, /dev/shm) are unknown: nothing of this machine stands in for them."""
-    if options.assume_gpus or options.assume_ram or options.assume_nodes is not None:
+    if options.assumes_machine:
         host = replace(
             host,
             network=NetworkFacts(known=False),
@@ -151,7 +156,7 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
-    assumed = options.assume_gpus or options.assume_ram or options.assume_nodes is not None
+    assumed = options.assumes_machine
     if model_name and not assumed:
         check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
