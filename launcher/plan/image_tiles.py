@@ -96,6 +96,18 @@ def tiles_budget(model_type: str | None) -> VisionBudget | None:
     return family.tiles_budget if family else None
 
 
+def unset_tiles(model_type: str | None, tiling: Tiling = Tiling()) -> int | None:
+    """The most tiles this family cuts an image into when its tile variable is unset: the model's files'
+    count where the processor reads one (MiniCPM-V's max_slice_nums), else the family's; None for a family
+    that does not cut images into tiles."""
+    family = _FAMILIES.get(model_type or "")
+    return None if family is None else _unset_tiles(family, tiling)
+
+
+def _unset_tiles(family: _Family, tiling: Tiling) -> int:
+    return (tiling.max_tiles if family.files_tiles else None) or family.tiles
+
+
 def fixed_image(
     model_type: str | None,
     image_size: int | None,
@@ -112,7 +124,7 @@ def fixed_image(
         return None
     budget = family.tiles_budget
     set_tiles = budget_value(env, budget) if budget is not None and reads_budget else None
-    tiles = set_tiles or (tiling.max_tiles if family.files_tiles else None) or family.tiles
+    tiles = set_tiles or _unset_tiles(family, tiling)
     side = image_size
     if family.side_env:
         side = positive_env_int(env, INPUT_SIZE, PIXELS, INPUT_SIZE_DEFAULT) or INPUT_SIZE_DEFAULT

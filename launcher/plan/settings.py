@@ -17,8 +17,17 @@ from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
+from launcher.plan.image_tiles import Tiling, tiles_budget, unset_tiles
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.vision_budget import budget_named, budget_value, own_default, vision_budget_for
+from launcher.plan.vision_budget import VisionBudget, budget_named, budget_value, own_default, vision_budget_for
+
+
+def _model_tiles(budget: VisionBudget, model: ModelFacts | None) -> int | None:
+    """Where the budget is the model's tile count and unset, the count its processor then uses (the model's
+    files may give another than the variable's usual default), so the ladder halves what really runs."""
+    if model is None or budget is not tiles_budget(model.model_type):
+        return None
+    return unset_tiles(model.model_type, Tiling(model.vision_tile_side, model.vision_max_tiles))
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,10 @@ def initial_settings(
     if vision is not None and budget_args and vision.env in budget_args:
         argument = swift.get(budget_args[vision.env]) or ""
         budget = int(argument) if argument.isdigit() else None
+    elif vision is not None:
+        budget = budget_value(user_env, vision) or own_default(vision) or _model_tiles(vision, model)
     else:
-        budget = (budget_value(user_env, vision) or own_default(vision)) if vision else None
+        budget = None
     device_map = plan.strategy == Strategy.DEVICE_MAP.value
     gpus = len(plan.topology.gpus)
     budgets = parse_max_memory(plan.max_memory_arg, gpus) if device_map else None

@@ -125,3 +125,24 @@ def test_image_budget_rung_sets_the_variable_the_model_reads(
         assert args is None and isinstance(step, GiveUp)
         return
     assert args is not None and args.env == expected_env
+
+
+@pytest.mark.parametrize(
+    ("files_tiles", "env", "expected"),
+    [
+        pytest.param(16, {}, ("16 -> 8", "8"), id="the-models-own-slice-count"),
+        pytest.param(None, {}, ("9 -> 4", "4"), id="the-processors-default-where-the-files-are-silent"),
+        pytest.param(16, {"MAX_SLICE_NUMS": "6"}, ("6 -> 3", "3"), id="the-users-variable-wins"),
+    ],
+)
+def test_slice_rung_halves_the_count_the_processor_really_uses(
+    files_tiles: int | None, env: dict[str, str], expected: tuple[str, str]
+) -> None:
+    """MiniCPM-V with MAX_SLICE_NUMS unset slices as its files say (preprocessor or slice_config's
+    max_slice_nums); the rung halves that, as the estimate counts it, not the usual 9."""
+    minicpm = replace(vl("minicpmv"), vision_max_tiles=files_tiles, vision_tile_side=448)
+    start = ["--model_type", "minicpmv4_5", "--per_device_train_batch_size", "1", "--deepspeed", "zero3_offload"]
+    args, step, _ = after(start, FailureKind.CUDA_OOM, model=minicpm, env=env)
+    assert args is not None and isinstance(step, Step)
+    assert step.change == f"MAX_SLICE_NUMS {expected[0]}"
+    assert args.env == {"MAX_SLICE_NUMS": expected[1]}
