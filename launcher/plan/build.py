@@ -96,7 +96,7 @@ def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOption
         return "processes", f"NPROC_PER_NODE={nproc}"
     if options.nproc_given:
         return "processes", "--nproc"
-    sequence_parallel = swift.get_int("sequence_parallel_size") or 1
+    sequence_parallel = swift.batch.sequence_parallel
     if sequence_parallel > 1:  # swift splits each sample over processes: it needs one process per GPU
         return "processes", f"--sequence_parallel_size {sequence_parallel}"
     if swift.get("deepspeed"):
@@ -155,7 +155,7 @@ def build_plan(
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
     assumed = assumed_length(swift, model, data, workers_env(swift, env)) if uses_gpus else None
-    if swift.get("seq_len") is None and swift.get("max_length") is None and uses_gpus:
+    if swift.get("seq_len") is None and swift.batch.max_length is None and uses_gpus:
         notes.append(unset_note(assumed, model))
     # the estimates read the assumed length as swift's max_length; the command keeps the user's argv
     sized = swift.with_defaults({"max_length": str(assumed)}) if assumed else swift
@@ -219,15 +219,15 @@ def build_plan(
                 )
 
     batch = keep_global_batch(
-        swift.get_int("per_device_train_batch_size", 1),
-        swift.get_int("gradient_accumulation_steps"),
+        swift.batch.micro_batch,
+        swift.batch.grad_accum,
         topology.world_size,
         # `swift sft` alone picks its own process count; a script under torchrun runs the processes asked for
         topology.swift_world_size if options.backend == "swift" else topology.world_size,
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
-    sp = swift.get_int("sequence_parallel_size", 1)
+    sp = swift.batch.sequence_parallel
     if sp > 1 and topology.world_size % sp == 0:
         groups = topology.world_size // sp
         notes.append(

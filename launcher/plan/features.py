@@ -266,7 +266,7 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     tokens: swift drops a longer sample (truncation_strategy delete), and cutting one would split its image
     tokens."""
     token_side = image_token_side(model)
-    max_length = swift.get_int("max_length", DEFAULT_SEQ_LEN)
+    max_length = swift.batch.max_length or DEFAULT_SEQ_LEN
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
     tiling = Tiling(model.vision_tile_side, model.vision_max_tiles)
     reads = budget is not None and budget is tiles_budget(model.model_type)
@@ -317,7 +317,7 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
             f"--quant_bits {bits} without --quant_method: ms-swift 4.6 loads the model unquantized, and the "
             "plan counts it so (add --quant_method bnb to quantize it as it loads)"
         )
-    sp = swift.get_int("sequence_parallel_size", 1)
+    sp = swift.batch.sequence_parallel
     kv_heads = model.num_key_value_heads or model.num_attention_heads
     ring = sp > 1 and kv_heads is not None and sp // gcd(kv_heads, sp) > 1
     if sp > 1:

@@ -61,9 +61,9 @@ def initial_settings(
     (launcher/backends/base.py KNOBS); they start as the ladder's "nothing to turn" (no image budget, no
     max_length), so no rung and no guided step changes them. `budget_args`: an image budget the trainer
     reads as an argument (LLaMA-Factory's image_max_pixels for MAX_PIXELS), whatever the model family."""
-    micro = swift.get_int("per_device_train_batch_size", 1)
+    micro = swift.batch.micro_batch
     world = plan.topology.world_size
-    batch = plan.batch or keep_global_batch(micro, swift.get_int("gradient_accumulation_steps"), world, world)
+    batch = plan.batch or keep_global_batch(micro, swift.batch.grad_accum, world, world)
     accum = batch.grad_accum
     user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
     vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
@@ -94,7 +94,7 @@ def initial_settings(
         eval_batch=swift.get_int("per_device_eval_batch_size", 1),
         vision_env=vision.env if vision else None,
         vision_budget=budget,
-        max_length=None if "max_length" in missing else swift.get_int("max_length"),
+        max_length=None if "max_length" in missing else swift.batch.max_length,
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
         allow_shorter_max_length=allow_shorter_max_length and "max_length" not in missing,
         device_map=device_map,

@@ -98,8 +98,8 @@ def train_shape(
         hidden_size=model.hidden_size,
         num_layers=model.num_layers,
         vocab_size=model.vocab_size,
-        micro_batch=swift.get_int("per_device_train_batch_size", 1),
-        seq_len=swift.get_int("max_length", DEFAULT_SEQ_LEN),
+        micro_batch=swift.batch.micro_batch,
+        seq_len=swift.batch.max_length or DEFAULT_SEQ_LEN,
         gradient_checkpointing=checkpointing,
         gpus_per_node=max(topology.nproc_per_node.value, 1),
         nnodes=topology.nnodes.value,
@@ -154,7 +154,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
     if data is None or not data.datasets:
         return None
     packing = swift.get_bool("packing", False)
-    max_length = shape.seq_len if shape else swift.get_int("max_length", DEFAULT_SEQ_LEN)
+    max_length = shape.seq_len if shape else (swift.batch.max_length or DEFAULT_SEQ_LEN)
     return data_lengths(
         data,
         max_length=max_length,
@@ -162,7 +162,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
         # row is trained, not dropped: count it at the assumed length, as the worst case does
         truncation_strategy=swift.get("truncation_strategy") or ("delete" if swift.has("max_length") else "right"),
         max_length_assumed=not swift.has("max_length"),
-        micro_batch=swift.get_int("per_device_train_batch_size", 1),
+        micro_batch=swift.batch.micro_batch,
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,
         image_tokens=shape.image_pixels // (shape.vision_patch_size * shape.vision_merge) ** 2 if shape else 0,

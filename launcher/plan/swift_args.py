@@ -4,7 +4,8 @@
 (`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
 from the option names the backend passes), and a YAML/JSON config file as the first argument whose keys
 come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
-that no run can use (`--gradient_accumulation_steps 0`) are a SafeSftError naming them. `swift sft`
+that no run can use (`--gradient_accumulation_steps 0`) are a SafeSftError naming them; the batch and
+length fields that every part of the plan reads are typed once per arguments (`SwiftArgs.batch`). `swift sft`
 expands the config file into arguments before it starts torchrun, and so does safe-sft (`argv()`, in
 swift's own format). safe-sft keeps the user's arguments as they are and changes a setting by replacing
 that flag's values in place, or by appending the flag.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import overload
 
 from launcher.errors import SafeSftError
@@ -91,6 +92,16 @@ def negate(value: str) -> str:
     """The opposite of a boolean's text; any other text is returned as it is."""
     lowered = value.lower()
     return "false" if lowered in _TRUE else "true" if lowered in _FALSE else value
+
+
+@dataclass(frozen=True)
+class BatchFields:
+    """The batch and length fields every part of the plan reads, typed once (get_int's checks)."""
+
+    micro_batch: int  # per_device_train_batch_size: 1 where unset
+    grad_accum: int | None  # gradient_accumulation_steps as given; None: the plan chooses
+    max_length: int | None  # None: unset (swift's default, or the model's own limit)
+    sequence_parallel: int  # sequence_parallel_size: 1 where unset
 
 
 @dataclass(frozen=True)
@@ -174,6 +185,16 @@ class SwiftArgs:
             fix = f"set {name} to a whole number" + ("" if least is None else f" of at least {least}")
             raise SafeSftError(f"{name} {value!r} {problem}", fix)
         return number
+
+    @cached_property
+    def batch(self) -> BatchFields:
+        """The batch and length fields, read once per arguments (a changed copy reads its own)."""
+        return BatchFields(
+            micro_batch=self.get_int("per_device_train_batch_size", 1),
+            grad_accum=self.get_int("gradient_accumulation_steps"),
+            max_length=self.get_int("max_length"),
+            sequence_parallel=self.get_int("sequence_parallel_size", 1),
+        )
 
     def check_whole_numbers(self) -> None:
         """Every whole-number field the plan reads is valid (get_int's SafeSftError otherwise): called once,

@@ -25,7 +25,7 @@ def assumed_length(
     swift: SwiftArgs, model: ModelFacts | None, data: DataFacts | None, env: Mapping[str, str]
 ) -> int | None:
     """The length to plan for in place of DEFAULT_SEQ_LEN, or None where that stands."""
-    if swift.get("max_length") is not None or model is None or data is None:  # given, or the trainer's default
+    if swift.batch.max_length is not None or model is None or data is None:  # given, or the trainer's default
         return None
     limit = model.max_model_len
     tokens = 0

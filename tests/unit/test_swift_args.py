@@ -1,7 +1,9 @@
+from dataclasses import replace
+
 import pytest
 
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import parse_swift_argv, unknown_flag_warning
+from launcher.plan.swift_args import BatchFields, parse_swift_argv, unknown_flag_warning
 
 
 def test_last_flag_wins_and_dash_alias() -> None:
@@ -89,3 +91,15 @@ def test_an_unknown_option_is_named_with_what_it_is_closest_to() -> None:
     ]
     ignored = parse_swift_argv(["--xyzzy", "3", "--ignore_args_error", "true"], None, OPTIONS | {"ignore_args_error"})
     assert ignored.unknown_flags() == ()
+
+
+def test_batch_fields_are_typed_once_and_a_changed_copy_reads_its_own() -> None:
+    config = {"gradient_accumulation_steps": 4}
+    args = parse_swift_argv(["t.yaml", "--per_device_train_batch", "8", "--max_length", "None"], config)
+    args = replace(args, options=frozenset({"per_device_train_batch_size", "max_length"}))
+    assert args.batch == BatchFields(micro_batch=8, grad_accum=4, max_length=None, sequence_parallel=1)
+    halved = args.with_values({"per_device_train_batch_size": "4", "max_length": "1024"})
+    assert (halved.batch.micro_batch, halved.batch.max_length) == (4, 1024)
+    assert args.batch.micro_batch == 8  # the original's reading is its own
+    with pytest.raises(SafeSftError, match="--sequence_parallel_size '0' is below 1"):
+        _ = parse_swift_argv(["--sequence_parallel_size", "0"]).batch
