@@ -74,6 +74,9 @@ class Prepared:
         return Path(output_dir_of(self.swift))
 
 
+MAX_GPUS_PER_NODE = 64  # more than any node has; a cluster is --assume-nodes nodes of these
+
+
 def parse_assumed_gpus(text: str) -> tuple[GpuInfo, ...]:
     """`8x80GiB` -> eight idle 80 GiB GPUs; `24GiB` -> one."""
     match = re.match(r"^\s*(?:(\d+)\s*[xX*]\s*)?(.+)$", text)
@@ -81,6 +84,13 @@ def parse_assumed_gpus(text: str) -> tuple[GpuInfo, ...]:
     size = parse_size(match.group(2) if match else text, "--assume-gpus")
     if count < 1:
         raise SafeSftError(f"--assume-gpus {text!r} has no GPUs", "write it like 8x80GiB")
+    if count > MAX_GPUS_PER_NODE:
+        raise SafeSftError(
+            f"--assume-gpus {text!r}: {count} GPUs in one node",
+            f"write one node's GPUs (at most {MAX_GPUS_PER_NODE}) and the number of nodes with --assume-nodes",
+        )
+    if size < 1:
+        raise SafeSftError(f"--assume-gpus {text!r} gives GPUs of no memory", "write it like 8x80GiB")
     return tuple(
         GpuInfo(index=i, uuid=f"GPU-assumed-{i}", name="assumed", total_bytes=size, free_bytes=size, used_bytes=0)
         for i in range(count)
@@ -123,6 +133,8 @@ def apply_assumptions(host: HostFacts, options: LaunchOptions) -> HostFacts:
         host = replace(host, gpus=GpuFacts(gpus=parse_assumed_gpus(options.assume_gpus), driver_version="assumed"))
     if options.assume_ram:
         ram = parse_size(options.assume_ram, "--assume-ram")
+        if ram < 1:
+            raise SafeSftError(f"--assume-ram {options.assume_ram!r} is no memory", "write it like 512GiB")
         host = replace(host, memory=HostMemory(available_bytes=ram, total_bytes=ram))
     return host
 
@@ -137,7 +149,7 @@ def prepare(
     """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
     read = backend.read(list(swift_argv))
     swift = read.args
-    swift.check_whole_numbers()
+    swift.check_values()
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)

@@ -4,7 +4,8 @@
 (`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
 from the option names the backend passes), and a YAML/JSON config file as the first argument whose keys
 come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
-that no run can use (`--gradient_accumulation_steps 0`) are a SafeSftError naming them; the batch and
+that no run can use (`--gradient_accumulation_steps 0`), and a value that is none of an option's allowed
+ones (`--torch_dtype int4`; swift's Literal fields), are a SafeSftError naming them; the batch and
 length fields that every part of the plan reads are typed once per arguments (`SwiftArgs.batch`). `swift sft`
 expands the config file into arguments before it starts torchrun, and so does safe-sft (`argv()`, in
 swift's own format). safe-sft keeps the user's arguments as they are and changes a setting by replacing
@@ -118,6 +119,8 @@ class SwiftArgs:
     spelling: KeyValueSpelling | None = None  # how argv() writes them, when the trainer is not swift
     # the trainer's option names, where its parser takes an unambiguous prefix of one (swift's argparse)
     options: frozenset[str] = frozenset()
+    # the values the trainer's parser allows, for the options that allow only some (swift's Literal fields)
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def key_of(self, flag: str) -> str:
         """The field a flag sets: its name, or the one option it is a prefix of (`--max_len` is max_length),
@@ -196,11 +199,19 @@ class SwiftArgs:
             sequence_parallel=self.get_int("sequence_parallel_size", 1),
         )
 
-    def check_whole_numbers(self) -> None:
-        """Every whole-number field the plan reads is valid (get_int's SafeSftError otherwise): called once,
-        as the arguments are read, so a bad value stops safe-sft before it plans or starts anything."""
+    def check_values(self) -> None:
+        """Every whole-number field the plan reads is valid (get_int's SafeSftError otherwise), and every
+        option with a list of allowed values has one of them: called once, as the arguments are read, so a
+        value the trainer's parser would refuse in every rank stops safe-sft before anything starts."""
         for key in LEAST_INT:
             self.get_int(key)
+        for key, allowed in self.choices.items():
+            value = self.given(key)
+            if value is not None and value not in allowed:
+                raise SafeSftError(
+                    f"--{key} {value!r} is not one of swift's choices: {', '.join(allowed)}",
+                    f"set --{key} to one of them, or leave it out for swift's default",
+                )
 
     def get_bool(self, key: str, default: bool) -> bool:
         value = self.get(key)
@@ -257,9 +268,11 @@ def parse_swift_argv(
     argv: tuple[str, ...] | list[str],
     config: Mapping[str, object] | None = None,
     options: frozenset[str] = frozenset(),
+    choices: Mapping[str, tuple[str, ...]] | None = None,
 ) -> SwiftArgs:
     """Read swift's argv. `config` is the parsed config file when argv[0] is one (see swift_config);
-    `options`: swift's option names, so that a prefix of one reads as that option, as swift's parser does."""
+    `options`: swift's option names, so that a prefix of one reads as that option, as swift's parser does;
+    `choices`: the values swift's parser allows for the options that allow only some (`check_values`)."""
     args = list(argv)
     config_file = args.pop(0) if args and is_config_file(args[0]) else None
     items: list[tuple[str, tuple[str, ...]]] = []
@@ -287,7 +300,9 @@ def parse_swift_argv(
             config_argv.append(json.dumps(raw, ensure_ascii=False))
         else:
             config_argv.append(str(raw))
-    return SwiftArgs(tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options)
+    return SwiftArgs(
+        tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options, choices=choices or {}
+    )
 
 
 def _config_value_text(value: object) -> str:

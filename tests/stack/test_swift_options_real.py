@@ -1,9 +1,11 @@
-"""swift sft's option names, as safe-sft reads them without importing swift, held against the installed swift.
+"""swift sft's option names and allowed values, as safe-sft reads them without importing swift, held against
+the installed swift.
 
 launcher/backends/swift_options.txt is written by scripts/swift_options.py from swift's own parser
 (transformers' HfArgumentParser over SftArguments). That parser takes an unambiguous prefix of an option
 (argparse's allow_abbrev), and safe-sft reads the user's arguments the same way: a plan made for
-`--max_len 4096` must plan for 4096 tokens, as swift will train.
+`--max_len 4096` must plan for 4096 tokens, as swift will train. A Literal field (`--torch_dtype`) is an
+argparse choice there: safe-sft refuses exactly the values swift's parser refuses, before anything starts.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.swift import OPTIONS_FILE, swift_options
-from launcher.plan.swift_args import option_key
+from launcher.backends.swift import OPTIONS_FILE, swift_choices, swift_options
+from launcher.errors import SafeSftError
+from launcher.plan.swift_args import option_key, parse_swift_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -47,3 +50,36 @@ def test_a_flag_reads_as_the_field_swifts_parser_sets(typed: str) -> None:
         assert ours not in swift_options()
     else:
         assert namespace is not None and getattr(namespace, ours) in ("7", 7, 7.0, ["7"], True), ours
+
+
+def _swift_takes(flag: str, value: str) -> bool:
+    """Whether swift's own parser takes `flag value` (no error, nothing left over)."""
+    from swift.arguments import SftArguments
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser([SftArguments])
+    parser.exit_on_error = False
+    try:
+        _, rest = parser.parse_known_args([flag, value])
+    except (Exception, SystemExit):  # argparse: invalid choice
+        return False
+    return not rest
+
+
+def _safe_sft_takes(flag: str, value: str) -> bool:
+    args = parse_swift_argv([flag, value], None, swift_options(), swift_choices())
+    try:
+        args.check_values()
+    except SafeSftError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", sorted(swift_choices()))
+def test_a_choice_field_refuses_what_swifts_parser_refuses(name: str) -> None:
+    """Every allowed value is taken by both; a value outside the list (a near miss) is refused by both."""
+    flag = f"--{name}"
+    for value in swift_choices()[name]:
+        assert _swift_takes(flag, value) and _safe_sft_takes(flag, value), value
+    for value in ("not-a-choice", swift_choices()[name][0].upper() + "x"):
+        assert not _swift_takes(flag, value) and not _safe_sft_takes(flag, value), value

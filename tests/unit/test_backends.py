@@ -442,7 +442,7 @@ def test_llamafactory_names_a_bad_whole_number_in_its_own_spelling(tmp_path: Pat
     config.write_text(LF_CONFIG)
     args = LLAMAFACTORY.read([str(config), "cutoff_len=-1"]).args
     with pytest.raises(SafeSftError) as bad:
-        args.check_whole_numbers()
+        args.check_values()
     assert (bad.value.message, bad.value.hint) == (
         "cutoff_len '-1' is below 1",
         "set cutoff_len to a whole number of at least 1",

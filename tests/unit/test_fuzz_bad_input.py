@@ -127,6 +127,9 @@ def _option_cases() -> Iterator[Case]:
         for value in ("4xlots", "lots", "-1GiB", "GiB", "x80GiB", "0x80GiB", "1e999GiB", "2x1e400"):
             needle = value.split("x", 1)[1] if value[0].isdigit() and "x" in value else value
             yield Case(f"plan{option}-{value}", own=(option, value), needle=needle, commands=("plan",))
+    for option, value in (("--assume-gpus", "2x0GiB"), ("--assume-gpus", "99999999999x80GiB"),
+                          ("--assume-gpus", "65x80GiB"), ("--assume-ram", "0GiB")):  # fmt: skip
+        yield Case(f"plan{option}-{value}", own=(option, value), needle=repr(value), commands=("plan",))
     for option, value in (("--assume-gpus", "8x80GiB"), ("--assume-ram", "512GiB"), ("--assume-nodes", "2")):
         yield Case(f"run{option}-refused", own=(option, value), needle=f"{option} {value} on the run path",
                    commands=("run",))  # fmt: skip
@@ -180,6 +183,22 @@ def _swift_number_cases() -> Iterator[Case]:
                needle="--per_device_train_batch_size '0'")  # fmt: skip
 
 
+def _swift_choice_cases() -> Iterator[Case]:
+    """Values swift's parser refuses because its field allows only some (a Literal field's choices)."""
+    bad = {
+        "--torch_dtype": ["int4", "BF16", "bf16", "fp16"],
+        "--quant_bits": ["3.5", "16", "nf4"],
+        "--quant_method": ["gptq", "BNB"],
+        "--truncation_strategy": ["cut"],
+        "--optim": ["adam"],
+        "--task_type": ["classification"],
+        "--padding_side": ["center"],
+    }
+    for flag, values in bad.items():
+        for value in values:
+            yield Case(f"choice{flag}-{value}", swift=(flag, value), needle=f"{flag} {value!r} is not one of")
+
+
 def _config_cases() -> Iterator[Case]:
     for name, content in YAML_BAD.items():
         yield Case(f"config-{name}", swift=(), files={name: content}, needle=name)
@@ -228,8 +247,8 @@ def _other_cases() -> Iterator[Case]:
 
 
 CASES = [
-    *_env_cases(), *_slurm_cases(), *_option_cases(), *_swift_number_cases(), *_config_cases(), *_checkpoint_cases(),
-    *_output_dir_cases(), *_other_cases(),
+    *_env_cases(), *_slurm_cases(), *_option_cases(), *_swift_number_cases(), *_swift_choice_cases(),
+    *_config_cases(), *_checkpoint_cases(), *_output_dir_cases(), *_other_cases(),
 ]  # fmt: skip
 RUNS = [pytest.param(case, command, id=f"{command}:{case.id}") for case in CASES for command in case.commands]
 

@@ -58,9 +58,9 @@ def test_a_whole_number_field_swift_would_refuse_or_fail_on_is_named_as_given() 
         "set --max_length to a whole number of at least 1",
     )
     with pytest.raises(SafeSftError, match="--gradient_accumulation_steps '0' is below 1"):
-        args.check_whole_numbers()
+        args.check_values()
     fine = parse_swift_argv(["--max_length", "None", "--dataloader_num_workers", "0", "--quant_bits", "float8"])
-    fine.check_whole_numbers()  # None is unset, 0 workers is valid, and quant_bits takes float8
+    fine.check_values()  # None is unset, 0 workers is valid, and quant_bits takes float8
     assert fine.get_int("max_length", 7) == 7 and fine.get_int("dataloader_num_workers") == 0
 
 
@@ -103,3 +103,34 @@ def test_batch_fields_are_typed_once_and_a_changed_copy_reads_its_own() -> None:
     assert args.batch.micro_batch == 8  # the original's reading is its own
     with pytest.raises(SafeSftError, match="--sequence_parallel_size '0' is below 1"):
         _ = parse_swift_argv(["--sequence_parallel_size", "0"]).batch
+
+
+CHOICES = {"torch_dtype": ("bfloat16", "float16", "float32", "None"), "quant_bits": ("1", "2", "4", "8", "float8")}
+
+
+@pytest.mark.parametrize(
+    ("argv", "config", "refused"),
+    [
+        pytest.param(["--torch_dtype", "int4"], None, "--torch_dtype 'int4'", id="not-a-choice"),
+        pytest.param(["--torch_dt", "bf16"], None, "--torch_dtype 'bf16'", id="through-a-prefix"),
+        pytest.param(["--quant_bits", "3.5"], None, "--quant_bits '3.5'", id="a-number-not-listed"),
+        pytest.param(["c.yaml"], {"torch_dtype": "BF16"}, "--torch_dtype 'BF16'", id="in-the-config-file"),
+        pytest.param(
+            ["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16'", id="two-values"
+        ),
+        pytest.param(["--torch_dtype", "float16", "--quant_bits", "float8"], None, None, id="allowed"),
+        pytest.param(["c.yaml", "--torch_dtype", "None"], {"torch_dtype": "x"}, None, id="the-cli-wins"),
+        pytest.param(["c.yaml"], {"torch_dtype": None, "quant_bits": 4}, None, id="yaml-null-and-int"),
+    ],
+)
+def test_a_value_swifts_parser_refuses_as_no_choice_stops_before_anything(
+    argv: list[str], config: dict[str, object] | None, refused: str | None
+) -> None:
+    args = parse_swift_argv(argv, config, frozenset({"torch_dtype", "quant_bits", "model"}), CHOICES)
+    if refused is None:
+        args.check_values()
+        return
+    with pytest.raises(SafeSftError) as error:
+        args.check_values()
+    assert error.value.message.startswith(f"{refused} is not one of swift's choices: ")
+    assert error.value.hint.startswith("set --")
