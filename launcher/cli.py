@@ -36,7 +36,8 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
                                             (its plan: safe-sft plan --backend llamafactory CONFIG ...)
     safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
     safe-sft explain LOG... | DIR | -       classify saved logs
-    safe-sft report [RUN_DIR] [--plot F]    the attempts of a run, and its memory timeline
+    safe-sft report [RUN_DIR] [--plot F]    the attempts of a run (its dir, output dir or report.json),
+                                            and its memory timeline
 
 safe-sft's own options come first; the first argument that is not one of them starts swift's arguments
 (`--` ends them explicitly). Every option also reads an environment variable SAFE_SFT_<NAME>.
@@ -580,7 +581,7 @@ def explain_command(logs: tuple[str, ...], as_json: bool) -> None:
 
 
 @click.command("report", context_settings={"help_option_names": ["--help"]})
-@click.argument("run_dir", default=".", type=click.Path(file_okay=False, path_type=str))
+@click.argument("run_dir", default=".", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print report.json.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=str), help="Write a PNG here.")
 @_user_errors

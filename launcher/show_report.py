@@ -18,7 +18,10 @@ from launcher.units import GiB, fmt_bytes
 
 
 def find_report(path: Path) -> Path:
-    """The run dir's own report.json, else the newest one below an output dir or its safe-sft folder."""
+    """The report.json given, else the run dir's own, else the newest one below an output dir or its
+    safe-sft folder."""
+    if path.is_file():
+        return path
     direct = path / "report.json"
     if direct.is_file():
         return direct

@@ -47,6 +47,11 @@ def test_table_lists_every_attempt(run_dir: Path) -> None:
     assert "cuda_oom" in text and "3->6" in text and "GPU0 70.0 GiB" in text
 
 
+def test_the_report_file_itself_is_taken_as_well_as_its_dirs(run_dir: Path) -> None:
+    (report,) = run_dir.glob("safe-sft/*/report.json")
+    assert load_report(report)["_path"] == load_report(report.parent)["_path"] == load_report(run_dir)["_path"]
+
+
 def test_plot_has_one_line_per_gpu_and_the_reports_data(run_dir: Path, tmp_path: Path) -> None:
     data = load_report(run_dir)
     png = tmp_path / "memory.png"
