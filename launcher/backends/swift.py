@@ -1,7 +1,8 @@
 """The swift backend: `swift sft`'s argv and YAML/JSON config, swift's sft entry under @record
 (launcher/worker.py). Today's behaviour: every knob of the ladder, swift's v<N>-<time> run dirs. An option
-is read as swift's parser reads it, an unambiguous prefix included, and a value swift's parser refuses
-(not one of a Literal field's choices) is refused before anything starts (swift_options.txt holds both)."""
+is read as swift's parser reads it, an unambiguous prefix included, and a value swift's parser would not
+convert (a number, a truthy word, a Literal field's choice) is refused before anything starts
+(swift_options.txt holds the names and their kinds of value)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import parse_swift_argv
+from launcher.plan.swift_args import ValueKind, parse_swift_argv
 
 OPTIONS_FILE = Path(__file__).with_name("swift_options.txt")  # scripts/swift_options.py writes it
 
 
 @cache
-def _option_table() -> dict[str, tuple[str, ...]]:
-    """Each option's name and the values swift's parser allows ((): any), as the file lists them."""
+def _option_table() -> dict[str, ValueKind]:
+    """Each option's name and what swift's parser takes as its value, as the file lists them."""
     lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
     rows = (line.split() for line in lines if line and not line.startswith("#"))
-    return {name: tuple(choices) for name, *choices in rows}
+    return {name: ValueKind(kind, tuple(choices)) for name, kind, *choices in rows}
 
 
 @cache
@@ -29,10 +30,9 @@ def swift_options() -> frozenset[str]:
     return frozenset(_option_table())
 
 
-@cache
-def swift_choices() -> dict[str, tuple[str, ...]]:
-    """The options whose values swift's parser limits (its Literal fields), with the values it allows."""
-    return {name: choices for name, choices in _option_table().items() if choices}
+def swift_value_kinds() -> dict[str, ValueKind]:
+    """What swift's parser takes as each option's value: int, float, bool, text, flag, a Literal's choices."""
+    return _option_table()
 
 
 def read(argv: list[str]) -> BackendArgs:
@@ -40,7 +40,7 @@ def read(argv: list[str]) -> BackendArgs:
 
     if not argv:
         raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
-    return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_choices()))
+    return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_value_kinds()))
 
 
 SWIFT = Backend(name="swift", command="safe-sft", worker=WORKER_DIR / "worker.py", read=read)

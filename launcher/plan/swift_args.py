@@ -4,8 +4,8 @@
 (`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
 from the option names the backend passes), and a YAML/JSON config file as the first argument whose keys
 come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
-that no run can use (`--gradient_accumulation_steps 0`), and a value that is none of an option's allowed
-ones (`--torch_dtype int4`; swift's Literal fields), are a SafeSftError naming them; the batch and
+that no run can use (`--gradient_accumulation_steps 0`), and a value swift's parser would not convert (a
+number, a truthy word, a Literal field's choice: `--torch_dtype int4`) are a SafeSftError naming them; the batch and
 length fields that every part of the plan reads are typed once per arguments (`SwiftArgs.batch`). `swift sft`
 expands the config file into arguments before it starts torchrun, and so does safe-sft (`argv()`, in
 swift's own format). safe-sft keeps the user's arguments as they are and changes a setting by replacing
@@ -27,8 +27,9 @@ from typing import overload
 from launcher.errors import SafeSftError
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
-_TRUE = {"true", "1", "yes", "y", "on"}
-_FALSE = {"false", "0", "no", "n", "off"}
+# the words transformers' string_to_bool (swift's parser for a bool field) takes, in any case
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
 # The whole-number fields the plan reads, and the least value a run can use: swift's parser takes
 # `--per_device_train_batch_size -1` or `--gradient_accumulation_steps 0` and fails only in the first step,
 # after the model has loaded; safe-sft names the value before anything starts.
@@ -96,6 +97,45 @@ def negate(value: str) -> str:
 
 
 @dataclass(frozen=True)
+class ValueKind:
+    """What the trainer's parser takes as an option's value (launcher/backends/swift_options.txt)."""
+
+    kind: str  # int, float, bool, text, or flag (no value); a trailing "+": one or more such values
+    choices: tuple[str, ...] = ()  # a Literal field's allowed values, as text
+
+    def refuses(self, tokens: tuple[str, ...], value: str) -> str | None:
+        """Why the parser refuses this value (its tokens, and as one text), or None where it takes it."""
+        if self.choices:
+            return None if value in self.choices else f"is not one of swift's choices: {', '.join(self.choices)}"
+        many = self.kind.endswith("+")
+        for token in tokens if many else (value,):
+            problem = _refuses(self.kind.rstrip("+"), token)
+            if problem:
+                return problem
+        return None
+
+
+def _refuses(kind: str, token: str) -> str | None:
+    try:
+        if kind == "int":
+            int(token)
+        elif kind == "float":
+            float(token)
+    except ValueError:
+        return "is not a whole number" if kind == "int" else "is not a number"
+    if kind == "bool" and token.lower() not in _TRUE | _FALSE:
+        return "is not true or false"
+    return None
+
+
+_KIND_FIX = {
+    "is not a whole number": "a whole number",
+    "is not a number": "a number (like 1e-4)",
+    "is not true or false": "true or false (swift also takes yes/no, t/f, y/n, 1/0)",
+}
+
+
+@dataclass(frozen=True)
 class BatchFields:
     """The batch and length fields every part of the plan reads, typed once (get_int's checks)."""
 
@@ -119,8 +159,9 @@ class SwiftArgs:
     spelling: KeyValueSpelling | None = None  # how argv() writes them, when the trainer is not swift
     # the trainer's option names, where its parser takes an unambiguous prefix of one (swift's argparse)
     options: frozenset[str] = frozenset()
-    # the values the trainer's parser allows, for the options that allow only some (swift's Literal fields)
-    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # what the trainer's parser takes as each option's value, where it checks it (swift's int, float, bool and
+    # Literal fields)
+    kinds: Mapping[str, ValueKind] = field(default_factory=dict)
 
     def key_of(self, flag: str) -> str:
         """The field a flag sets: its name, or the one option it is a prefix of (`--max_len` is max_length),
@@ -172,8 +213,9 @@ class SwiftArgs:
     @overload
     def get_int(self, key: str, default: None = None) -> int | None: ...
     def get_int(self, key: str, default: int | None = None) -> int | None:
-        """A whole-number field, or `default` where it is unset (or `None`); a value swift's parser would
-        refuse, or one below the field's least (LEAST_INT), is a SafeSftError naming it as the user spelt it."""
+        """A whole-number field, or `default` where it is unset (or `None`: a YAML null in a trainer's own
+        config; swift's parser refuses it, check_values says so); a value that is no whole number, or one below
+        the field's least (LEAST_INT), is a SafeSftError naming it as the user spelt it."""
         value = self.get(key)
         if value is None or value.lower() == "none":
             return default
@@ -200,18 +242,24 @@ class SwiftArgs:
         )
 
     def check_values(self) -> None:
-        """Every whole-number field the plan reads is valid (get_int's SafeSftError otherwise), and every
-        option with a list of allowed values has one of them: called once, as the arguments are read, so a
-        value the trainer's parser would refuse in every rank stops safe-sft before anything starts."""
+        """Every value given is one the trainer's parser takes (`kinds`: a number, a truthy word, a Literal
+        field's choice), and every whole-number field the plan reads is one a run can use (get_int's
+        SafeSftError otherwise): called once, as the arguments are read, so a value the trainer would refuse
+        in every rank, after torchrun has started them, stops safe-sft before anything starts."""
+        typed = [self.key_of(flag) for flag, _ in self.items if flag.startswith("--")]
+        for key in dict.fromkeys([*typed, *self.config_values]):
+            kind, value = self.kinds.get(key), self.given(key)
+            if kind is None or value is None:
+                continue
+            problem = kind.refuses(self.get_values(key), value)
+            if problem:
+                what = _KIND_FIX.get(problem, "one of them")
+                fix = f"set --{key} to {what}, or leave it out for swift's default"
+                if value.lower() == "none":  # a YAML null: swift writes it as None, which no number parses
+                    fix = f"leave --{key} out for swift's default: swift's parser takes no None there"
+                raise SafeSftError(f"--{key} {value!r} {problem}", fix)
         for key in LEAST_INT:
             self.get_int(key)
-        for key, allowed in self.choices.items():
-            value = self.given(key)
-            if value is not None and value not in allowed:
-                raise SafeSftError(
-                    f"--{key} {value!r} is not one of swift's choices: {', '.join(allowed)}",
-                    f"set --{key} to one of them, or leave it out for swift's default",
-                )
 
     def get_bool(self, key: str, default: bool) -> bool:
         value = self.get(key)
@@ -268,11 +316,11 @@ def parse_swift_argv(
     argv: tuple[str, ...] | list[str],
     config: Mapping[str, object] | None = None,
     options: frozenset[str] = frozenset(),
-    choices: Mapping[str, tuple[str, ...]] | None = None,
+    kinds: Mapping[str, ValueKind] | None = None,
 ) -> SwiftArgs:
     """Read swift's argv. `config` is the parsed config file when argv[0] is one (see swift_config);
     `options`: swift's option names, so that a prefix of one reads as that option, as swift's parser does;
-    `choices`: the values swift's parser allows for the options that allow only some (`check_values`)."""
+    `kinds`: what swift's parser takes as each option's value (`check_values`)."""
     args = list(argv)
     config_file = args.pop(0) if args and is_config_file(args[0]) else None
     items: list[tuple[str, tuple[str, ...]]] = []
@@ -301,7 +349,7 @@ def parse_swift_argv(
         else:
             config_argv.append(str(raw))
     return SwiftArgs(
-        tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options, choices=choices or {}
+        tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options, kinds=kinds or {}
     )
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.swift import OPTIONS_FILE, swift_choices, swift_options
+from launcher.backends.swift import OPTIONS_FILE, swift_options, swift_value_kinds
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import option_key, parse_swift_argv
+from launcher.plan.swift_args import LEAST_INT, option_key, parse_swift_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -67,7 +67,7 @@ def _swift_takes(flag: str, value: str) -> bool:
 
 
 def _safe_sft_takes(flag: str, value: str) -> bool:
-    args = parse_swift_argv([flag, value], None, swift_options(), swift_choices())
+    args = parse_swift_argv([flag, value], None, swift_options(), swift_value_kinds())
     try:
         args.check_values()
     except SafeSftError:
@@ -75,11 +75,43 @@ def _safe_sft_takes(flag: str, value: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("name", sorted(swift_choices()))
+CHOICES = sorted(name for name, kind in swift_value_kinds().items() if kind.choices)
+# For each kind of value: values swift's parser takes and values it refuses (a near miss of each sort)
+TAKES = {
+    "int": ("7", "+7", "1_000"),
+    "float": ("1e-4", "0.5", "3", "inf"),
+    "bool": ("true", "False", "YES", "n", "t", "1"),
+}
+REFUSES = {"int": ("None", "1.5", "1e3", "4k", ""), "float": ("None", "abc", "1,5"), "bool": ("on", "off", "2", "None")}
+
+
+@pytest.mark.parametrize("name", CHOICES)
 def test_a_choice_field_refuses_what_swifts_parser_refuses(name: str) -> None:
     """Every allowed value is taken by both; a value outside the list (a near miss) is refused by both."""
-    flag = f"--{name}"
-    for value in swift_choices()[name]:
+    flag, allowed = f"--{name}", swift_value_kinds()[name].choices
+    for value in allowed:
         assert _swift_takes(flag, value) and _safe_sft_takes(flag, value), value
-    for value in ("not-a-choice", swift_choices()[name][0].upper() + "x"):
+    for value in ("not-a-choice", allowed[0].upper() + "x"):
         assert not _swift_takes(flag, value) and not _safe_sft_takes(flag, value), value
+
+
+@pytest.mark.parametrize("kind", sorted(TAKES))
+def test_a_typed_field_takes_and_refuses_what_swifts_parser_does(kind: str) -> None:
+    """For every option of this kind, on values of each sort, safe-sft agrees with swift's parser."""
+    names = sorted(name for name, k in swift_value_kinds().items() if k.kind == kind)
+    assert len(names) >= 30, names
+    for name in names:
+        flag = f"--{name}"
+        for value in TAKES[kind]:
+            assert _swift_takes(flag, value) and _safe_sft_takes(flag, value), (flag, value)
+        for value in REFUSES[kind]:
+            assert not _swift_takes(flag, value) and not _safe_sft_takes(flag, value), (flag, value)
+
+
+@pytest.mark.parametrize("name", sorted(LEAST_INT))
+def test_a_number_no_run_can_use_is_refused_though_swifts_parser_takes_it(name: str) -> None:
+    """The one deliberate difference: swift's parser takes `--per_device_train_batch_size 0` and fails at the
+    first step, after the model has loaded; safe-sft refuses it before anything starts."""
+    flag, below = f"--{name}", str(LEAST_INT[name] - 1)
+    assert _swift_takes(flag, below) and not _safe_sft_takes(flag, below)
+    assert _safe_sft_takes(flag, str(LEAST_INT[name]))

@@ -183,8 +183,21 @@ def _swift_number_cases() -> Iterator[Case]:
                needle="--per_device_train_batch_size '0'")  # fmt: skip
 
 
-def _swift_choice_cases() -> Iterator[Case]:
-    """Values swift's parser refuses because its field allows only some (a Literal field's choices)."""
+def _swift_value_cases() -> Iterator[Case]:
+    """Values swift's parser would not convert: not a number, not a truthy word, none of a Literal field's
+    choices; on the command line and in a config file (where a YAML null becomes `None`)."""
+    unconverted = {
+        "--learning_rate": ["abc", "1,5e-4", "None"],
+        "--num_train_epochs": ["three"],
+        "--max_steps": ["1e3", "None", "50.0"],
+        "--gradient_checkpointing": ["on", "off", "2", "None"],
+        "--packing": ["maybe"],
+    }
+    for flag, values in unconverted.items():
+        for value in values:
+            yield Case(f"value{flag}-{value}", swift=(flag, value), needle=f"{flag} {value!r} is not")
+    yield Case("config-yaml-null-number", files={"null-number.yaml": b"max_length: null\n"},
+               needle="--max_length 'None' is not a whole number")  # fmt: skip
     bad = {
         "--torch_dtype": ["int4", "BF16", "bf16", "fp16"],
         "--quant_bits": ["3.5", "16", "nf4"],
@@ -247,7 +260,7 @@ def _other_cases() -> Iterator[Case]:
 
 
 CASES = [
-    *_env_cases(), *_slurm_cases(), *_option_cases(), *_swift_number_cases(), *_swift_choice_cases(),
+    *_env_cases(), *_slurm_cases(), *_option_cases(), *_swift_number_cases(), *_swift_value_cases(),
     *_config_cases(), *_checkpoint_cases(), *_output_dir_cases(), *_other_cases(),
 ]  # fmt: skip
 RUNS = [pytest.param(case, command, id=f"{command}:{case.id}") for case in CASES for command in case.commands]

@@ -3,7 +3,7 @@ from dataclasses import replace
 import pytest
 
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import BatchFields, parse_swift_argv, unknown_flag_warning
+from launcher.plan.swift_args import BatchFields, ValueKind, parse_swift_argv, unknown_flag_warning
 
 
 def test_last_flag_wins_and_dash_alias() -> None:
@@ -105,32 +105,62 @@ def test_batch_fields_are_typed_once_and_a_changed_copy_reads_its_own() -> None:
         _ = parse_swift_argv(["--sequence_parallel_size", "0"]).batch
 
 
-CHOICES = {"torch_dtype": ("bfloat16", "float16", "float32", "None"), "quant_bits": ("1", "2", "4", "8", "float8")}
+KINDS = {
+    "torch_dtype": ValueKind("choice", ("bfloat16", "float16", "float32", "None")),
+    "quant_bits": ValueKind("choice", ("1", "2", "4", "8", "float8")),
+    "max_length": ValueKind("int"),
+    "save_steps": ValueKind("int"),
+    "learning_rate": ValueKind("float"),
+    "gradient_checkpointing": ValueKind("bool"),
+    "freeze_parameters_ratio": ValueKind("float"),
+    "target_modules": ValueKind("text+"),
+    "layers_to_transform": ValueKind("int+"),
+    "model": ValueKind("text"),
+}
+
+
+REFUSED = {  # id: (argv, config file, the start of the error)
+    "not-a-choice": (["--torch_dtype", "int4"], None, "--torch_dtype 'int4' is not one of swift's choices: "),
+    "through-a-prefix": (["--torch_dt", "bf16"], None, "--torch_dtype 'bf16' is not one of"),
+    "a-number-not-listed": (["--quant_bits", "3.5"], None, "--quant_bits '3.5' is not one of"),
+    "in-the-config-file": (["c.yaml"], {"torch_dtype": "BF16"}, "--torch_dtype 'BF16' is not one of"),
+    "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16' is not one"),
+    "float": (["--learning_rate", "abc"], None, "--learning_rate 'abc' is not a number"),
+    "int": (["--save_steps", "1e3"], None, "--save_steps '1e3' is not a whole number"),
+    "yaml-null-number": (["c.yaml"], {"max_length": None}, "--max_length 'None' is not a whole number"),
+    "bool-on": (["--gradient_checkpointing", "on"], None, "--gradient_checkpointing 'on' is not true or false"),
+    "int-list": (["--layers_to_transform", "0", "x"], None, "--layers_to_transform '0 x' is not a whole number"),
+}
+TAKEN = {  # id: (argv, config file)
+    "choices-allowed": (["--torch_dtype", "float16", "--quant_bits", "float8"], None),
+    "the-cli-wins": (["c.yaml", "--torch_dtype", "None"], {"torch_dtype": "x"}),
+    "yaml-types": (["c.yaml"], {"torch_dtype": None, "quant_bits": 4, "gradient_checkpointing": True}),
+    "numbers": (["--learning_rate", "1e-4", "--save_steps", "+50", "--gradient_checkpointing"], None),
+    "truthy-list": (["--gradient_checkpointing", "T", "--target_modules", "q_proj", "v_proj"], None),
+    "text-unknown": (["--layers_to_transform", "0", "1", "--model", "None", "--xyz", "abc"], None),
+}
 
 
 @pytest.mark.parametrize(
     ("argv", "config", "refused"),
-    [
-        pytest.param(["--torch_dtype", "int4"], None, "--torch_dtype 'int4'", id="not-a-choice"),
-        pytest.param(["--torch_dt", "bf16"], None, "--torch_dtype 'bf16'", id="through-a-prefix"),
-        pytest.param(["--quant_bits", "3.5"], None, "--quant_bits '3.5'", id="a-number-not-listed"),
-        pytest.param(["c.yaml"], {"torch_dtype": "BF16"}, "--torch_dtype 'BF16'", id="in-the-config-file"),
-        pytest.param(
-            ["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16'", id="two-values"
-        ),
-        pytest.param(["--torch_dtype", "float16", "--quant_bits", "float8"], None, None, id="allowed"),
-        pytest.param(["c.yaml", "--torch_dtype", "None"], {"torch_dtype": "x"}, None, id="the-cli-wins"),
-        pytest.param(["c.yaml"], {"torch_dtype": None, "quant_bits": 4}, None, id="yaml-null-and-int"),
-    ],
+    [pytest.param(*case, id=name) for name, case in REFUSED.items()]
+    + [pytest.param(argv, config, None, id=name) for name, (argv, config) in TAKEN.items()],
 )
-def test_a_value_swifts_parser_refuses_as_no_choice_stops_before_anything(
+def test_a_value_swifts_parser_would_not_convert_stops_before_anything(
     argv: list[str], config: dict[str, object] | None, refused: str | None
 ) -> None:
-    args = parse_swift_argv(argv, config, frozenset({"torch_dtype", "quant_bits", "model"}), CHOICES)
+    args = parse_swift_argv(argv, config, frozenset(KINDS), KINDS)
     if refused is None:
         args.check_values()
         return
     with pytest.raises(SafeSftError) as error:
         args.check_values()
-    assert error.value.message.startswith(f"{refused} is not one of swift's choices: ")
-    assert error.value.hint.startswith("set --")
+    assert error.value.message.startswith(refused)
+    assert error.value.hint.startswith(("set --", "leave --"))
+
+
+def test_none_for_a_number_names_why_and_a_trainers_own_null_stays_unset() -> None:
+    with pytest.raises(SafeSftError) as error:
+        parse_swift_argv(["--max_length", "None"], None, frozenset(KINDS), KINDS).check_values()
+    assert "takes no None" in error.value.hint
+    assert parse_swift_argv(["c.yaml"], {"max_length": None}).get_int("max_length", 7) == 7  # no kinds: not swift's
