@@ -215,25 +215,44 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
 @click.pass_obj
 @_user_errors
 def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) -> None:
-    """Preflight checks: GPUs, CPU cores, memory, memlock, /dev/shm, network, disk, versions."""
+    """Preflight checks: the topology and the swift arguments as the run reads them, GPUs, CPU cores,
+    memory, memlock, /dev/shm, network, disk, versions."""
     from pathlib import Path
 
+    from launcher.backends.swift import read
     from launcher.doctor import Status, run_checks
+    from launcher.model import Topology
     from launcher.plan.build import output_dir_of
-    from launcher.plan.swift_args import parse_swift_argv
-    from launcher.plan.topology import one_per_gpu
+    from launcher.plan.topology import TopologyRequest, one_per_gpu, resolve_topology
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
-    from launcher.swift_config import load_swift_config
     from launcher.units import parse_count
 
-    if check_dir is None and swift_argv:
-        check_dir = output_dir_of(parse_swift_argv(swift_argv, load_swift_config(swift_argv)))
+    swift = read(swift_argv).args if swift_argv else None
+    if check_dir is None and swift is not None:
+        check_dir = output_dir_of(swift)
     nproc_text = os.environ.get("NPROC_PER_NODE")
     nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not one_per_gpu(nproc_text) else None
     memlock = raise_memlock()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    checks = run_checks(probe_host(Path(check_dir or ".")), memlock, nproc=nproc, cores=cores)
+    host = probe_host(Path(check_dir or "."))
+    topology: Topology | SafeSftError
+    bad_args: SafeSftError | None = None
+    try:  # what the run would refuse before it starts: a failing check here, with the run's own words
+        if swift is not None:
+            swift.check_values()
+    except SafeSftError as err:
+        bad_args = err
+    try:
+        config_env = swift.config_env if swift is not None else {}
+        use_cpu = swift is not None and swift.get_bool("use_cpu", False)
+        topology = resolve_topology(
+            TopologyRequest(), os.environ, host.gpus.gpus, free_port=host.free_port, config_env=config_env,
+            use_cpu=use_cpu,
+        )  # fmt: skip
+    except SafeSftError as err:
+        topology = err
+    checks = run_checks(host, memlock, nproc=nproc, cores=cores, topology=topology, swift_args=bad_args)
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:

@@ -1,11 +1,17 @@
-"""Preflight checks from probed facts: each passes, warns or fails, with the fix. Pure."""
+"""Preflight checks from probed facts: each passes, warns or fails, with the fix. Pure.
+
+Beside the machine's facts, doctor checks what the run would refuse before it starts (exit 2 there): the
+topology as the run resolves it from the environment, a swift config's ENV block and Slurm, and the swift
+arguments' values. Each such problem is a failing check here, with the run's own message and fix.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from launcher.model import HostFacts
+from launcher.errors import SafeSftError
+from launcher.model import HostFacts, Topology
 from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
 from launcher.units import GiB, MiB, fmt_bytes
 
@@ -31,10 +37,22 @@ REQUIRED = ("torch", "ms-swift", "deepspeed", "transformers")
 
 
 def run_checks(
-    host: HostFacts, memlock: MemlockStatus, *, nproc: int | None = None, cores: int | None = None
+    host: HostFacts,
+    memlock: MemlockStatus,
+    *,
+    nproc: int | None = None,
+    cores: int | None = None,
+    topology: Topology | SafeSftError | None = None,
+    swift_args: SafeSftError | None = None,
 ) -> list[Check]:
-    """Every check; `nproc` is NPROC_PER_NODE as given (None: unset), `cores` the usable CPU cores."""
+    """Every check; `nproc` is NPROC_PER_NODE as given (None: unset), `cores` the usable CPU cores,
+    `topology` the run's topology or why the run would refuse it (None: not resolved), `swift_args` why the
+    run would refuse the swift arguments' values (None: it would not, or none were given)."""
+    run = [_topology(topology)] if topology is not None else []
+    if swift_args is not None:
+        run.append(Check("swift_args", Status.FAIL, swift_args.message, swift_args.hint))
     return [
+        *run,
         _gpus(host),
         _cpu_cores(nproc, cores),
         _gpu_free(host),
@@ -46,6 +64,19 @@ def run_checks(
         _versions(host),
         _hang_stacks(host),
     ]
+
+
+def _topology(topology: Topology | SafeSftError) -> Check:
+    if isinstance(topology, SafeSftError):
+        return Check("topology", Status.FAIL, topology.message, topology.hint)
+    shown = (
+        f"{topology.nnodes.value} node(s) ({topology.nnodes.source.value}), this is node "
+        f"{topology.node_rank.value}, {topology.nproc_per_node.value} process(es) per node "
+        f"({topology.nproc_per_node.source.value}), master {topology.master_addr.value}:{topology.master_port.value}"
+    )
+    if topology.warnings:
+        return Check("topology", Status.WARN, f"{shown}; {'; '.join(topology.warnings)}")
+    return Check("topology", Status.PASS, shown)
 
 
 def _gpus(host: HostFacts) -> Check:

@@ -356,3 +356,14 @@ def test_explain_memory_counts_the_configs_attention_dropout_under_eager(tmp_pat
     assert done.returncode == 0, done.stderr
     line = "eager attention: 7 bytes per head x length^2 kept by each layer (attention_scores)"
     assert f"{line}, with the config's attention dropout\n" in done.stdout
+
+
+def test_doctor_fails_what_the_run_would_refuse_and_says_why() -> None:
+    env = {**os.environ, "NNODES": "x"}
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "doctor", "--model", "m", "--use_cpu", "true", "--torch_dtype", "int4"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "[fail] topology    NNODES='x' is not an integer" in result.stdout
+    assert "[fail] swift_args  --torch_dtype 'int4' is not one of swift's choices: " in result.stdout

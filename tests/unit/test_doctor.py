@@ -5,7 +5,9 @@ from dataclasses import replace
 import pytest
 
 from launcher.doctor import Status, run_checks
+from launcher.errors import SafeSftError
 from launcher.model import GpuFacts, Limits, Rlimit
+from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.run.memlock import MemlockStatus
 from launcher.units import GiB, MiB
 from tests.conftest import gpus, host
@@ -96,3 +98,25 @@ def test_nproc_above_the_core_count_warns(nproc: int | None, cores: int | None, 
     if expected is Status.WARN and cores:
         assert f"NPROC_PER_NODE={nproc} with {cores} usable CPU core(s)" in check.detail
         assert "--cpus-per-task" in check.fix
+
+
+def test_what_the_run_would_refuse_fails_here_with_the_runs_own_words() -> None:
+    """doctor resolves the topology as the run does; the run's error and fix become a failing check."""
+    facts = host(gpus(8, 80))
+    ok = resolve_topology(TopologyRequest(), {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "n1"}, facts.gpus.gpus,
+                          free_port=29500)  # fmt: skip
+    checks = run_checks(facts, UNLIMITED, topology=ok)
+    assert [c.name for c in checks[:2]] == ["topology", "gpus"]  # no swift_args check: nothing refused
+    assert checks[0].status is Status.PASS
+    assert checks[0].detail == "2 node(s) (env), this is node 1, 8 process(es) per node (auto), master n1:29500"
+    with pytest.raises(SafeSftError) as refused:
+        resolve_topology(TopologyRequest(), {"NNODES": "x"}, facts.gpus.gpus, free_port=29500)
+    bad_value = SafeSftError("--learning_rate 'abc' is not a number", "set --learning_rate to a number")
+    checks = run_checks(facts, UNLIMITED, topology=refused.value, swift_args=bad_value)
+    topology, swift_args = status(checks, "topology"), status(checks, "swift_args")
+    assert (topology.status, topology.detail, topology.fix) == (
+        Status.FAIL,
+        "NNODES='x' is not an integer",
+        "set NNODES to a whole number",
+    )
+    assert (swift_args.status, swift_args.detail) == (Status.FAIL, "--learning_rate 'abc' is not a number")
