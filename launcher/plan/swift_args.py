@@ -2,7 +2,8 @@
 
 `swift sft` accepts `--key value [value ...]`, `--key=value`, transformers' dash spellings
 (`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
-from the option names the backend passes), and a YAML/JSON config file as the first argument whose keys
+from the option names the backend passes), a bool field's `--no_<field>` twin that sets it false, and a
+YAML/JSON config file as the first argument whose keys
 come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
 that no run can use (`--gradient_accumulation_steps 0`), and a value swift's parser would not convert (a
 number, a truthy word, a Literal field's choice: `--torch_dtype int4`) are a SafeSftError naming them; the batch and
@@ -107,6 +108,8 @@ class ValueKind:
         """Why the parser refuses this value (its tokens, and as one text), or None where it takes it."""
         if self.choices:
             return None if value in self.choices else f"is not one of swift's choices: {', '.join(self.choices)}"
+        if self.kind == "flag":  # given bare, it has no tokens; a token after it is left over for swift
+            return _refuses(self.kind, tokens[0]) if tokens else None
         many = self.kind.endswith("+")
         for token in tokens if many else (value,):
             problem = _refuses(self.kind.rstrip("+"), token)
@@ -116,6 +119,8 @@ class ValueKind:
 
 
 def _refuses(kind: str, token: str) -> str | None:
+    if kind == "flag":
+        return "takes no value"
     try:
         if kind == "int":
             int(token)
@@ -133,6 +138,15 @@ _KIND_FIX = {
     "is not a number": "a number (like 1e-4)",
     "is not true or false": "true or false (swift also takes yes/no, t/f, y/n, 1/0)",
 }
+
+
+def _value_fix(key: str, problem: str, value: str) -> str:
+    """The fix for a value swift's parser would refuse (`_refuses`' problem)."""
+    if problem == "takes no value":  # a bool's `--no_` twin
+        return f"write --{key} alone (it sets --{key.removeprefix('no_')} false)"
+    if value.lower() == "none":  # a YAML null: swift writes it as None, which no number parses
+        return f"leave --{key} out for swift's default: swift's parser takes no None there"
+    return f"set --{key} to {_KIND_FIX.get(problem, 'one of them')}, or leave it out for swift's default"
 
 
 @dataclass(frozen=True)
@@ -174,19 +188,40 @@ class SwiftArgs:
         given = self.given(key)
         return given if given is not None else self.defaults.get(key)
 
+    def _twin(self, key: str) -> str | None:
+        """The option that sets this bool field false: HfArgumentParser gives a bool field whose default is
+        true a `--no_<field>` flag (store_false, no value), and the last of the two given wins."""
+        twin = f"no_{key}"
+        kind = self.kinds.get(twin)
+        return twin if kind is not None and kind.kind == "flag" else None
+
+    def _on_cli(self, key: str) -> tuple[str, ...] | None:
+        """The values of the last command-line flag that sets this field (its `--no_` twin: "false"), or None."""
+        twin = self._twin(key)
+        for flag, values in reversed(self.items):
+            name = self.key_of(flag)
+            if name == key:
+                return values
+            if twin is not None and name == twin:
+                return ("false",)
+        return None
+
     def given(self, key: str) -> str | None:
         """A field's value as the user gave it (command line or config file), else None."""
-        for flag, values in reversed(self.items):
-            if self.key_of(flag) == key:
-                return " ".join(values) if values else "true"
+        values = self._on_cli(key)
+        if values is not None:
+            return " ".join(values) if values else "true"
+        twin = self._twin(key)
+        if key not in self.config_values and twin is not None and twin in self.config_values:
+            return "false"
         return self.config_values.get(key)
 
     def get_values(self, key: str) -> tuple[str, ...]:
         """A field's values as separate tokens (`--dataset a.jsonl b.jsonl#500`), as swift's parser sees them:
         the last CLI occurrence, else the config file's (a list there is one token per item)."""
-        for flag, values in reversed(self.items):
-            if self.key_of(flag) == key:
-                return values
+        values = self._on_cli(key)
+        if values is not None:
+            return values
         tokens = self.config_argv
         for i, token in enumerate(tokens):
             if token.startswith("--") and self.key_of(token) == key:
@@ -252,12 +287,10 @@ class SwiftArgs:
             if kind is None or value is None:
                 continue
             problem = kind.refuses(self.get_values(key), value)
+            if problem == "takes no value" and self.get_bool("ignore_args_error", False):
+                continue  # swift leaves the token over, and --ignore_args_error lets it
             if problem:
-                what = _KIND_FIX.get(problem, "one of them")
-                fix = f"set --{key} to {what}, or leave it out for swift's default"
-                if value.lower() == "none":  # a YAML null: swift writes it as None, which no number parses
-                    fix = f"leave --{key} out for swift's default: swift's parser takes no None there"
-                raise SafeSftError(f"--{key} {value!r} {problem}", fix)
+                raise SafeSftError(f"--{key} {value!r} {problem}", _value_fix(key, problem, value))
         for key in LEAST_INT:
             self.get_int(key)
 
@@ -279,14 +312,16 @@ class SwiftArgs:
         """
         items = list(self.items)
         for key, value in updates.items():
-            positions = [i for i, (flag, _) in enumerate(items) if self.key_of(flag) == key]
+            twin = self._twin(key)
+            positions = [i for i, (flag, _) in enumerate(items) if self.key_of(flag) in (key, twin)]
             if value is None:
                 items = [item for i, item in enumerate(items) if i not in positions]
                 continue
             new_values = tuple(value.split(" ")) if key == "dataset" else (value,)
             if positions:
-                for i in positions:
-                    items[i] = (items[i][0], new_values)
+                for i in positions:  # a `--no_` twin becomes the field's own flag, in its place
+                    flag = items[i][0] if self.key_of(items[i][0]) == key else f"--{key}"
+                    items[i] = (flag, new_values)
             else:
                 items.append((f"--{key}", new_values))
         return replace(self, items=tuple(items))

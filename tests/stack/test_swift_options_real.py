@@ -115,3 +115,21 @@ def test_a_number_no_run_can_use_is_refused_though_swifts_parser_takes_it(name: 
     flag, below = f"--{name}", str(LEAST_INT[name] - 1)
     assert _swift_takes(flag, below) and not _safe_sft_takes(flag, below)
     assert _safe_sft_takes(flag, str(LEAST_INT[name]))
+
+
+TWINS = sorted(name for name, kind in swift_value_kinds().items() if kind.kind == "flag" and name.startswith("no_"))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_no_twin_sets_its_bool_false_as_swifts_parser_does(twin: str) -> None:
+    """`--no_<field>` (a bool field defaulting to true) sets the field false; a later `--<field> true` wins."""
+    from swift.arguments import SftArguments
+    from transformers import HfArgumentParser
+
+    field_ = twin.removeprefix("no_")
+    parser = HfArgumentParser([SftArguments])
+    for argv, expected in (([f"--{twin}"], False), ([f"--{twin}", f"--{field_}", "true"], True)):
+        namespace, rest = parser.parse_known_args(argv)
+        assert not rest and getattr(namespace, field_) is expected, argv
+        ours = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
+        assert ours.get_bool(field_, not expected) is expected, argv

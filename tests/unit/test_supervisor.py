@@ -6,6 +6,9 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
+from launcher.backends.swift import swift_options, swift_value_kinds
 from launcher.configs import read_user_deepspeed
 from launcher.model import FailureKind
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
@@ -76,7 +79,10 @@ def prepared(out: Path, *extra: str) -> Prepared:
             "--gradient_accumulation_steps",
             "2",
             *extra,
-        ]
+        ],
+        None,
+        swift_options(),
+        swift_value_kinds(),
     )
     topo = resolve_topology(TopologyRequest(), {"NPROC_PER_NODE": "2"}, (), free_port=1, use_cpu=True)
     plan = build_plan(swift, topo, facts, None, env={}, paths=LaunchPaths("python", "worker.py", "/cfg"))
@@ -335,9 +341,10 @@ def test_add_version_false_resumes_in_place_like_plain_swift(tmp_path: Path) -> 
     assert second.checkpoints_written == [str(tmp_path / "checkpoint-6")]
 
 
-def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Path) -> None:
+@pytest.mark.parametrize("off", [("--add_version", "false"), ("--no_add_version",)], ids=["false", "no-twin"])
+def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Path, off: tuple[str, ...]) -> None:
     """A half-written checkpoint-6 (a killed run's) in output_dir: attempt 2, resuming from 3, would save over
-    it, so that attempt alone gets a versioned dir."""
+    it, so that attempt alone gets a versioned dir. swift's `--no_add_version` is the same setting."""
 
     def half_written(path: Path) -> None:
         path.mkdir(parents=True)
@@ -347,12 +354,14 @@ def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Pat
     before = sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir())
     result, spawned = run_scripted(
         tmp_path,
-        prepared(tmp_path, "--add_version", "false"),
+        prepared(tmp_path, *off),
         [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [])],
     )
     assert result.outcome == "succeeded"  # type: ignore[attr-defined]
-    assert value(spawned[0], "--add_version") == "false"  # the first attempt: as plain swift would
-    assert value(spawned[1], "--add_version") == "true"
+    first = spawned[0]
+    at = first.index(off[0])
+    assert first[at : at + len(off)] == list(off) and "--add_version" not in first[at + len(off) :]  # as given
+    assert value(spawned[1], "--add_version") == "true" and "--no_add_version" not in spawned[1]
     second = result.attempts[1]  # type: ignore[attr-defined]
     assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"
     assert sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir()) == before

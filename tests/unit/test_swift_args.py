@@ -164,3 +164,59 @@ def test_none_for_a_number_names_why_and_a_trainers_own_null_stays_unset() -> No
         parse_swift_argv(["--max_length", "None"], None, frozenset(KINDS), KINDS).check_values()
     assert "takes no None" in error.value.hint
     assert parse_swift_argv(["c.yaml"], {"max_length": None}).get_int("max_length", 7) == 7  # no kinds: not swift's
+
+
+TWIN_KINDS = {
+    "gradient_checkpointing": ValueKind("bool"),
+    "no_gradient_checkpointing": ValueKind("flag"),
+    "add_version": ValueKind("bool"),
+    "no_add_version": ValueKind("flag"),
+    "ignore_args_error": ValueKind("bool"),
+}
+
+
+def _twins(argv: list[str], config: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    return parse_swift_argv(argv, config, frozenset(TWIN_KINDS), TWIN_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "config", "expected"),
+    [
+        pytest.param(["--no_gradient_checkpointing"], None, False, id="the-twin"),
+        pytest.param(["--no_grad"], None, False, id="a-prefix-of-the-twin"),
+        pytest.param(["--no_gradient_checkpointing", "--gradient_checkpointing", "true"], None, True, id="later-wins"),
+        pytest.param(["--gradient_checkpointing", "true", "--no_gradient_checkpointing"], None, False, id="twin-later"),
+        pytest.param(["c.yaml"], {"no_gradient_checkpointing": True}, False, id="in-the-config"),
+        pytest.param(["c.yaml", "--gradient_checkpointing", "true"], {"no_gradient_checkpointing": True}, True,
+                     id="the-cli-beats-the-config"),
+        pytest.param([], None, True, id="neither"),
+    ],
+)  # fmt: skip
+def test_a_bools_no_twin_sets_it_false_as_swifts_parser_does(
+    argv: list[str], config: dict[str, object] | None, expected: bool
+) -> None:
+    args = _twins(argv, config)
+    assert args.get_bool("gradient_checkpointing", True) is expected
+    assert args.has("gradient_checkpointing") is (argv != [] or config is not None)
+
+
+def test_no_add_version_is_read_so_no_attempt_saves_over_a_checkpoint() -> None:
+    """--no_add_version writes into output_dir itself: the supervisor's overwrite guard must see it."""
+    args = _twins(["--no_add_version"])
+    assert args.has("add_version") and not args.get_bool("add_version", True)
+
+
+def test_the_ladder_turns_a_twin_into_the_fields_own_flag_in_place() -> None:
+    args = _twins(["--no_gradient_checkpointing", "--model", "m"])
+    changed = args.with_values({"gradient_checkpointing": "true"})
+    assert changed.argv() == ("--gradient_checkpointing", "true", "--model", "m")
+    assert changed.get_bool("gradient_checkpointing", False) is True
+
+
+def test_a_twin_given_a_value_is_refused_unless_swift_ignores_leftovers() -> None:
+    with pytest.raises(SafeSftError) as error:
+        _twins(["--no_gradient_checkpointing", "false"]).check_values()
+    assert error.value.message == "--no_gradient_checkpointing 'false' takes no value"
+    assert error.value.hint == "write --no_gradient_checkpointing alone (it sets --gradient_checkpointing false)"
+    _twins(["--no_gradient_checkpointing", "false", "--ignore_args_error", "true"]).check_values()
+    _twins(["--no_gradient_checkpointing", "--model", "m"]).check_values()
