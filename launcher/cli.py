@@ -34,7 +34,8 @@ USAGE = """safe-sft: a drop-in replacement for `swift sft` that starts runs righ
     safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]
                                             the same for `llamafactory-cli train CONFIG ...`
                                             (its plan: safe-sft plan --backend llamafactory CONFIG ...)
-    safe-sft doctor [SWIFT_ARGS...]         preflight checks (the disk check at swift's --output_dir)
+    safe-sft doctor [SWIFT_ARGS...]         preflight checks, the topology and swift's values as the run
+                                            reads them (the disk check at swift's --output_dir)
     safe-sft explain LOG... | DIR | -       classify saved logs
     safe-sft report [RUN_DIR] [--plot F]    the attempts of a run (its dir, output dir or report.json),
                                             and its memory timeline
@@ -220,10 +221,9 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     from pathlib import Path
 
     from launcher.backends.swift import read
-    from launcher.doctor import Status, run_checks
-    from launcher.model import Topology
+    from launcher.doctor import Status, as_the_run_reads, run_checks
     from launcher.plan.build import output_dir_of
-    from launcher.plan.topology import TopologyRequest, one_per_gpu, resolve_topology
+    from launcher.plan.topology import one_per_gpu
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
     from launcher.units import parse_count
@@ -236,22 +236,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     memlock = raise_memlock()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     host = probe_host(Path(check_dir or "."))
-    topology: Topology | SafeSftError
-    bad_args: SafeSftError | None = None
-    try:  # what the run would refuse before it starts: a failing check here, with the run's own words
-        if swift is not None:
-            swift.check_values()
-    except SafeSftError as err:
-        bad_args = err
-    try:
-        config_env = swift.config_env if swift is not None else {}
-        use_cpu = swift is not None and swift.get_bool("use_cpu", False)
-        topology = resolve_topology(
-            TopologyRequest(), os.environ, host.gpus.gpus, free_port=host.free_port, config_env=config_env,
-            use_cpu=use_cpu,
-        )  # fmt: skip
-    except SafeSftError as err:
-        topology = err
+    topology, bad_args = as_the_run_reads(swift, os.environ, host)
     checks = run_checks(host, memlock, nproc=nproc, cores=cores, topology=topology, swift_args=bad_args)
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))

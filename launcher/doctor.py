@@ -7,11 +7,14 @@ arguments' values. Each such problem is a failing check here, with the run's own
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from launcher.errors import SafeSftError
 from launcher.model import HostFacts, Topology
+from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
 from launcher.units import GiB, MiB, fmt_bytes
 
@@ -64,6 +67,32 @@ def run_checks(
         _versions(host),
         _hang_stacks(host),
     ]
+
+
+def as_the_run_reads(
+    swift: SwiftArgs | None, env: Mapping[str, str], host: HostFacts
+) -> tuple[Topology | SafeSftError, SafeSftError | None]:
+    """What the run would make of these arguments on this machine before it starts: its topology, or the
+    error that stops it there; and the error the arguments' value checks raise, or None."""
+    bad_args = None
+    try:
+        if swift is not None:
+            swift.check_values()
+    except SafeSftError as err:
+        bad_args = err
+    topology: Topology | SafeSftError
+    try:
+        topology = resolve_topology(
+            TopologyRequest(),
+            env,
+            host.gpus.gpus,
+            free_port=host.free_port,
+            config_env=swift.config_env if swift is not None else {},
+            use_cpu=swift is not None and swift.get_bool("use_cpu", False),
+        )
+    except SafeSftError as err:
+        topology = err
+    return topology, bad_args
 
 
 def _topology(topology: Topology | SafeSftError) -> Check:

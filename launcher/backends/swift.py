@@ -6,6 +6,7 @@ convert (a number, a truthy word, a Literal field's choice) is refused before an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def swift_options() -> frozenset[str]:
     return frozenset(_option_table())
 
 
-def swift_value_kinds() -> dict[str, ValueKind]:
+def swift_value_kinds() -> Mapping[str, ValueKind]:
     """What swift's parser takes as each option's value: int, float, bool, text, flag, a Literal's choices."""
     return _option_table()
 

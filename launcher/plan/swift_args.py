@@ -3,14 +3,14 @@
 `swift sft` accepts `--key value [value ...]`, `--key=value`, transformers' dash spellings
 (`--max-steps`), an unambiguous prefix of an option (`--max_len`: argparse's allow_abbrev; read here
 from the option names the backend passes), a bool field's `--no_<field>` twin that sets it false, and a
-YAML/JSON config file as the first argument whose keys
-come first and whose `ENV:` block sets environment variables. Later arguments win. Whole-number fields
-that no run can use (`--gradient_accumulation_steps 0`), and a value swift's parser would not convert (a
-number, a truthy word, a Literal field's choice: `--torch_dtype int4`) are a SafeSftError naming them; the batch and
-length fields that every part of the plan reads are typed once per arguments (`SwiftArgs.batch`). `swift sft`
-expands the config file into arguments before it starts torchrun, and so does safe-sft (`argv()`, in
-swift's own format). safe-sft keeps the user's arguments as they are and changes a setting by replacing
-that flag's values in place, or by appending the flag.
+YAML/JSON config file as the first argument whose keys come first and whose `ENV:` block sets environment
+variables. Later arguments win. A value swift's parser would not convert (a number, a truthy word, a
+Literal field's choice: `--torch_dtype int4`; read from the kinds the backend passes), and a whole-number
+field no run can use (`--gradient_accumulation_steps 0`), are a SafeSftError naming them. The batch and
+length fields that every part of the plan reads are typed once per arguments (`SwiftArgs.batch`).
+`swift sft` expands the config file into arguments before it starts torchrun, and so does safe-sft
+(`argv()`, in swift's own format). safe-sft keeps the user's arguments as they are and changes a setting
+by replacing that flag's values in place, or by appending the flag.
 
 A trainer that spells its arguments otherwise (LLaMA-Factory: a config file, then `key=value`
 overrides, `cutoff_len` for max_length) is read into the same swift names by its backend, and written
@@ -118,9 +118,12 @@ class ValueKind:
         return None
 
 
+TAKES_NO_VALUE = "takes no value"  # a flag (a bool's `--no_` twin) given a value: swift's parser leaves it over
+
+
 def _refuses(kind: str, token: str) -> str | None:
     if kind == "flag":
-        return "takes no value"
+        return TAKES_NO_VALUE
     try:
         if kind == "int":
             int(token)
@@ -142,7 +145,7 @@ _KIND_FIX = {
 
 def _value_fix(key: str, problem: str, value: str) -> str:
     """The fix for a value swift's parser would refuse (`_refuses`' problem)."""
-    if problem == "takes no value":  # a bool's `--no_` twin
+    if problem == TAKES_NO_VALUE:
         return f"write --{key} alone (it sets --{key.removeprefix('no_')} false)"
     if value.lower() == "none":  # a YAML null: swift writes it as None, which no number parses
         return f"leave --{key} out for swift's default: swift's parser takes no None there"
@@ -287,7 +290,7 @@ class SwiftArgs:
             if kind is None or value is None:
                 continue
             problem = kind.refuses(self.get_values(key), value)
-            if problem == "takes no value" and self.get_bool("ignore_args_error", False):
+            if problem == TAKES_NO_VALUE and self.get_bool("ignore_args_error", False):
                 continue  # swift leaves the token over, and --ignore_args_error lets it
             if problem:
                 raise SafeSftError(f"--{key} {value!r} {problem}", _value_fix(key, problem, value))

@@ -4,10 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.doctor import Status, run_checks
-from launcher.errors import SafeSftError
+from launcher.backends.swift import read
+from launcher.doctor import Status, as_the_run_reads, run_checks
 from launcher.model import GpuFacts, Limits, Rlimit
-from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.run.memlock import MemlockStatus
 from launcher.units import GiB, MiB
 from tests.conftest import gpus, host
@@ -101,18 +100,19 @@ def test_nproc_above_the_core_count_warns(nproc: int | None, cores: int | None, 
 
 
 def test_what_the_run_would_refuse_fails_here_with_the_runs_own_words() -> None:
-    """doctor resolves the topology as the run does; the run's error and fix become a failing check."""
+    """doctor reads the topology and the arguments as the run does; the run's error and fix become a
+    failing check, and a good topology is shown."""
     facts = host(gpus(8, 80))
-    ok = resolve_topology(TopologyRequest(), {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "n1"}, facts.gpus.gpus,
-                          free_port=29500)  # fmt: skip
-    checks = run_checks(facts, UNLIMITED, topology=ok)
+    good = read(["--model", "m", "--learning_rate", "1e-4"]).args
+    env = {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29500"}
+    topology_found, bad_args = as_the_run_reads(good, env, facts)
+    checks = run_checks(facts, UNLIMITED, topology=topology_found, swift_args=bad_args)
     assert [c.name for c in checks[:2]] == ["topology", "gpus"]  # no swift_args check: nothing refused
     assert checks[0].status is Status.PASS
     assert checks[0].detail == "2 node(s) (env), this is node 1, 8 process(es) per node (auto), master n1:29500"
-    with pytest.raises(SafeSftError) as refused:
-        resolve_topology(TopologyRequest(), {"NNODES": "x"}, facts.gpus.gpus, free_port=29500)
-    bad_value = SafeSftError("--learning_rate 'abc' is not a number", "set --learning_rate to a number")
-    checks = run_checks(facts, UNLIMITED, topology=refused.value, swift_args=bad_value)
+    bad = read(["--model", "m", "--learning_rate", "abc"]).args
+    topology_found, bad_args = as_the_run_reads(bad, {"NNODES": "x"}, facts)
+    checks = run_checks(facts, UNLIMITED, topology=topology_found, swift_args=bad_args)
     topology, swift_args = status(checks, "topology"), status(checks, "swift_args")
     assert (topology.status, topology.detail, topology.fix) == (
         Status.FAIL,
