@@ -181,6 +181,7 @@ class DatasetSample:
     bytes_read: int = 0
     note: str = ""  # how it was read, or why not
     missing: bool = False  # a file's name that is no file: swift would take it for a hub id and fail to download it
+    empty: bool = False  # a local file of nothing but whitespace: swift's loader finds no rows in it and stops
 
 
 @dataclass(frozen=True)

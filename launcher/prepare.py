@@ -253,11 +253,19 @@ def check_model_path(model: str, name: str) -> None:
 
 def check_dataset_files(data: DataFacts) -> None:
     """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
-    missing one for a hub dataset id and fail only after trying to download it."""
+    missing one for a hub dataset id and fail only after trying to download it. A local file must have a
+    row (the probe marks one of nothing but whitespace `empty`): swift's loader stops on it, after the model
+    has loaded, with an error that names no file."""
     missing = next((d for d in data.datasets if d.missing), None)
     if missing is not None:
         where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
         raise SafeSftError(
             f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
             "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
+        )
+    empty = next((d for d in data.datasets if d.empty), None)
+    if empty is not None:
+        raise SafeSftError(
+            f"--dataset {empty.spec!r} is empty (swift's loader finds no rows in it and stops)",
+            "give a file with rows, or leave it out of --dataset",
         )

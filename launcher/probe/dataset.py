@@ -10,7 +10,9 @@ output, with images/videos/audios). Bounded work: at most MAX_BYTES per dataset 
 windows where its rows are lines), so a huge file costs what a small one does. A malformed row is counted
 and skipped; a file that cannot be read is one warning, never an error (swift says what is wrong with it).
 A file's name (`.jsonl`, `.csv`, ...) that is no file is marked `missing`: swift would take it for a hub
-id and fail only after trying to download it, so the caller stops the run (launcher.prepare).
+id and fail only after trying to download it; a file of nothing but whitespace is marked `empty`: the
+`datasets` builder swift loads it with finds no rows and stops. The caller stops the run on either
+(launcher.prepare).
 """
 
 from __future__ import annotations
@@ -158,6 +160,9 @@ def _read(
     columns: Mapping[str, str],
 ) -> DatasetSample:
     size = path.stat().st_size
+    if size <= budget and not handle.read(budget).strip():
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="empty: no rows", empty=True)
+    handle.seek(0)
     if kind in ("lines", "json"):
         first = handle.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]  # a UTF-8 BOM before the list
         handle.seek(0)

@@ -320,6 +320,28 @@ def test_e_missing_dataset_stops_before_swift_starts(tiny, tmp_path: Path) -> No
     assert not out.exists()  # nothing started: no run dir, no report
 
 
+def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Plain `swift sft` stops on a dataset file of blank lines (its `datasets` loader finds no rows), with an
+    error that names no file; safe-sft says so before anything starts."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n \n")
+    swift = Path(sys.executable).with_name("swift")
+    plain = subprocess.run(
+        [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=empty)],
+        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert plain.returncode != 0
+    assert "corresponds to no data" in plain.stdout + plain.stderr
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out, dataset=empty), fault_env(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"safe-sft: error: --dataset '{empty}' is empty (swift's loader finds no rows in it and stops)"
+    )
+    assert not out.exists()  # nothing started: no run dir, no report
+
+
 def _start_long_run(tiny, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     args = swift_args(tiny, out, max_steps=100000, save_steps=100000)

@@ -175,6 +175,26 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path: Path) -> None:
     assert (len(sample.rows), sample.malformed, sample.rows_in_file) == (2, 4, 2)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "empty"),
+    [
+        pytest.param("e.jsonl", b"", True, id="no-bytes"),
+        pytest.param("b.jsonl", b"\n  \n\t\n", True, id="blank-lines"),
+        pytest.param("e.csv", b"", True, id="empty-csv"),
+        pytest.param("e.json", b" \n", True, id="blank-json"),
+        pytest.param("one.jsonl", b'\n{"query": "q", "response": "r"}\n', False, id="one-row"),
+        pytest.param("list.json", b"[]", False, id="an-empty-list-is-no-row-but-not-empty"),
+    ],
+)
+def test_a_file_of_nothing_but_whitespace_is_marked_empty(
+    tmp_path: Path, name: str, content: bytes, empty: bool
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    sample = probe_dataset(name, tmp_path)
+    assert sample.empty is empty
+    assert (sample.status is SampleStatus.SAMPLED) is (name == "one.jsonl")
+
+
 def test_a_json_list_that_breaks_off_counts_the_rest_malformed(tmp_path: Path) -> None:
     (tmp_path / "d.json").write_text('[{"query": "q", "response": "r"}, {"query": "q", "respo')
     sample = probe_dataset("d.json", tmp_path)

@@ -176,6 +176,9 @@ def _swift_number_cases() -> Iterator[Case]:
         yield Case(
             f"dataset-missing-{dataset}", swift=("--dataset", dataset), needle=f"--dataset {dataset!r} is no file"
         )
+    for name, content in {"empty.jsonl": b"", "blank.jsonl": b"\n \n\t\n", "empty.csv": b""}.items():
+        yield Case(f"dataset-{name}", swift=("--dataset", "{tree}/" + name), files={name: content},
+                   needle=f"{name}' is empty (swift's loader finds no rows in it and stops)")  # fmt: skip
     for model in ("/nowhere/Qwen2.5-7B", "./models/qwen", "../qwen", "~/no-such-model-dir"):
         yield Case(f"model-missing-{model}", swift=("--model", model), needle=f"--model {model!r} is no directory")
     # (a plan for an assumed machine only warns of a missing file: test_plan_data_cli.py)
