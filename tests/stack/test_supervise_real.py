@@ -309,15 +309,18 @@ def test_e_dataset_swift_cannot_read_stops_after_one_attempt(tiny, tmp_path: Pat
     assert data["attempts"][0]["failure"]["kind"] == "user_error"
 
 
-def test_e_missing_dataset_stops_before_swift_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _stops_before_anything_starts(tiny, tmp_path: Path, dataset: Path, error: str) -> None:  # type: ignore[no-untyped-def]
+    """safe-sft with this dataset exits 2 with this error line, and starts nothing: no run dir, no report."""
     out = tmp_path / "out"
-    missing = tmp_path / "no-such.jsonl"
-    result = safe_sft(swift_args(tiny, out, dataset=missing), fault_env(tmp_path))
+    result = safe_sft(swift_args(tiny, out, dataset=dataset), fault_env(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == (
-        f"safe-sft: error: --dataset '{missing}' is no file (swift would look for it on the hub)"
-    )
-    assert not out.exists()  # nothing started: no run dir, no report
+    assert result.stderr.splitlines()[0] == f"safe-sft: error: --dataset '{dataset}' {error}"
+    assert not out.exists()
+
+
+def test_e_missing_dataset_stops_before_swift_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "no-such.jsonl"
+    _stops_before_anything_starts(tiny, tmp_path, missing, "is no file (swift would look for it on the hub)")
 
 
 def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -333,13 +336,7 @@ def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(t
     )  # fmt: skip
     assert plain.returncode != 0
     assert "corresponds to no data" in plain.stdout + plain.stderr
-    out = tmp_path / "out"
-    result = safe_sft(swift_args(tiny, out, dataset=empty), fault_env(tmp_path))
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == (
-        f"safe-sft: error: --dataset '{empty}' is empty (swift's loader finds no rows in it and stops)"
-    )
-    assert not out.exists()  # nothing started: no run dir, no report
+    _stops_before_anything_starts(tiny, tmp_path, empty, "is empty (swift's loader finds no rows in it and stops)")
 
 
 def _start_long_run(tiny, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]
