@@ -160,7 +160,7 @@ def _read(
     columns: Mapping[str, str],
 ) -> DatasetSample:
     size = path.stat().st_size
-    if size <= budget and not handle.read(budget).strip():
+    if size <= budget and _blank(handle):
         return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="empty: no rows", empty=True)
     handle.seek(0)
     if kind in ("lines", "json"):
@@ -229,6 +229,15 @@ def _read(
         bytes_read=read_bytes,
         note=f"read {how}",
     )
+
+
+def _blank(handle: io.BufferedReader, chunk: int = 4096) -> bool:
+    """Nothing but whitespace to the end of the file: read only as far as the first byte that is not (a file
+    with rows has one in its first chunk, so this costs one small read, not a second pass over the file)."""
+    while data := handle.read(chunk):
+        if data.strip():
+            return False
+    return True
 
 
 def _spread(rows: list[T], limit: int) -> list[T]:
