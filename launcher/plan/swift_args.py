@@ -109,7 +109,7 @@ class ValueKind:
         if self.choices:
             return None if value in self.choices else f"is not one of swift's choices: {', '.join(self.choices)}"
         if self.kind == "flag":  # given bare, it has no tokens; a token after it is left over for swift
-            return _refuses(self.kind, tokens[0]) if tokens else None
+            return TAKES_NO_VALUE if tokens else None
         many = self.kind.endswith("+")
         for token in tokens if many else (value,):
             problem = _refuses(self.kind.rstrip("+"), token)
@@ -122,8 +122,6 @@ TAKES_NO_VALUE = "takes no value"  # a flag (a bool's `--no_` twin) given a valu
 
 
 def _refuses(kind: str, token: str) -> str | None:
-    if kind == "flag":
-        return TAKES_NO_VALUE
     try:
         if kind == "int":
             int(token)
