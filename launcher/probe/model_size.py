@@ -197,6 +197,36 @@ def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
     }
 
 
+# The decoder's size keys this module reads (each a positive whole number), and those where 0 means none (no
+# shared experts, a dense layer, head_dim left to hidden / heads, as transformers' own GLM-5 default has it).
+# A list is left alone: some families give a width per layer.
+SIZE_KEYS = (
+    "hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers", "intermediate_size",
+    "ffn_dim", "n_inner", "vocab_size", "num_attention_heads", "n_head", "num_heads", "num_key_value_heads",
+    "multi_query_group_num", "num_kv_heads", "moe_intermediate_size", "expert_intermediate_size",
+    "expert_ffn_hidden_size", *MAX_LENGTH_KEYS,
+)  # fmt: skip
+ZERO_MEANS_NONE_KEYS = (
+    "head_dim", "kv_channels", "shared_expert_intermediate_size", "shared_intermediate_size", "num_experts",
+    "num_local_experts", "n_routed_experts", "moe_num_experts", "n_shared_experts", "num_shared_experts",
+    "moe_num_shared_experts", "num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k",
+)  # fmt: skip
+
+
+def unusable_sizes(text: Mapping[str, object]) -> list[str]:
+    """The size keys of a (text) config that hold no size, each as `key value` (`hidden_size "abc"`): a
+    string, a bool, a fraction, a negative, or 0 for a key that needs a size. null and lists are not flagged."""
+    bad = []
+    for key in (*SIZE_KEYS, *ZERO_MEANS_NONE_KEYS):
+        value = text.get(key)
+        if value is None or isinstance(value, list | dict):
+            continue
+        floor = 0 if key in ZERO_MEANS_NONE_KEYS else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < floor:
+            bad.append(f"{key} {json.dumps(value)}")
+    return bad
+
+
 def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
     """An MoE decoder's routed experts, the experts each token goes through, one expert's MLP width and the
     shared experts' width. Mixtral's layout (Mixtral, PhiMoE, gpt-oss, OLMoE, GraniteMoE) has no
@@ -252,6 +282,12 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     else:
         warnings.append(f"{config_path} not found: model shape unknown")
     text = _text_config(config)
+    if bad := unusable_sizes(text):
+        verb = "is not a positive whole number" if len(bad) == 1 else "are not positive whole numbers"
+        warnings.append(
+            f"{config_path}: {', '.join(bad)} {verb}: the memory estimate does without, and swift builds the "
+            "model from this file (if it was edited, restore the model's own config.json)"
+        )
     hidden = _int(text, "hidden_size", "n_embd", "d_model")
     layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
     intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")

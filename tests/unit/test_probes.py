@@ -237,3 +237,22 @@ def test_a_size_that_is_not_positive_is_unknown(tmp_path: Path) -> None:
         4,
         None,
     )
+
+
+def test_a_size_that_is_not_positive_is_named_in_one_warning(tmp_path: Path) -> None:
+    """A damaged or hand-edited config.json: the plan's warning names each key and value swift would choke
+    on; null, a list (a width per layer) and 0 where 0 means none (no shared experts) are not flagged."""
+    config = {"hidden_size": "4096", "num_hidden_layers": 2, "intermediate_size": [128, 256], "vocab_size": -5,
+              "head_dim": None, "n_shared_experts": 0, "num_attention_heads": 4.0,
+              "num_key_value_heads": True}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    flagged = [w for w in facts.warnings if "positive whole number" in w]
+    assert flagged == [
+        f'{tmp_path / "config.json"}: hidden_size "4096", vocab_size -5, num_attention_heads 4.0, '
+        "num_key_value_heads true are not positive whole numbers: the memory estimate does without, and swift "
+        "builds the model from this file (if it was edited, restore the model's own config.json)"
+    ]
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "vocab_size": 100,
+                                                      "num_attention_heads": 4, "num_key_value_heads": 2}))  # fmt: skip
+    assert not [w for w in probe_model(str(tmp_path), {}, tmp_path).warnings if "positive whole number" in w]
