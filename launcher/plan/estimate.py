@@ -508,6 +508,12 @@ def vision_checkpointed(shape: TrainShape) -> bool:
     return shape.gradient_checkpointing if shape.vision_checkpointing is None else shape.vision_checkpointing
 
 
+def planned_length(max_length: int | None) -> int:
+    """The tokens a sample is sized at: --max_length (the plan's assumed length reads as it), else
+    DEFAULT_SEQ_LEN."""
+    return max_length or DEFAULT_SEQ_LEN
+
+
 def logit_bytes(shape: TrainShape) -> float:
     """The logits' peak per token x vocabulary entry: what the loss saved and the backward's two gradients."""
     return layer_bytes(shape.model_type).logit_saved + LOGIT_GRADIENT_BYTES

@@ -42,7 +42,6 @@ from math import gcd
 from launcher.model import ModelFacts
 from launcher.plan.attention_default import swift_runs_eager
 from launcher.plan.estimate import (
-    DEFAULT_SEQ_LEN,
     LORA_FALLBACK_FRACTION,
     VISION_PATCH,
     Adapters,
@@ -51,9 +50,10 @@ from launcher.plan.estimate import (
     layer_linears,
     lora_trainable_params,
     outputs_of,
+    planned_length,
     q_kv_widths,
 )
-from launcher.plan.image_tiles import Tiling, fixed_image, image_merge, tiles_budget
+from launcher.plan.image_tiles import fixed_image, image_merge, model_tiling, tiles_budget
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import (
     ASSUMED_IMAGE_PIXELS,
@@ -266,9 +266,9 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     tokens: swift drops a longer sample (truncation_strategy delete), and cutting one would split its image
     tokens."""
     token_side = image_token_side(model)
-    max_length = swift.batch.max_length or DEFAULT_SEQ_LEN
+    max_length = planned_length(swift.batch.max_length)
     budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
-    tiling = Tiling(model.vision_tile_side, model.vision_max_tiles)
+    tiling = model_tiling(model)
     reads = budget is not None and budget is tiles_budget(model.model_type)
     fixed = fixed_image(model.model_type, model.vision_image_size, env, tiling=tiling, reads_budget=reads)
     if fixed is not None:

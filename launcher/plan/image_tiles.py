@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from launcher.model import ModelFacts
 from launcher.plan.estimate import PATCH_MERGE
 from launcher.plan.vision_budget import MAX_NUM, MAX_SLICE_NUMS, PIXELS, VisionBudget, budget_value, positive_env_int
 
@@ -55,6 +56,11 @@ class Tiling:
 
     side: int | None = None  # MiniCPM-V's scale_resolution: the pixels on a slice's side
     max_tiles: int | None = None  # the processor's own default: max_slice_nums, max_patches
+
+
+def model_tiling(model: ModelFacts) -> Tiling:
+    """What the model's files (config.json, preprocessor_config.json) say of its processor's tiles."""
+    return Tiling(model.vision_tile_side, model.vision_max_tiles)
 
 
 @dataclass(frozen=True)

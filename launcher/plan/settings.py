@@ -17,7 +17,7 @@ from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
-from launcher.plan.image_tiles import Tiling, tiles_budget, unset_tiles
+from launcher.plan.image_tiles import model_tiling, tiles_budget, unset_tiles
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import VisionBudget, budget_named, budget_value, own_default, vision_budget_for
 
@@ -27,7 +27,7 @@ def _model_tiles(budget: VisionBudget, model: ModelFacts | None) -> int | None:
     files may give another than the variable's usual default), so the ladder halves what really runs."""
     if model is None or budget is not tiles_budget(model.model_type):
         return None
-    return unset_tiles(model.model_type, Tiling(model.vision_tile_side, model.vision_max_tiles))
+    return unset_tiles(model.model_type, model_tiling(model))
 
 
 @dataclass(frozen=True)

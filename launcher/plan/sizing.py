@@ -31,7 +31,7 @@ from launcher.plan.data_lengths import data_lengths
 from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
-from launcher.plan.estimate import DEFAULT_SEQ_LEN, VISION_PATCH, TrainShape, estimate, levers
+from launcher.plan.estimate import VISION_PATCH, TrainShape, estimate, levers, planned_length
 from launcher.plan.features import Features, is_lora, read_features
 from launcher.plan.image_tiles import image_merge
 from launcher.plan.layer_bytes import vision_family
@@ -99,7 +99,7 @@ def train_shape(
         num_layers=model.num_layers,
         vocab_size=model.vocab_size,
         micro_batch=swift.batch.micro_batch,
-        seq_len=swift.batch.max_length or DEFAULT_SEQ_LEN,
+        seq_len=planned_length(swift.batch.max_length),
         gradient_checkpointing=checkpointing,
         gpus_per_node=max(topology.nproc_per_node.value, 1),
         nnodes=topology.nnodes.value,
@@ -154,7 +154,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
     if data is None or not data.datasets:
         return None
     packing = swift.get_bool("packing", False)
-    max_length = shape.seq_len if shape else (swift.batch.max_length or DEFAULT_SEQ_LEN)
+    max_length = shape.seq_len if shape else planned_length(swift.batch.max_length)
     return data_lengths(
         data,
         max_length=max_length,
