@@ -14,7 +14,7 @@ from enum import Enum
 from launcher.errors import SafeSftError
 from launcher.model import HostFacts, Topology
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
 from launcher.units import GiB, MiB, fmt_bytes
 
@@ -82,14 +82,7 @@ def as_the_run_reads(
         bad_args = err
     topology: Topology | SafeSftError
     try:
-        topology = resolve_topology(
-            TopologyRequest(),
-            env,
-            host.gpus.gpus,
-            free_port=host.free_port,
-            config_env=swift.config_env if swift is not None else {},
-            use_cpu=swift is not None and swift.get_bool("use_cpu", False),
-        )
+        topology = run_topology(TopologyRequest(), env, host, swift)
     except SafeSftError as err:
         topology = err
     return topology, bad_args

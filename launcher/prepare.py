@@ -29,7 +29,7 @@ from launcher.model import (
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import UserConfig
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.topology import TopologyRequest, resolve_topology
+from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.dataset import probe_datasets
@@ -157,14 +157,7 @@ def prepare(
     request = options.topology
     if options.assume_nodes is not None:
         request = replace(request, nnodes=options.assume_nodes, allow_loopback_master=True)
-    topology = resolve_topology(
-        request,
-        env,
-        host.gpus.gpus,
-        free_port=host.free_port,
-        config_env=swift.config_env,
-        use_cpu=swift.get_bool("use_cpu", False),
-    )
+    topology = run_topology(request, env, host, swift)
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.errors import SafeSftError
-from launcher.model import GpuInfo, Source, Sourced, Topology
+from launcher.model import GpuInfo, HostFacts, Source, Sourced, Topology
 from launcher.plan.slurm import SlurmEnv
+from launcher.plan.swift_args import SwiftArgs
 from launcher.units import parse_count
 
 LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -39,6 +40,21 @@ class TopologyRequest:
     master_addr: str | None = None
     master_port: int | None = None
     allow_loopback_master: bool = False
+
+
+def run_topology(
+    request: TopologyRequest, env: Mapping[str, str], host: HostFacts, swift: SwiftArgs | None
+) -> Topology:
+    """The topology a run of these arguments resolves on this host (doctor's and the plan's one reading):
+    the swift config's ENV block and `--use_cpu` come from the arguments."""
+    return resolve_topology(
+        request,
+        env,
+        host.gpus.gpus,
+        free_port=host.free_port,
+        config_env=swift.config_env if swift is not None else {},
+        use_cpu=swift is not None and swift.get_bool("use_cpu", False),
+    )
 
 
 def resolve_topology(
