@@ -1,19 +1,67 @@
-"""Load a swift YAML/JSON config file (the optional first swift argument) into a mapping.
+"""Load a swift YAML/JSON config file (the optional first swift argument) into a mapping, or a LLaMA-Factory
+one as OmegaConf reads it.
 
 The one place that reads such a file; PyYAML comes with ms-swift and is imported only when a YAML
-config is actually given.
+config is actually given. swift reads YAML with PyYAML's safe loader; LLaMA-Factory with OmegaConf's, which
+also takes `1e-4` as a number (PyYAML: text), leaves dates as text and stops on a key given twice
+(`omegaconf=True`, and `omegaconf_scalar` for its `key=value` overrides).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import is_config_file
 
+# YAML 1.1's floats and the ones OmegaConf adds: an exponent without a point (1e-4, 2E5)
+_OMEGACONF_FLOAT = re.compile(
+    r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.VERBOSE,
+)
 
-def load_swift_config(argv: list[str] | tuple[str, ...]) -> dict[str, object] | None:
+
+@cache
+def _omegaconf_loader() -> Any:
+    """PyYAML's safe loader read as OmegaConf reads YAML."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            keys = [self.construct_object(key, deep=True) for key, _ in node.value]
+            twice = sorted({str(key) for key in keys if keys.count(key) > 1})
+            if twice:
+                raise yaml.constructor.ConstructorError(None, None, f"{', '.join(twice)} given twice", node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _OMEGACONF_FLOAT, list("-+0123456789."))
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in Loader.yaml_implicit_resolvers.items()
+    }
+    return Loader
+
+
+def omegaconf_scalar(text: str) -> object:
+    """A `key=value` override's value as OmegaConf's command line reads it: `8` a number, `true` a bool."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_omegaconf_loader())
+    except yaml.YAMLError:
+        return text
+
+
+def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False) -> dict[str, object] | None:
     if not argv or not is_config_file(argv[0]):
         return None
     path = Path(argv[0])
@@ -38,7 +86,7 @@ def load_swift_config(argv: list[str] | tuple[str, ...]) -> dict[str, object] | 
                 f"config file {path} is YAML but PyYAML is not installed", "pip install pyyaml"
             ) from None
         try:
-            loaded = yaml.safe_load(text)
+            loaded = yaml.load(text, Loader=_omegaconf_loader()) if omegaconf else yaml.safe_load(text)
         except yaml.YAMLError as err:
             where = getattr(err, "problem_mark", None)
             at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""

@@ -3,7 +3,8 @@
 @record as LLaMA-Factory's own per-rank entry (`llamafactory.launcher`, what its CLI hands torchrun).
 
 LLaMA-Factory reads the YAML/JSON config and then the `key=value` overrides (OmegaConf: later wins),
-and so does safe-sft: the config's keys and the overrides become swift's names (`cutoff_len` is
+and so does safe-sft, refusing what LLaMA-Factory cannot use (llamafactory_args.py): the config's keys and
+the overrides become swift's names (`cutoff_len` is
 max_length, `disable_gradient_checkpointing` the opposite of gradient_checkpointing), and the ladder's
 changes go back as more `key=value` overrides after the user's, the config file untouched. Its
 trainer is transformers' Trainer, so checkpoints, resume and save_only_model are HF's. Started on an
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
+from launcher.backends.llamafactory_args import check_llamafactory_values
 from launcher.errors import SafeSftError
 from launcher.model import EnvSetting
 from launcher.plan.swift_args import CONFIG_SUFFIXES, KeyValueSpelling, SwiftArgs, negate, normalize_key
@@ -50,7 +52,7 @@ USAGE = "use it as `safe-sft llamafactory train [OPTIONS] config.yaml [key=value
 
 def read(argv: list[str]) -> BackendArgs:
     """`CONFIG [key=value ...]` (what follows `train`) -> the config path for the worker, and the args."""
-    from launcher.swift_config import load_swift_config
+    from launcher.swift_config import load_swift_config, omegaconf_scalar
 
     if not argv:
         raise SafeSftError("no LLaMA-Factory config given", USAGE)
@@ -63,7 +65,9 @@ def read(argv: list[str]) -> BackendArgs:
     path = Path(config)
     if not path.is_file():
         raise SafeSftError(f"LLaMA-Factory config {config} does not exist", USAGE)
-    loaded = load_swift_config([config]) or {}
+    loaded = load_swift_config([config], omegaconf=True) or {}
+    merged: dict[str, object] = {str(key): raw for key, raw in loaded.items()}  # what LLaMA-Factory parses
+    where = dict.fromkeys(merged, config)
     values: dict[str, str] = {}
     for key, raw in loaded.items():
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
@@ -77,8 +81,11 @@ def read(argv: list[str]) -> BackendArgs:
                 f"{token}: LLaMA-Factory's overrides after the config are key=value",
                 f"write it as `{key.lstrip('-') or 'key'}=value`",
             )
+        top = key.split(".")[0]  # OmegaConf's dotted key sets a field of a mapping argument
+        merged[top], where[top] = (omegaconf_scalar(value) if top == key else {}), f"`{token}`"
         name, negated = SPELLING.swift_key(normalize_key(key))
         items.append((f"--{name}", (negate(value) if negated else value,)))
+    check_llamafactory_values(merged, where)
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
     return BackendArgs(("-m", ENTRY, str(path.resolve())), args)
 

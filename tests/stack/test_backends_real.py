@@ -127,7 +127,8 @@ ENTRIES = {
         "llamafactory",
         _lf_safe_sft,
         _lf_plain,
-        ["no_such_option=1"],
+        # a template its code does not have: an unknown key safe-sft refuses itself, before any rank starts
+        ["template=no_such_template"],
         # its environment activated, as its users run it: llamafactory-cli finds torchrun on PATH
         {"PYTHONPATH": str(HF_RANK_HOOKS), "PATH": f"{LF_VENV / 'bin'}:{os.environ.get('PATH', '')}"},
     ),
@@ -240,4 +241,5 @@ def test_a_user_error_stops_after_one_attempt(entry: Entry, tiny: dict[str, obje
     assert data["backend"] == entry.name and len(data["attempts"]) == 1
     failure = data["attempts"][0]["failure"]
     assert failure["kind"] == "user_error"
-    assert any("no_such_option" in line for line in failure["evidence"]), failure["evidence"]
+    bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_option, no_such_template
+    assert any(bad_value in line for line in failure["evidence"]), failure["evidence"]

@@ -1,0 +1,110 @@
+"""LLaMA-Factory's train arguments as its parser takes them, and the check of a run's values against them.
+
+Contract: `check_llamafactory_values(values, where)` raises SafeSftError, before anything starts, on what
+`llamafactory-cli train` would stop on or hand its trainer unusable, in every rank after torchrun started
+them: a key none of its five train dataclasses has (its HfArgumentParser stops every rank on it, unless
+ALLOW_EXTRA_ARGS is on), and a value its field cannot hold. LLaMA-Factory reads the config and the
+`key=value` overrides with OmegaConf and passes the values on as they are (parse_dict converts nothing), so
+a quoted "8" stays text where a whole number belongs, a quoted "false" is text that Python takes as true,
+and a misspelt `stage` goes through. The values here are as OmegaConf reads them (launcher.swift_config).
+
+The names and kinds come from llamafactory_options.txt (scripts/llamafactory_options.py, run in LLaMA-Factory's
+environment); they hold for the version the file names, so the check runs only where that version is the
+one installed (read from the package metadata, LLaMA-Factory not imported), and not for a plan made where
+it is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from launcher.errors import SafeSftError
+
+OPTIONS_FILE = Path(__file__).with_name("llamafactory_options.txt")
+EXTRA_KEYS_VARIABLE = "ALLOW_EXTRA_ARGS"  # LLaMA-Factory then leaves a key no dataclass has alone
+_VERSION = re.compile(r"\(LLaMA-Factory (\S+)\)")
+
+
+@cache
+def _table() -> tuple[str, dict[str, tuple[str, ...]]]:
+    """The version the file was written from, and each argument's kind (and choices)."""
+    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
+    found = _VERSION.search(lines[0])
+    version = found.group(1) if found else ""
+    return version, {name: tuple(kind) for name, *kind in (line.split() for line in lines[1:] if line)}
+
+
+def table_version() -> str:
+    return _table()[0]
+
+
+def installed_version() -> str | None:
+    try:
+        return metadata.version("llamafactory")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def extra_keys_allowed(env: Mapping[str, str]) -> bool:
+    """LLaMA-Factory's own reading of the variable (extras/misc.py is_env_enabled)."""
+    return env.get(EXTRA_KEYS_VARIABLE, "0").lower() in ("true", "y", "1")
+
+
+def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, str]) -> None:
+    """Refuse the first key or value LLaMA-Factory cannot use; `where` names each key's source (the config
+    file, or `key=value`). Nothing is checked unless the installed LLaMA-Factory is the table's version."""
+    if installed_version() != table_version():
+        return
+    kinds = _table()[1]
+    allow_extra = extra_keys_allowed(os.environ)
+    for key, value in values.items():
+        kind = kinds.get(key)
+        if kind is None:
+            if not allow_extra:
+                raise _unknown(key, where[key], kinds)
+            continue
+        why = _refusal(kind, value)
+        if why:
+            raise SafeSftError(f"{where[key]}: {key} {_shown(value)} {why[0]}", why[1].format(key=key))
+
+
+def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> SafeSftError:
+    import difflib  # only where a key is unknown
+
+    near = difflib.get_close_matches(key, kinds, n=1, cutoff=0.75)
+    fix = f"did you mean {near[0]}? " if near else ""
+    return SafeSftError(
+        f"{where}: LLaMA-Factory {table_version()} has no argument {key} (its parser stops every rank on it)",
+        f"{fix}see `llamafactory-cli train -h`; {EXTRA_KEYS_VARIABLE}=1 makes LLaMA-Factory leave unknown keys alone",
+    )
+
+
+def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
+    """Why a field of this kind cannot hold the value, and the fix (`{key}` for the key), or None."""
+    if value is None or kind[0] in ("text", "any"):
+        return None
+    if kind[0] == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        return "is not a whole number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 8, unquoted"
+    if kind[0] == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return "is not a number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 1.0e-4, unquoted"
+    if kind[0] == "bool" and not isinstance(value, bool):
+        why = 'is not true or false: LLaMA-Factory hands it on as it is (text, even "false", reads as true)'
+        return why, "write {key}: true or {key}: false, unquoted"
+    if kind[0] == "choice" and str(value) not in kind[1:]:
+        import difflib
+
+        choices = f"is not one of LLaMA-Factory's values ({', '.join(kind[1:])})"
+        if isinstance(value, bool):  # YAML 1.1 reads a bare no / yes / off / on as a bool
+            return choices, 'quote it: {key}: "no" (YAML reads a bare no, yes, off or on as false or true)'
+        near = difflib.get_close_matches(str(value), kind[1:], n=1, cutoff=0.6)
+        return choices, (f"did you mean {near[0]}? " if near else "") + "use one of those"
+    return None
+
+
+def _shown(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)

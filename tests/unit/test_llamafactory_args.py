@@ -1,0 +1,155 @@
+"""`safe-sft llamafactory train` refuses, before anything starts, what LLaMA-Factory's own parsing would stop
+every rank on or hand its trainer unusable (launcher/backends/llamafactory_args.py), reading the config and
+the overrides as OmegaConf does. The real parser's behaviour on each case is held in
+tests/stack/test_llamafactory_options_real.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.backends import llamafactory_args
+from launcher.backends.llamafactory import LLAMAFACTORY
+from launcher.errors import SafeSftError
+
+CONFIG = """\
+model_name_or_path: /models/qwen
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: identity
+template: qwen
+cutoff_len: 1024
+learning_rate: 1e-4
+output_dir: saves/qwen
+per_device_train_batch_size: 2
+save_strategy: "no"
+"""
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's LLaMA-Factory is the installed one (this environment has none), and no ALLOW_EXTRA_ARGS."""
+    monkeypatch.setattr(llamafactory_args, "installed_version", llamafactory_args.table_version)
+    monkeypatch.delenv("ALLOW_EXTRA_ARGS", raising=False)
+
+
+def _read(tmp_path: Path, text: str, *overrides: str) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(text)
+    LLAMAFACTORY.read([str(config), *overrides])
+
+
+def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) -> None:
+    """1e-4 is a number to OmegaConf (text to PyYAML's safe loader), and "no" a save strategy."""
+    _read(tmp_path, CONFIG, "per_device_train_batch_size=4", "learning_rate=2e-5", "bf16=true", "stage=sft")
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message", "hint"),
+    [
+        pytest.param(
+            CONFIG + "learning_rat: 1.0e-4\n", (),
+            "{config}: LLaMA-Factory 0.9.5 has no argument learning_rat (its parser stops every rank on it)",
+            "did you mean learning_rate? see `llamafactory-cli train -h`; ALLOW_EXTRA_ARGS=1 makes LLaMA-Factory "
+            "leave unknown keys alone",
+            id="unknown-key",
+        ),
+        pytest.param(
+            CONFIG, ("per_device_train_batch_sizes=4",),
+            "`per_device_train_batch_sizes=4`: LLaMA-Factory 0.9.5 has no argument per_device_train_batch_sizes "
+            "(its parser stops every rank on it)",
+            "did you mean per_device_train_batch_size? see `llamafactory-cli train -h`; ALLOW_EXTRA_ARGS=1 makes "
+            "LLaMA-Factory leave unknown keys alone",
+            id="unknown-override",
+        ),
+        pytest.param(
+            CONFIG.replace("per_device_train_batch_size: 2", 'per_device_train_batch_size: "2"'), (),
+            '{config}: per_device_train_batch_size "2" is not a whole number: LLaMA-Factory hands it to the '
+            "trainer as it is",
+            "write per_device_train_batch_size: 8, unquoted",
+            id="quoted-int",
+        ),
+        pytest.param(
+            CONFIG, ("cutoff_len=1024.5",),
+            "`cutoff_len=1024.5`: cutoff_len 1024.5 is not a whole number: LLaMA-Factory hands it to the trainer "
+            "as it is",
+            "write cutoff_len: 8, unquoted",
+            id="fraction-override",
+        ),
+        pytest.param(
+            CONFIG, ("learning_rate=fast",),
+            '`learning_rate=fast`: learning_rate "fast" is not a number: LLaMA-Factory hands it to the trainer as '
+            "it is",
+            "write learning_rate: 1.0e-4, unquoted",
+            id="text-float",
+        ),
+        pytest.param(
+            CONFIG.replace("do_train: true", 'do_train: "false"'), (),
+            '{config}: do_train "false" is not true or false: LLaMA-Factory hands it on as it is (text, even '
+            '"false", reads as true)',
+            "write do_train: true or do_train: false, unquoted",
+            id="quoted-bool",
+        ),
+        pytest.param(
+            CONFIG.replace("stage: sft", "stage: stf"), (),
+            '{config}: stage "stf" is not one of LLaMA-Factory\'s values (pt, sft, rm, ppo, dpo, kto)',
+            "did you mean sft? use one of those",
+            id="literal-typo",
+        ),
+        pytest.param(
+            CONFIG.replace('save_strategy: "no"', "save_strategy: no"), (),
+            "{config}: save_strategy false is not one of LLaMA-Factory's values (no, steps, epoch, best)",
+            'quote it: save_strategy: "no" (YAML reads a bare no, yes, off or on as false or true)',
+            id="bare-no",
+        ),
+        pytest.param(
+            CONFIG, ("lr_scheduler_type=cosin",),
+            '`lr_scheduler_type=cosin`: lr_scheduler_type "cosin" is not one of LLaMA-Factory\'s values (linear, '
+            "cosine, cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
+            "reduce_lr_on_plateau, cosine_with_min_lr, cosine_warmup_with_min_lr, warmup_stable_decay, greedy)",
+            "did you mean cosine? use one of those",
+            id="enum-typo",
+        ),
+    ],
+)  # fmt: skip
+def test_what_llamafactory_cannot_use_is_one_line_naming_the_key_and_where(
+    tmp_path: Path, text: str, overrides: tuple[str, ...], message: str, hint: str
+) -> None:
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, text, *overrides)
+    assert (err.value.message, err.value.hint) == (message.format(config=tmp_path / "sft.yaml"), hint)
+
+
+def test_a_key_given_twice_in_the_yaml_is_refused_as_omegaconf_refuses_it(tmp_path: Path) -> None:
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, CONFIG + "cutoff_len: 2048\n")
+    assert "is not valid YAML at line" in err.value.message and "cutoff_len given twice" in err.value.message
+
+
+def test_allow_extra_args_leaves_an_unknown_key_to_llamafactory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALLOW_EXTRA_ARGS", "true")
+    _read(tmp_path, CONFIG + "my_own_key: 1\n", "another=2")
+    with pytest.raises(SafeSftError):  # a value of a known key is still checked
+        _read(tmp_path, CONFIG + "my_own_key: 1\n", "cutoff_len=long")
+
+
+@pytest.mark.parametrize("installed", [None, "0.9.4", "0.9.6.dev0"])
+def test_another_llamafactory_version_is_not_checked_against_this_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: str | None
+) -> None:
+    """Its arguments may differ: a key this table lacks is left to it, as is a plan made without it."""
+    monkeypatch.setattr(llamafactory_args, "installed_version", lambda: installed)
+    _read(tmp_path, CONFIG + "a_newer_argument: 1\n", "cutoff_len=long")
+
+
+def test_the_table_covers_llamafactorys_train_arguments() -> None:
+    kinds = llamafactory_args._table()[1]
+    assert llamafactory_args.table_version() == "0.9.5"
+    assert kinds["cutoff_len"] == ("int",) and kinds["learning_rate"] == ("float",)
+    assert kinds["stage"] == ("choice", "pt", "sft", "rm", "ppo", "dpo", "kto")
+    assert kinds["deepspeed"] == ("any",) and kinds["template"] == ("text",)
+    assert len(kinds) > 300
