@@ -20,7 +20,6 @@ import os
 import re
 from collections.abc import Mapping
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -44,6 +43,8 @@ def table_version() -> str:
 
 
 def installed_version() -> str | None:
+    from importlib import metadata  # what the host probe imports anyway: not on every import of the backends
+
     try:
         return metadata.version("llamafactory")
     except metadata.PackageNotFoundError:
