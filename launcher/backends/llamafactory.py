@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
-from launcher.backends.llamafactory_args import check_llamafactory_values
+from launcher.backends.llamafactory_args import check_llamafactory_config_file, check_llamafactory_values
 from launcher.errors import SafeSftError
 from launcher.model import EnvSetting
 from launcher.plan.swift_args import CONFIG_SUFFIXES, KeyValueSpelling, SwiftArgs, negate, normalize_key
@@ -65,6 +65,7 @@ def read(argv: list[str]) -> BackendArgs:
     path = Path(config)
     if not path.is_file():
         raise SafeSftError(f"LLaMA-Factory config {config} does not exist", USAGE)
+    check_llamafactory_config_file(path)
     loaded = load_swift_config([config], omegaconf=True) or {}
     merged: dict[str, object] = {str(key): raw for key, raw in loaded.items()}  # what LLaMA-Factory parses
     where = dict.fromkeys(merged, config)

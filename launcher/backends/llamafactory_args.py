@@ -1,6 +1,7 @@
 """LLaMA-Factory's train arguments as its parser takes them, and the check of a run's values against them.
 
-Contract: `check_llamafactory_values(values, where)` raises SafeSftError, before anything starts, on what
+Contract: `check_llamafactory_config_file(path)` refuses a JSON config where the installed LLaMA-Factory
+cannot read one (0.9.5); `check_llamafactory_values(values, where)` raises SafeSftError, before anything starts, on what
 `llamafactory-cli train` would stop on or hand its trainer unusable, in every rank after torchrun started
 them: a key none of its five train dataclasses has (its HfArgumentParser stops every rank on it, unless
 ALLOW_EXTRA_ARGS is on), and a value its field cannot hold. LLaMA-Factory reads the config and the
@@ -54,6 +55,17 @@ def installed_version() -> str | None:
 def extra_keys_allowed(env: Mapping[str, str]) -> bool:
     """LLaMA-Factory's own reading of the variable (extras/misc.py is_env_enabled)."""
     return env.get(EXTRA_KEYS_VARIABLE, "0").lower() in ("true", "y", "1")
+
+
+def check_llamafactory_config_file(path: Path) -> None:
+    """LLaMA-Factory 0.9.5's read_args hands json.load a path, not a file: every rank stops on a JSON config
+    (AttributeError: 'PosixPath' object has no attribute 'read'); its YAML reading works."""
+    if path.suffix == ".json" and table_version() == "0.9.5" and installed_version() == "0.9.5":
+        raise SafeSftError(
+            f"{path}: LLaMA-Factory 0.9.5 cannot read a JSON config (its read_args hands json.load a path, and "
+            "every rank stops on it)",
+            f"write the same keys as YAML ({path.with_suffix('.yaml').name}) and give that",
+        )
 
 
 def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, str]) -> None:

@@ -137,3 +137,20 @@ def test_safe_sft_llamafactory_refuses_each_before_anything_starts(
     first = done.stderr.splitlines()[0]
     assert first.startswith(f"safe-sft: error: {path}: ") and key in first, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_json_config_llamafactory_cannot_read_is_refused_before_anything_starts(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    path = tmp_path / "sft.json"
+    path.write_text(json.dumps({"model_name_or_path": str(tiny["model"]), "stage": "sft", "do_train": True}))
+    code = (
+        "import sys; from llamafactory.hparams.parser import read_args; sys.argv = ['llamafactory-cli', sys.argv[1]]\n"
+        "try:\n    read_args()\nexcept Exception as err:\n    print(type(err).__name__, err)"
+    )
+    assert lf_python(code, str(path)).strip().endswith("AttributeError 'PosixPath' object has no attribute 'read'")
+    done = subprocess.run(
+        [str(LF_PYTHON), "-m", "launcher", "plan", "--backend", "llamafactory", "--assume-gpus", "1x24GiB", str(path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "cannot read a JSON config" in done.stderr.splitlines()[0], done.stderr

@@ -153,3 +153,15 @@ def test_the_table_covers_llamafactorys_train_arguments() -> None:
     assert kinds["stage"] == ("choice", "pt", "sft", "rm", "ppo", "dpo", "kto")
     assert kinds["deepspeed"] == ("any",) and kinds["template"] == ("text",)
     assert len(kinds) > 300
+
+
+def test_a_json_config_is_refused_where_llamafactory_0_9_5_cannot_read_one(tmp_path: Path) -> None:
+    config = tmp_path / "sft.json"
+    config.write_text('{"model_name_or_path": "m", "stage": "sft"}')
+    with pytest.raises(SafeSftError) as err:
+        LLAMAFACTORY.read([str(config)])
+    assert err.value.message == (
+        f"{config}: LLaMA-Factory 0.9.5 cannot read a JSON config (its read_args hands json.load a path, and "
+        "every rank stops on it)"
+    )
+    assert err.value.hint == "write the same keys as YAML (sft.yaml) and give that"
