@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
 import types
 import typing
 from pathlib import Path
+
+import option_table
 
 OUT = Path(__file__).resolve().parents[1] / "launcher" / "backends" / "llamafactory_options.txt"
 SCALARS = {bool: "bool", int: "int", float: "float", str: "text"}
@@ -62,17 +63,12 @@ def installed_options() -> dict[str, tuple[str, ...]]:
 def render(options: dict[str, tuple[str, ...]]) -> str:
     import llamafactory
 
-    head = (
-        f"# llamafactory-cli train's arguments (LLaMA-Factory {llamafactory.__version__}): name, kind of value, "
-        "allowed values where only some are; written by scripts/llamafactory_options.py\n"
-    )
-    return head + "".join(" ".join((name, *kind)) + "\n" for name, kind in options.items())
+    trainer = f"llamafactory-cli train's arguments (LLaMA-Factory {llamafactory.__version__})"
+    return option_table.render(trainer, "llamafactory_options.py", options)
 
 
 def main() -> int:
-    OUT.write_text(render(installed_options()))
-    print(f"wrote {OUT}", file=sys.stderr)
-    return 0
+    return option_table.write(OUT, render(installed_options()))
 
 
 if __name__ == "__main__":

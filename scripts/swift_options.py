@@ -14,9 +14,10 @@ tests/stack/test_swift_options_real.py holds the file to the installed swift.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
+
+import option_table
 
 OUT = Path(__file__).resolve().parents[1] / "launcher" / "backends" / "swift_options.txt"
 
@@ -48,17 +49,11 @@ def installed_options() -> dict[str, tuple[str, ...]]:
 def render(options: dict[str, tuple[str, ...]]) -> str:
     import swift
 
-    head = (
-        f"# swift sft's options (ms-swift {swift.__version__}): name, kind of value, allowed values where only "
-        "some are; written by scripts/swift_options.py\n"
-    )
-    return head + "".join(" ".join((name, *kind)) + "\n" for name, kind in options.items())
+    return option_table.render(f"swift sft's options (ms-swift {swift.__version__})", "swift_options.py", options)
 
 
 def main() -> int:
-    OUT.write_text(render(installed_options()))
-    print(f"wrote {OUT}", file=sys.stderr)
-    return 0
+    return option_table.write(OUT, render(installed_options()))
 
 
 if __name__ == "__main__":
