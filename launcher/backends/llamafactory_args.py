@@ -4,7 +4,8 @@ Contract: `check_llamafactory_config_file(path)` refuses a JSON config where the
 cannot read one (0.9.5); `check_llamafactory_values(values, where)` raises SafeSftError, before anything starts, on what
 `llamafactory-cli train` would stop on or hand its trainer unusable, in every rank after torchrun started
 them: a key none of its five train dataclasses has (its HfArgumentParser stops every rank on it, unless
-ALLOW_EXTRA_ARGS is on), and a value its field cannot hold. LLaMA-Factory reads the config and the
+ALLOW_EXTRA_ARGS is on), and a value its field cannot hold (text or a list for a number, text for a bool, a
+value outside a choice's list). LLaMA-Factory reads the config and the
 `key=value` overrides with OmegaConf and passes the values on as they are (parse_dict converts nothing), so
 a quoted "8" stays text where a whole number belongs, a quoted "false" is text that Python takes as true,
 and a misspelt `stage` goes through. The values here are as OmegaConf reads them (launcher.swift_config).
@@ -97,15 +98,20 @@ def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> Safe
     )
 
 
+# What a number field cannot hold. A number of the other kind is left alone (lora_alpha: 16.0 works in peft);
+# the plan's own whole-number fields (cutoff_len, the batch) are checked as whole numbers elsewhere (SwiftArgs).
+NOT_A_NUMBER = (bool, str, list, dict)
+
+
 def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
     """Why a field of this kind cannot hold the value, and the fix (`{key}` for the key), or None."""
     if value is None or kind[0] in ("text", "any"):
         return None
-    if kind[0] == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+    if kind[0] == "int" and isinstance(value, NOT_A_NUMBER):
         return "is not a whole number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 8, unquoted"
-    if kind[0] == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
+    if kind[0] == "float" and isinstance(value, NOT_A_NUMBER):
         return "is not a number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 1.0e-4, unquoted"
-    if kind[0] == "bool" and not isinstance(value, bool):
+    if kind[0] == "bool" and isinstance(value, str | list | dict):
         why = 'is not true or false: LLaMA-Factory hands it on as it is (text, even "false", reads as true)'
         return why, "write {key}: true or {key}: false, unquoted"
     if kind[0] == "choice" and str(value) not in kind[1:]:

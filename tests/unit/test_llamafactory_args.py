@@ -72,11 +72,10 @@ def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) ->
             id="quoted-int",
         ),
         pytest.param(
-            CONFIG, ("cutoff_len=1024.5",),
-            "`cutoff_len=1024.5`: cutoff_len 1024.5 is not a whole number: LLaMA-Factory hands it to the trainer "
-            "as it is",
-            "write cutoff_len: 8, unquoted",
-            id="fraction-override",
+            CONFIG, ("lora_rank='8'",),
+            '`lora_rank=\'8\'`: lora_rank "8" is not a whole number: LLaMA-Factory hands it to the trainer as it is',
+            "write lora_rank: 8, unquoted",
+            id="quoted-override",
         ),
         pytest.param(
             CONFIG, ("learning_rate=fast",),
@@ -120,6 +119,12 @@ def test_what_llamafactory_cannot_use_is_one_line_naming_the_key_and_where(
     with pytest.raises(SafeSftError) as err:
         _read(tmp_path, text, *overrides)
     assert (err.value.message, err.value.hint) == (message.format(config=tmp_path / "sft.yaml"), hint)
+
+
+def test_a_number_of_the_other_kind_and_a_number_for_a_bool_are_left_to_llamafactory(tmp_path: Path) -> None:
+    """They work where Python takes them (peft's lora_alpha 16.0, do_train: 1); the plan's own whole-number
+    fields are checked as such by SwiftArgs.check_values."""
+    _read(tmp_path, CONFIG + "lora_alpha: 16.0\nlora_dropout: 0\n", "do_eval=0")
 
 
 def test_a_key_given_twice_in_the_yaml_is_refused_as_omegaconf_refuses_it(tmp_path: Path) -> None:
