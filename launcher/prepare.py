@@ -233,6 +233,22 @@ def check_launchable(prepared: Prepared) -> None:
         )
 
 
+def check_trainer_installed(backend: Backend) -> None:
+    """The trainer's package is there for this Python, which every rank runs: without it each rank stops on
+    its first import, after torchrun has started them all."""
+    if backend.trainer is None:
+        return
+    import importlib.util
+    import sys
+
+    module, distribution = backend.trainer
+    if importlib.util.find_spec(module) is None:
+        raise SafeSftError(
+            f"{backend.command}: no {module} package for {sys.executable}, the Python every rank runs",
+            f"run safe-sft from the environment that has {distribution} installed (pip install safe-sft there)",
+        )
+
+
 def check_model_path(model: str, name: str) -> None:
     """A model written as a path (`/`, `./`, `../`, `~`) must be there: swift would take a missing one for a
     hub id (or refuse an absolute one) only after its start-up."""

@@ -67,6 +67,9 @@ class Backend:
     budget_args: Mapping[str, str] = field(default_factory=dict)
     # what the trainer's own launcher sets in its ranks' environment (from the user's): safe-sft sets it too
     launch_env: Callable[[Mapping[str, str]], tuple[EnvSetting, ...]] = lambda _env: ()
+    # the package every rank imports, and the distribution that installs it: the run path finds it (without
+    # importing it) before anything starts; None where the trainer is the user's own script
+    trainer: tuple[str, str] | None = None
 
     def has(self, knob: str) -> bool:
         return knob not in self.missing

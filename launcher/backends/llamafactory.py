@@ -122,4 +122,5 @@ LLAMAFACTORY = Backend(
     device_map=False,
     resumes_latest=True,
     launch_env=launch_env,
+    trainer=("llamafactory", "llamafactory"),
 )

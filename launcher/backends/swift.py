@@ -44,4 +44,6 @@ def read(argv: list[str]) -> BackendArgs:
     return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_value_kinds()))
 
 
-SWIFT = Backend(name="swift", command="safe-sft", worker=WORKER_DIR / "worker.py", read=read)
+SWIFT = Backend(
+    name="swift", command="safe-sft", worker=WORKER_DIR / "worker.py", read=read, trainer=("swift", "ms-swift")
+)

@@ -3,7 +3,8 @@
 A local directory: config.json for the shape, and the safetensors headers (8-byte length + JSON) for the
 exact parameter count, dtype and largest layer. A hub id: the same from the ModelScope or Hugging Face
 cache when it is there. Otherwise the size written in the name ("Qwen2.5-7B-Instruct": about 7B), with a
-warning. `--model-params` overrides the count.
+warning. `--model-params` overrides the count. A size config.json sets to something that is no size (text, a
+fraction, a negative) is read as absent, and named in a warning.
 """
 
 from __future__ import annotations

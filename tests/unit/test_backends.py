@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends import BACKENDS
+from launcher.backends import BACKENDS, Backend
 from launcher.backends.hf_trainer import HF_TRAINER
 from launcher.backends.llamafactory import LLAMAFACTORY
 from launcher.backends.swift import SWIFT
@@ -22,6 +22,7 @@ from launcher.model import FailureKind, Plan, Source, Sourced, Topology
 from launcher.plan.degrade import Settings, Step, next_step
 from launcher.plan.settings import Resume, attempt_args, initial_settings
 from launcher.plan.swift_args import unknown_flag_warning
+from launcher.prepare import check_trainer_installed
 
 TEMPLATES = load_templates()
 
@@ -435,6 +436,44 @@ def test_llamafactory_on_only_incomplete_checkpoints_is_refused_before_anything_
     assert fix.startswith("safe-sft: fix: move the incomplete checkpoint dirs away, or set overwrite_output_dir=true")
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10"]  # nothing started, nothing written
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("backend", "raises"),
+    [(replace(LLAMAFACTORY, trainer=("no_such_trainer_package", "no-such-trainer")), True),
+     (replace(SWIFT, trainer=("json", "python")), False), (HF_TRAINER, False)],
+    ids=["missing", "found", "the-users-script"],
+)  # fmt: skip
+def test_the_run_path_finds_the_trainers_package_first(backend: Backend, raises: bool) -> None:
+    """Every rank imports it: without it each stops on its first import, after torchrun started them all."""
+    if not raises:
+        check_trainer_installed(backend)
+        return
+    with pytest.raises(SafeSftError) as err:
+        check_trainer_installed(backend)
+    assert err.value.message == (
+        f"safe-sft llamafactory train: no no_such_trainer_package package for {sys.executable}, the Python every "
+        "rank runs"
+    )
+    assert (
+        err.value.hint
+        == "run safe-sft from the environment that has no-such-trainer installed (pip install safe-sft there)"
+    )
+
+
+def test_llamafactory_from_an_environment_without_it_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """This tier's .venv has ms-swift and no LLaMA-Factory (scripts/setup.sh; it has its own environment)."""
+    out = tmp_path / "out"
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model_name_or_path: m\noutput_dir: {out}\nuse_cpu: true\n")
+    result = _run_cli("llamafactory", "train", "--nproc", "1", "--model-params", "1e6", str(config))
+    assert result.returncode == 2, result.stderr
+    error = [line for line in result.stderr.splitlines() if line.startswith("safe-sft: error: ")][-1]
+    assert error == (
+        f"safe-sft: error: safe-sft llamafactory train: no llamafactory package for {sys.executable}, the Python "
+        "every rank runs"
+    )
+    assert not out.exists()  # nothing started, nothing written
 
 
 def test_llamafactory_names_a_bad_whole_number_in_its_own_spelling(tmp_path: Path) -> None:
