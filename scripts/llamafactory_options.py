@@ -9,9 +9,10 @@ LLaMA-Factory reads its YAML config and `key=value` overrides with OmegaConf, th
 dataclasses as they are (parse_dict converts nothing): a key no dataclass has stops every rank ("Some keys are
 not used by the HfArgumentParser"), and a value of the wrong type (text where a whole number belongs, a
 misspelt stage) reaches the trainer as given. safe-sft checks both before anything starts, from this list,
-without importing LLaMA-Factory. One line per argument: its name, its kind (int, float, bool, text, choice
-followed by the values allowed, any: not checked). tests/stack/test_llamafactory_options_real.py holds the
-file to the installed LLaMA-Factory.
+without importing LLaMA-Factory. Its TrainingArguments extend transformers', so the file names both versions.
+One line per argument: its name, its kind (int, float, bool, text, choice followed by the values allowed,
+any: not checked). tests/stack/test_llamafactory_options_real.py holds the file to the installed
+LLaMA-Factory.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def installed_options() -> dict[str, tuple[str, ...]]:
 
 def render(options: dict[str, tuple[str, ...]]) -> str:
     import llamafactory
+    import transformers
 
-    trainer = f"llamafactory-cli train's arguments (LLaMA-Factory {llamafactory.__version__})"
+    versions = f"LLaMA-Factory {llamafactory.__version__}, transformers {transformers.__version__}"
+    trainer = f"llamafactory-cli train's arguments ({versions})"
     return option_table.render(trainer, "llamafactory_options.py", options)
 
 

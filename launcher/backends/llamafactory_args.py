@@ -11,9 +11,10 @@ a quoted "8" stays text where a whole number belongs, a quoted "false" is text t
 and a misspelt `stage` goes through. The values here are as OmegaConf reads them (launcher.swift_config).
 
 The names and kinds come from llamafactory_options.txt (scripts/llamafactory_options.py, run in LLaMA-Factory's
-environment); they hold for the version the file names, so the check runs only where that version is the
-one installed (read from the package metadata, LLaMA-Factory not imported), and not for a plan made where
-it is not installed.
+environment). They hold for the LLaMA-Factory and the transformers (whose TrainingArguments it extends) the
+file names, so the check runs only where both are the installed versions (read from package metadata,
+nothing imported), not for a plan made where they are not installed, and not under USE_MCA=1, where
+LLaMA-Factory parses Megatron's arguments instead.
 """
 
 from __future__ import annotations
@@ -28,40 +29,45 @@ from launcher.errors import SafeSftError
 
 OPTIONS_FILE = Path(__file__).with_name("llamafactory_options.txt")
 EXTRA_KEYS_VARIABLE = "ALLOW_EXTRA_ARGS"  # LLaMA-Factory then leaves a key no dataclass has alone
-_VERSION = re.compile(r"\(LLaMA-Factory (\S+)\)")
+MEGATRON_VARIABLE = "USE_MCA"  # LLaMA-Factory then parses mcore_adapter's TrainingArguments
+_VERSIONS = re.compile(r"\(LLaMA-Factory (\S+), transformers (\S+)\)")
 
 
 @cache
-def _table() -> tuple[str, dict[str, tuple[str, ...]]]:
-    """The version the file was written from, and each argument's kind (and choices)."""
+def _table() -> tuple[tuple[str, str], dict[str, tuple[str, ...]]]:
+    """The LLaMA-Factory and transformers versions the file was written from, and each argument's kind."""
     lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
-    found = _VERSION.search(lines[0])
-    version = found.group(1) if found else ""
-    return version, {name: tuple(kind) for name, *kind in (line.split() for line in lines[1:] if line)}
+    found = _VERSIONS.search(lines[0])
+    versions = (found.group(1), found.group(2)) if found else ("", "")
+    return versions, {name: tuple(kind) for name, *kind in (line.split() for line in lines[1:] if line)}
 
 
-def table_version() -> str:
+def table_versions() -> tuple[str, str]:
     return _table()[0]
 
 
-def installed_version() -> str | None:
+def installed_versions() -> tuple[str | None, str | None]:
+    """The installed LLaMA-Factory's and transformers' versions (None: not installed)."""
     from importlib import metadata  # what the host probe imports anyway: not on every import of the backends
 
-    try:
-        return metadata.version("llamafactory")
-    except metadata.PackageNotFoundError:
-        return None
+    def version(distribution: str) -> str | None:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return version("llamafactory"), version("transformers")
 
 
-def extra_keys_allowed(env: Mapping[str, str]) -> bool:
-    """LLaMA-Factory's own reading of the variable (extras/misc.py is_env_enabled)."""
-    return env.get(EXTRA_KEYS_VARIABLE, "0").lower() in ("true", "y", "1")
+def env_enabled(env: Mapping[str, str], variable: str) -> bool:
+    """LLaMA-Factory's own reading of its switches (extras/misc.py is_env_enabled)."""
+    return env.get(variable, "0").lower() in ("true", "y", "1")
 
 
 def check_llamafactory_config_file(path: Path) -> None:
     """LLaMA-Factory 0.9.5's read_args hands json.load a path, not a file: every rank stops on a JSON config
     (AttributeError: 'PosixPath' object has no attribute 'read'); its YAML reading works."""
-    if path.suffix == ".json" and table_version() == "0.9.5" and installed_version() == "0.9.5":
+    if path.suffix == ".json" and installed_versions()[0] == "0.9.5":
         raise SafeSftError(
             f"{path}: LLaMA-Factory 0.9.5 cannot read a JSON config (its read_args hands json.load a path, and "
             "every rank stops on it)",
@@ -71,11 +77,11 @@ def check_llamafactory_config_file(path: Path) -> None:
 
 def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, str]) -> None:
     """Refuse the first key or value LLaMA-Factory cannot use; `where` names each key's source (the config
-    file, or `key=value`). Nothing is checked unless the installed LLaMA-Factory is the table's version."""
-    if installed_version() != table_version():
+    file, or `key=value`). Nothing is checked unless the installed versions are the table's, or under USE_MCA."""
+    if installed_versions() != table_versions() or env_enabled(os.environ, MEGATRON_VARIABLE):
         return
     kinds = _table()[1]
-    allow_extra = extra_keys_allowed(os.environ)
+    allow_extra = env_enabled(os.environ, EXTRA_KEYS_VARIABLE)
     for key, value in values.items():
         kind = kinds.get(key)
         if kind is None:
@@ -93,7 +99,7 @@ def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> Safe
     near = difflib.get_close_matches(key, kinds, n=1, cutoff=0.75)
     fix = f"did you mean {near[0]}? " if near else ""
     return SafeSftError(
-        f"{where}: LLaMA-Factory {table_version()} has no argument {key} (its parser stops every rank on it)",
+        f"{where}: LLaMA-Factory {table_versions()[0]} has no argument {key} (its parser stops every rank on it)",
         f"{fix}see `llamafactory-cli train -h`; {EXTRA_KEYS_VARIABLE}=1 makes LLaMA-Factory leave unknown keys alone",
     )
 

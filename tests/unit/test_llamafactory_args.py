@@ -30,9 +30,11 @@ save_strategy: "no"
 
 @pytest.fixture(autouse=True)
 def installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The table's LLaMA-Factory is the installed one (this environment has none), and no ALLOW_EXTRA_ARGS."""
-    monkeypatch.setattr(llamafactory_args, "installed_version", llamafactory_args.table_version)
+    """The table's LLaMA-Factory and transformers are the installed ones (this environment has no
+    LLaMA-Factory), and neither ALLOW_EXTRA_ARGS nor USE_MCA is set."""
+    monkeypatch.setattr(llamafactory_args, "installed_versions", llamafactory_args.table_versions)
     monkeypatch.delenv("ALLOW_EXTRA_ARGS", raising=False)
+    monkeypatch.delenv("USE_MCA", raising=False)
 
 
 def _read(tmp_path: Path, text: str, *overrides: str) -> None:
@@ -142,18 +144,31 @@ def test_allow_extra_args_leaves_an_unknown_key_to_llamafactory(
         _read(tmp_path, CONFIG + "my_own_key: 1\n", "cutoff_len=long")
 
 
-@pytest.mark.parametrize("installed", [None, "0.9.4", "0.9.6.dev0"])
-def test_another_llamafactory_version_is_not_checked_against_this_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: str | None
+@pytest.mark.parametrize(
+    "installed",
+    [(None, None), ("0.9.4", "5.6.0"), ("0.9.6.dev0", "5.6.0"), ("0.9.5", "4.57.1")],
+    ids=["none", "older", "newer", "other-transformers"],
+)
+def test_other_versions_are_not_checked_against_this_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: tuple[str | None, str | None]
 ) -> None:
-    """Its arguments may differ: a key this table lacks is left to it, as is a plan made without it."""
-    monkeypatch.setattr(llamafactory_args, "installed_version", lambda: installed)
-    _read(tmp_path, CONFIG + "a_newer_argument: 1\n", "cutoff_len=long")
+    """Their arguments may differ (transformers 4.57's TrainingArguments still has
+    fsdp_transformer_layer_cls_to_wrap, which LLaMA-Factory's own fp8 example sets): a key this table lacks
+    is left to them, as is a plan made where they are not installed."""
+    monkeypatch.setattr(llamafactory_args, "installed_versions", lambda: installed)
+    _read(tmp_path, CONFIG + "fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n", "cutoff_len=long")
+
+
+def test_under_use_mca_llamafactory_parses_megatrons_arguments_and_they_are_left_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("USE_MCA", "1")
+    _read(tmp_path, CONFIG + "tensor_model_parallel_size: 2\n")
 
 
 def test_the_table_covers_llamafactorys_train_arguments() -> None:
     kinds = llamafactory_args._table()[1]
-    assert llamafactory_args.table_version() == "0.9.5"
+    assert llamafactory_args.table_versions() == ("0.9.5", "5.6.0")
     assert kinds["cutoff_len"] == ("int",) and kinds["learning_rate"] == ("float",)
     assert kinds["stage"] == ("choice", "pt", "sft", "rm", "ppo", "dpo", "kto")
     assert kinds["deepspeed"] == ("any",) and kinds["template"] == ("text",)
