@@ -1,14 +1,14 @@
 """LLaMA-Factory's train arguments as its parser takes them, and the check of a run's values against them.
 
 Contract: `check_llamafactory_config_file(path)` refuses a JSON config where the installed LLaMA-Factory
-cannot read one (0.9.5); `check_llamafactory_values(values, where)` raises SafeSftError, before anything starts, on what
-`llamafactory-cli train` would stop on or hand its trainer unusable, in every rank after torchrun started
-them: a key none of its five train dataclasses has (its HfArgumentParser stops every rank on it, unless
-ALLOW_EXTRA_ARGS is on), and a value its field cannot hold (text or a list for a number, text for a bool, a
-value outside a choice's list). LLaMA-Factory reads the config and the
-`key=value` overrides with OmegaConf and passes the values on as they are (parse_dict converts nothing), so
-a quoted "8" stays text where a whole number belongs, a quoted "false" is text that Python takes as true,
-and a misspelt `stage` goes through. The values here are as OmegaConf reads them (launcher.swift_config).
+cannot read one (0.9.5). `check_llamafactory_values(values, where)` raises SafeSftError, before anything
+starts, on what `llamafactory-cli train` would stop on or hand its trainer unusable, in every rank after
+torchrun started them: a key none of its five train dataclasses has (its HfArgumentParser stops every rank
+on it, unless ALLOW_EXTRA_ARGS is on), and a value its field cannot hold (text or a list for a number, text
+for a bool, a value outside a choice's list). LLaMA-Factory reads the config and the `key=value` overrides
+with OmegaConf and passes the values on as they are (parse_dict converts nothing), so a quoted "8" stays
+text where a whole number belongs, a quoted "false" is text that Python takes as true, and a misspelt
+`stage` goes through. The values here are as OmegaConf reads them (launcher.swift_config).
 
 The names and kinds come from llamafactory_options.txt (scripts/llamafactory_options.py, run in LLaMA-Factory's
 environment). They hold for the LLaMA-Factory and the transformers (whose TrainingArguments it extends) the

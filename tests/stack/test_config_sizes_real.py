@@ -8,15 +8,18 @@ head_dim, GraniteMoE's shared_intermediate_size) is allowed its 0.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from launcher.probe.model_size import _text_config, unusable_sizes
 
 
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A default config may name a hub checkpoint: never fetch it, and leave other tests' environment alone."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 def _decoder_default_configs() -> dict[str, dict[str, object]]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a default config may name a hub checkpoint: never fetch it
     from transformers import CONFIG_MAPPING
     from transformers.models.auto import modeling_auto
 
