@@ -67,10 +67,11 @@ def read(argv: list[str]) -> BackendArgs:
         raise SafeSftError(f"LLaMA-Factory config {config} does not exist", USAGE)
     check_llamafactory_config_file(path)
     loaded = load_swift_config([config], omegaconf=True) or {}
-    merged: dict[str, object] = {str(key): raw for key, raw in loaded.items()}  # what LLaMA-Factory parses
-    where = dict.fromkeys(merged, config)
+    merged: dict[str, object] = {}  # what LLaMA-Factory parses: the config's keys, then the overrides'
+    where: dict[str, str] = {}  # where each came from
     values: dict[str, str] = {}
     for key, raw in loaded.items():
+        merged[str(key)], where[str(key)] = raw, config
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
         text = _text(raw)
         values[name] = negate(text) if negated else text

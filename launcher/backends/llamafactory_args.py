@@ -107,16 +107,16 @@ def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> Safe
 # What a number field cannot hold. A number of the other kind is left alone (lora_alpha: 16.0 works in peft);
 # the plan's own whole-number fields (cutoff_len, the batch) are checked as whole numbers elsewhere (SwiftArgs).
 NOT_A_NUMBER = (bool, str, list, dict)
+NUMBER_KINDS = {"int": ("a whole number", "8"), "float": ("a number", "1.0e-4")}  # what it is, an example
 
 
 def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
     """Why a field of this kind cannot hold the value, and the fix (`{key}` for the key), or None."""
     if value is None or kind[0] in ("text", "any"):
         return None
-    if kind[0] == "int" and isinstance(value, NOT_A_NUMBER):
-        return "is not a whole number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 8, unquoted"
-    if kind[0] == "float" and isinstance(value, NOT_A_NUMBER):
-        return "is not a number: LLaMA-Factory hands it to the trainer as it is", "write {key}: 1.0e-4, unquoted"
+    if kind[0] in NUMBER_KINDS and isinstance(value, NOT_A_NUMBER):
+        what, example = NUMBER_KINDS[kind[0]]
+        return f"is not {what}: LLaMA-Factory hands it to the trainer as it is", f"write {{key}}: {example}, unquoted"
     if kind[0] == "bool" and isinstance(value, str | list | dict):
         why = 'is not true or false: LLaMA-Factory hands it on as it is (text, even "false", reads as true)'
         return why, "write {key}: true or {key}: false, unquoted"

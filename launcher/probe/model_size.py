@@ -198,19 +198,30 @@ def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
     }
 
 
+# The keys each size goes by in config.json, first found first read (_int).
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+INTERMEDIATE_KEYS = ("intermediate_size", "ffn_dim", "n_inner")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
+KV_HEAD_KEYS = ("num_key_value_heads", "multi_query_group_num", "num_kv_heads")
+HEAD_DIM_KEYS = ("head_dim", "kv_channels")
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "expert_ffn_hidden_size")
+SHARED_WIDTH_KEYS = ("shared_expert_intermediate_size", "shared_intermediate_size")
+SHARED_EXPERT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k")
+
 # The decoder's size keys this module reads (each a positive whole number), and those where 0 means none (no
 # shared experts, a dense layer, head_dim left to hidden / heads, as transformers' own GLM-5 default has it).
-# A list is left alone: some families give a width per layer.
+# A list is left alone: some families give a width per layer. top_k is never flagged: older configs also
+# keep generation's top_k there, a sampling setting, not a size.
 SIZE_KEYS = (
-    "hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers", "intermediate_size",
-    "ffn_dim", "n_inner", "vocab_size", "num_attention_heads", "n_head", "num_heads", "num_key_value_heads",
-    "multi_query_group_num", "num_kv_heads", "moe_intermediate_size", "expert_intermediate_size",
-    "expert_ffn_hidden_size", *MAX_LENGTH_KEYS,
+    *HIDDEN_KEYS, *LAYER_KEYS, *INTERMEDIATE_KEYS, "vocab_size", *HEAD_KEYS, *KV_HEAD_KEYS, *EXPERT_WIDTH_KEYS,
+    *MAX_LENGTH_KEYS,
 )  # fmt: skip
 ZERO_MEANS_NONE_KEYS = (
-    "head_dim", "kv_channels", "shared_expert_intermediate_size", "shared_intermediate_size", "num_experts",
-    "num_local_experts", "n_routed_experts", "moe_num_experts", "n_shared_experts", "num_shared_experts",
-    "moe_num_shared_experts", "num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k",
+    *HEAD_DIM_KEYS, *SHARED_WIDTH_KEYS, *EXPERT_KEYS, *SHARED_EXPERT_KEYS,
+    *(key for key in EXPERTS_PER_TOKEN_KEYS if key != "top_k"),
 )  # fmt: skip
 
 
@@ -233,7 +244,7 @@ def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
     shared experts' width. Mixtral's layout (Mixtral, PhiMoE, gpt-oss, OLMoE, GraniteMoE) has no
     moe_intermediate_size: its intermediate_size is one expert's. DeepSeek's and GLM-4.5's shared experts
     are n_shared_experts experts wide; Qwen2-MoE and Qwen3-Next state the width. One expert is a dense MLP."""
-    experts = _int(text, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    experts = _int(text, *EXPERT_KEYS)
     if experts is None or experts < 2:
         return {
             "num_experts": None,
@@ -241,15 +252,15 @@ def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
             "moe_intermediate_size": None,
             "shared_expert_intermediate_size": None,
         }
-    width = _int(text, "moe_intermediate_size", "expert_intermediate_size", "expert_ffn_hidden_size")
+    width = _int(text, *EXPERT_WIDTH_KEYS)
     width = width or _int(text, "intermediate_size", "ffn_dim")
-    shared = _int(text, "shared_expert_intermediate_size", "shared_intermediate_size")
-    shared_experts = _int(text, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+    shared = _int(text, *SHARED_WIDTH_KEYS)
+    shared_experts = _int(text, *SHARED_EXPERT_KEYS)
     if shared is None and shared_experts and width:
         shared = shared_experts * width
     return {
         "num_experts": experts,
-        "experts_per_token": _int(text, "num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k"),
+        "experts_per_token": _int(text, *EXPERTS_PER_TOKEN_KEYS),
         "moe_intermediate_size": width,
         "shared_expert_intermediate_size": shared,
     }
@@ -260,10 +271,10 @@ def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     text = _text_config(config)
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     return {
-        "num_attention_heads": _int(text, "num_attention_heads", "n_head", "num_heads"),
-        "num_key_value_heads": _int(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads"),
+        "num_attention_heads": _int(text, *HEAD_KEYS),
+        "num_key_value_heads": _int(text, *KV_HEAD_KEYS),
         **_moe_fields(text),
-        "head_dim": _int(text, "head_dim", "kv_channels"),
+        "head_dim": _int(text, *HEAD_DIM_KEYS),
         "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
@@ -289,9 +300,9 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             f"{config_path}: {', '.join(bad)} {verb}: the memory estimate does without, and swift builds the "
             "model from this file (if it was edited, restore the model's own config.json)"
         )
-    hidden = _int(text, "hidden_size", "n_embd", "d_model")
-    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
-    intermediate = _int(text, "intermediate_size", "ffn_dim", "n_inner")
+    hidden = _int(text, *HIDDEN_KEYS)
+    layers = _int(text, *LAYER_KEYS)
+    intermediate = _int(text, *INTERMEDIATE_KEYS)
     vocab = _int(text, "vocab_size")
     multimodal = any(k in config for k in ("vision_config", "vit_config", "visual", "vision_tower", "audio_config"))
     model_type = _str(config, "model_type")
