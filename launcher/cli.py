@@ -274,6 +274,14 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     help="Let the OOM ladder halve max_length (long samples are then truncated).",
 )
 @click.option(
+    "--download-wait",
+    type=click.FloatRange(0, 3600),
+    default=30.0,
+    show_default=True,
+    envvar="SAFE_SFT_DOWNLOAD_WAIT",
+    help="Seconds before retrying a failed download; the next retry waits four times as long.",
+)
+@click.option(
     "--resume-latest",
     is_flag=True,
     envvar="SAFE_SFT_RESUME_LATEST",
@@ -320,6 +328,7 @@ def run_command(
     max_attempts: int,
     grace_period: float,
     allow_shorter_max_length: bool,
+    download_wait: float,
     memory_sample_interval: float,
     resume_latest: bool,
     coord_port: int | None,
@@ -392,6 +401,7 @@ def run_command(
                 kwargs["startup_timeout"],
                 memory_sample_interval,
                 resume_latest,
+                download_wait,
             ),
             output_dir,
             coord_port,

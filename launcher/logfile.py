@@ -39,6 +39,7 @@ KEYWORDS = (
     "exit status", "return code", "out of memory", "Out of memory", "oom", "OOM", "Killed", "killed",
     "Segmentation", "Aborted", "terminate called", "NCCL", "Timeout", "timed out", "CANCELLED", "FAILED",
     "failed", "No space left", "Bus error", "KeyboardInterrupt", "memlock", "Cannot allocate", "Saving model",
+    "Max retries", "gated repo", "socket.timeout",
 )  # fmt: skip
 
 

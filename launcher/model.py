@@ -388,6 +388,7 @@ class FailureKind(str, Enum):
     MEMLOCK = "memlock"
     SHM = "shm"
     DISK_FULL = "disk_full"
+    DOWNLOAD = "download"  # a web request (the model or dataset hub) failed: network, proxy, server
     COMM_TIMEOUT = "comm_timeout"
     COMM_ERROR = "comm_error"
     HANG = "hang"

@@ -24,6 +24,9 @@ settings predicted to fit, several knobs at once); these rungs are its fallback.
   workers 0.
 - comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
 - killed, unknown: the same settings once more.
+- download (the hub or another web host could not be reached): the same settings after a wait
+  (`wait_before_retry`: the first wait, then four times it), DOWNLOAD_RETRIES times in a run; then stop with
+  what to do where the network does not come back.
 - user_error, cuda_error, crash, interrupted: stop.
 - disk_full: stop (the same settings would fill the same disk again; the supervisor names the dir and its
   free space).
@@ -51,6 +54,14 @@ def vision_budget_of(s: Settings) -> VisionBudget | None:
 
 
 MIN_MAX_LENGTH = 256
+DOWNLOAD_RETRIES = 2
+DOWNLOAD_FIX = (
+    "check the network and proxy (HTTPS_PROXY) from this node, or use another endpoint (HF_ENDPOINT for a "
+    "mirror, USE_HF=1 or 0 for the other hub); on nodes without internet, download the model and datasets "
+    "once where there is, then pass their local paths"
+)
+# What chooses where a download goes: the hub, its address, the proxy (a hub client's log rarely names them)
+DOWNLOAD_ENV = ("USE_HF", "HF_ENDPOINT", "MODELSCOPE_DOMAIN", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 GIVE_UP_KINDS = frozenset(
     {FailureKind.USER_ERROR, FailureKind.CUDA_ERROR, FailureKind.CRASH, FailureKind.INTERRUPTED, FailureKind.DISK_FULL}
 )
@@ -307,6 +318,11 @@ def next_step(
         if kind not in history:
             return _same_again(settings)
         return GiveUp(f"{kind.value} twice in a row")
+    if kind is FailureKind.DOWNLOAD:
+        failed = history.count(kind) + 1
+        if failed <= DOWNLOAD_RETRIES:
+            return Step(settings, "no change", "retry after a wait: the host may answer again")
+        return GiveUp(f"a download failed in {failed} attempts: {DOWNLOAD_FIX}")
 
     if rebalance is not None and settings.device_map and kind in REBALANCE_KINDS:
         moved = rebalance(settings)
@@ -326,6 +342,14 @@ def next_step(
         if step is not None:
             return step
     return GiveUp(f"every rung for {kind.value} has been tried")
+
+
+def wait_before_retry(kind: FailureKind, history: Sequence[FailureKind], first_wait: float) -> float:
+    """Seconds to wait before retrying after a failure of `kind`: a failed download waits `first_wait`, then
+    four times as long (the host or the network may need minutes to come back); nothing else waits."""
+    if kind is not FailureKind.DOWNLOAD:
+        return 0.0
+    return first_wait * 4.0 ** history.count(kind)
 
 
 def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...]:
@@ -351,6 +375,9 @@ def describe_ladder(kind: FailureKind) -> list[str]:
         return ["the same settings once more", "NCCL_P2P_DISABLE=1", "then give up"]
     if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
         return ["the same settings once more", "then give up"]
+    if kind is FailureKind.DOWNLOAD:
+        waits = ["after a wait (--download-wait)", "after four times that wait"][:DOWNLOAD_RETRIES]
+        return [f"the same settings {wait}" for wait in waits] + [f"then give up: {DOWNLOAD_FIX}"]
     rungs = [str(rung.__doc__) for rung in _rungs(kind, True)]
     if kind in REBALANCE_KINDS:
         rungs.append(

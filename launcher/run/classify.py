@@ -81,9 +81,51 @@ _HOST_ALLOC = re.compile(
     r"Cannot allocate memory|not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
     r"running low on memory|killed due to memory pressure"
 )
+# A web request that failed for the network's or the server's reason (a 4xx other than 429 is the user's:
+# a wrong id, a gated repo). Either a failure only HTTP clients raise, or a network failure on a line that
+# names a web request (a URL, a connection pool, a hub's or an HTTP client's exception), so that a rank's
+# `Connection reset by peer` or an unresolvable MASTER_ADDR stays a communication failure.
+_HTTP_ONLY_FAILURE = (
+    r"We couldn't connect to '?https?://|Couldn't reach |ChunkedEncodingError|IncompleteRead|Connection broken:|"
+    r"Consistency check failed: file should be of size|urlopen error|"
+    r"httpx\.(?:ConnectError|ConnectTimeout|ReadTimeout|ReadError|WriteError|RemoteProtocolError|ProxyError|PoolTimeout)|"
+    r"httpcore\.\w+(?:Error|Timeout)|ClientConnectorError|ServerDisconnectedError|ClientPayloadError|"
+    r"Cannot connect to host|(?<!Dist)NetworkError: \[E\d+\] Connection|too many \d+ error responses"
+)
+_WEB_REQUEST = (
+    r"https?://|HTTPS?Connection|\bhost='|huggingface\.co|hf-mirror|modelscope|\b[Hh]ub\b|LocalEntryNotFoundError|"
+    r"HfHubHTTPError|requests\.exceptions|urllib3\.exceptions|httpx\.|httpcore\.|aiohttp\.|fsspec"
+)
+_NETWORK_FAILURE = (
+    r"ConnectionError|ConnectError|ConnectTimeout|ReadTimeout|[Tt]imed? ?out|MaxRetryError|Max retries exceeded|"
+    r"NewConnectionError|Failed to establish a new connection|ProxyError|SSLError|SSL: |SSLEOFError|"
+    r"EOF occurred in violation|Connection (?:refused|reset|aborted)|RemoteDisconnected|Name or service not known|"
+    r"Temporary failure in name resolution|nodename nor servname|getaddrinfo failed|No route to host|"
+    r"Network is unreachable|\b5\d\d Server Error|\b429 Client Error|Too Many Requests|Service Unavailable|"
+    r"Bad Gateway|Gateway Time-?out|check your (?:internet )?connection|[Ii]nternet connection"
+)
+_DOWNLOAD = re.compile(rf"{_HTTP_ONLY_FAILURE}|^(?=.*(?:{_WEB_REQUEST})).*(?:{_NETWORK_FAILURE})")
+# What HTTP clients print outside an exception's line (a pasted message, a wrapped traceback); their retry
+# warnings are not failures.
+_DOWNLOAD_PHRASE = (
+    r"Max retries exceeded with url|Failed to establish a new connection|\b5\d\d Server Error: .* for (?i:url)|"
+    r"429 Client Error: Too Many Requests|Read timed out\. \(read timeout|Connection broken: |"
+    r"Consistency check failed: file should be of size|We couldn't connect to '?https?://|Couldn't reach "
+)
+_RETRY_NOTICE = r"thrown while requesting|Retrying|\[Retry \d|[Rr]etry(?:ing)? in \d|will retry"
+# A socket's own error (a refused connection, a timeout, a failed name lookup) raised inside an HTTP client
+_SOCKET_FAILURE = (
+    r"gaierror|Connection(?:Refused|Reset|Aborted)Error|\bTimeoutError|socket\.timeout|"
+    r"OSError: \[Errno (?:101|104|110|111|113)\]"
+)
+_HTTP_CLIENT_FRAME = re.compile(
+    r"[/\\](?:urllib3|requests|httpx|httpcore|aiohttp|huggingface_hub|modelscope_hub)[/\\]|"
+    r"[/\\]modelscope[/\\]hub[/\\]|[/\\]http[/\\]client\.py|[/\\]urllib[/\\]request\.py"
+)
+
 _EXCEPTION_LINE = re.compile(
     r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:|"
-    r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: "
+    r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: |^\s*socket\.(?:gaierror|herror|timeout)\b:"
 )
 
 
@@ -94,6 +136,7 @@ class _Pattern:
     exception_only: bool = False  # counts only on an exception's message line, not on log or warning lines
     exclude: re.Pattern[str] | None = None  # lines that look like this kind but are another's
     warning_ok: re.Pattern[str] | None = None  # a warning line counts where it also matches this
+    raised_in: re.Pattern[str] | None = None  # counts only where a frame of the line's traceback matches this
 
 
 def _p(kind: FailureKind, pattern: str, exception_only: bool = False, exclude: str | None = None) -> _Pattern:
@@ -122,11 +165,21 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|"
         r"PytorchStreamWriter failed writing file|file write failed|ENOSPC|unexpected pos \d+ vs \d+",
     ),
+    # Offline mode with the files not cached: a setting to change, though the hub's message reads like a
+    # lost connection (transformers wraps it in "We couldn't connect to 'https://huggingface.co'").
+    _p(
+        FailureKind.USER_ERROR,
+        r"outgoing traffic has been disabled|Offline mode is enabled|OfflineModeIsEnabled",
+        exception_only=True,
+    ),
+    _Pattern(FailureKind.DOWNLOAD, _DOWNLOAD, exception_only=True),
+    _p(FailureKind.DOWNLOAD, _DOWNLOAD_PHRASE, exclude=_RETRY_NOTICE),
+    _Pattern(FailureKind.DOWNLOAD, re.compile(_SOCKET_FAILURE), exception_only=True, raised_in=_HTTP_CLIENT_FRAME),
     _p(
         FailureKind.USER_ERROR,
         r"remaining_argv|error: argument|unrecognized arguments|error: the following arguments are required|"
         r"FileNotFoundError|No such file or directory|DatasetNotFoundError|DatasetGenerationError|"
-        r"RepositoryNotFoundError|GatedRepoError|EntryNotFoundError|LocalEntryNotFoundError|"
+        r"RepositoryNotFoundError|GatedRepoError|access a gated repo|EntryNotFoundError|LocalEntryNotFoundError|"
         r"RevisionNotFoundError|HFValidationError|Repo id must|is not a valid model identifier|"
         r"is not a local folder|does not appear to have (?:a )?file|does not appear to have any of|"
         r"Can't load (?:tokenizer|the configuration|config)|Unrecognized (?:model|configuration class)|"
@@ -159,7 +212,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Unable to allocate resources|Unable to create step|Invalid generic resource|Invalid (?:gres|qos)|"
         r"validation errors? for|ValidationError|MisconfigurationException|ConfigurationError|You requested gpu|"
         r"The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
-        r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error",
+        r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error|Cannot access gated repo",
     ),
     _p(
         FailureKind.CUDA_ERROR,
@@ -212,7 +265,7 @@ _ERROR_LINE = re.compile(
     r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
-    r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat"
+    r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo"
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
@@ -318,6 +371,20 @@ def _traceback_after(lines: Sequence[str], at: int, rank: int | None) -> list[st
     return frames
 
 
+def _frames_above(lines: Sequence[str], at: int) -> list[str]:
+    """The frames of the traceback whose exception is line `at` (back to its `Traceback` line)."""
+    rank = _rank_of(lines[at])
+    frames: list[str] = []
+    for line in lines[max(0, at - 200) : at][::-1]:
+        if rank is not None and _rank_of(line) not in (rank, None):
+            continue
+        if "Traceback (most recent call last)" in line:
+            break
+        if _FRAME_LINE.match(_clean(line)):
+            frames.append(line)
+    return frames
+
+
 def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
     """The line that proves a pattern, preferring an exception's message over a source line raising it."""
     hits = []
@@ -334,6 +401,8 @@ def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
             continue
         warning = _WARNING_LINE.search(text) and not is_exception
         if warning and (pattern.warning_ok is None or not pattern.warning_ok.search(text)):
+            continue
+        if pattern.raised_in is not None and not any(pattern.raised_in.search(f) for f in _frames_above(lines, index)):
             continue
         hits.append((index, is_exception))
     if not hits:
@@ -477,6 +546,7 @@ _SUMMARIES = {
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",
     FailureKind.DISK_FULL: "the disk is full",
+    FailureKind.DOWNLOAD: "a download failed: the hub or another web host could not be reached",
     FailureKind.COMM_TIMEOUT: "a collective operation timed out",
     FailureKind.COMM_ERROR: "communication between ranks failed",
     FailureKind.CUDA_ERROR: "a CUDA error other than out of memory",

@@ -23,6 +23,7 @@ class RunConfig:
     startup_timeout: float = 3600.0  # 0: no limit before the first step
     sample_interval: float = 5.0  # GPU/host memory sampling; 0 turns it off
     resume_latest: bool = False  # the first attempt too resumes from the newest complete checkpoint
+    download_wait: float = 30.0  # seconds before the first retry of a failed download (launcher.plan.degrade)
 
 
 @dataclass

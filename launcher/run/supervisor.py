@@ -18,9 +18,19 @@ from typing import Any, BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
 from launcher.errors import SafeSftError
+from launcher.masking import mask_value
 from launcher.model import FailureKind, Strategy
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
-from launcher.plan.degrade import MAX_REBALANCES, GiveUp, Rung, Settings, Step, next_step
+from launcher.plan.degrade import (
+    DOWNLOAD_ENV,
+    MAX_REBALANCES,
+    GiveUp,
+    Rung,
+    Settings,
+    Step,
+    next_step,
+    wait_before_retry,
+)
 from launcher.plan.device_map import place, rebalance
 from launcher.plan.ds_config import zero_settings
 from launcher.plan.estimate import corrected, estimate, measured_correction
@@ -39,7 +49,7 @@ from launcher.run.child import TrainingProcess
 from launcher.run.coord import Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
 from launcher.run.oom_figures import oom_figures
-from launcher.run.poll import WaitInterrupted
+from launcher.run.poll import WaitInterrupted, wait_until
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume, weights_only_reason
 from launcher.units import fmt_bytes
@@ -73,6 +83,8 @@ class Supervisor:
         self.base_env = dict(base_env)
         self.run_dir = run_dir
         self.on_attempt = on_attempt or (lambda _: None)
+        self.clock = clock
+        self.sleep = sleep
         out = stdout or sys.stdout.buffer
         err = stderr or sys.stderr.buffer
         spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
@@ -177,6 +189,8 @@ class Supervisor:
                 if isinstance(agreed, RunResult):
                     return agreed
                 settings, change, decided_resume, kind, predicted = agreed
+                if not self._wait_before_retry(kind, history, number):
+                    return self._interrupted(attempts)
                 history.append(kind)
                 continue
             failure = record.failure
@@ -200,10 +214,30 @@ class Supervisor:
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
                     reason += f" ({self.output_dir} has {fmt_bytes(disk_free(self.output_dir))} free)"
+                if failure.kind is FailureKind.DOWNLOAD:
+                    reason += f" ({_download_env({**self.prepared.swift.config_env, **self.base_env})})"
                 return RunResult("failed", attempts, 1, reason)
+            if not self._wait_before_retry(failure.kind, history, number):
+                return self._interrupted(attempts)
             history.append(failure.kind)
             settings, change, predicted = step.settings, (step.change, step.reason), step.predicted_need_bytes
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
+
+    def _wait_before_retry(self, kind: FailureKind, history: list[FailureKind], number: int) -> bool:
+        """Wait as the ladder says before attempt `number` + 1 (a failed download); False: a signal ended it."""
+        seconds = wait_before_retry(kind, history, self.config.download_wait)
+        if seconds <= 0:
+            return True
+        sys.stderr.write(f"safe-sft: waiting {seconds:g} s before attempt {number + 1}: {kind.value} failed\n")
+        try:
+            wait_until(
+                lambda: False, seconds, sleep=self.sleep, clock=self.clock, interrupted=lambda: self.received,
+                what=lambda: f"attempt {number + 1}",
+            )  # fmt: skip
+        except WaitInterrupted as err:
+            sys.stderr.write(f"safe-sft: {err.message}\n")
+            return False
+        return True
 
     # ---- several nodes ------------------------------------------------------------------------------
 
@@ -543,6 +577,12 @@ class Supervisor:
         lines.append(f"safe-sft:   log: {record.log_path}")
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
+
+
+def _download_env(env: Mapping[str, str]) -> str:
+    """The variables that chose where the failed downloads went, as set for the run (a proxy's password masked)."""
+    chosen = [f"{name}={mask_value(env[name])}" for name in DOWNLOAD_ENV if env.get(name)]
+    return "set here: " + ", ".join(chosen) if chosen else "none of USE_HF, HF_ENDPOINT, HTTPS_PROXY is set here"
 
 
 def _measured(attempts: list[AttemptRecord]) -> list[tuple[int | None, int, bool]]:

@@ -210,3 +210,73 @@ def test_merge_keeps_signal_ranks_and_error_file_text() -> None:
         (0, 1, "full traceback"),
         (2, 1, "only in a file"),
     ]
+
+
+URLLIB3_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/env/lib/python3.11/site-packages/urllib3/connection.py", line 198, in _new_conn\n'
+    "    sock = connection.create_connection(\n"
+)
+DIST_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/env/lib/python3.11/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store\n'
+    "    return TCPStore(\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        # what huggingface_hub 1.x raises in swift when the endpoint refuses (a real swift run's line)
+        (
+            "huggingface_hub.errors.LocalEntryNotFoundError: Got: ConnectError: [Errno 111] Connection refused",
+            K.DOWNLOAD,
+        ),
+        (
+            "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='www.modelscope.cn', port=443): Max retries "
+            "exceeded with url: /api/v1/models (Caused by NewConnectionError('Failed to establish a new connection'))",
+            K.DOWNLOAD,
+        ),
+        ("httpx.ConnectTimeout: timed out", K.DOWNLOAD),
+        (
+            "huggingface_hub.errors.HfHubHTTPError: 503 Server Error: Service Unavailable for url: https://huggingface.co/api",
+            K.DOWNLOAD,
+        ),
+        (
+            "requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/x",
+            K.DOWNLOAD,
+        ),
+        ("OSError: Consistency check failed: file should be of size 4968243304 but has size 1073741824", K.DOWNLOAD),
+        # a socket's error counts as a download only where an HTTP client raised it
+        (URLLIB3_FRAMES + "ConnectionRefusedError: [Errno 111] Connection refused", K.DOWNLOAD),
+        (URLLIB3_FRAMES + "socket.gaierror: [Errno -3] Temporary failure in name resolution", K.DOWNLOAD),
+        (DIST_FRAMES + "ConnectionRefusedError: [Errno 111] Connection refused", K.COMM_ERROR),
+        ("ConnectionResetError: [Errno 104] Connection reset by peer", K.COMM_ERROR),
+        # what a retry cannot fix stays the user's
+        (
+            "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/no/such",
+            K.USER_ERROR,
+        ),
+        (
+            "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://x",
+            K.USER_ERROR,
+        ),
+        (
+            "huggingface_hub.errors.OfflineModeIsEnabled: Offline mode is enabled.\n"
+            "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in "
+            "the cached files.",
+            K.USER_ERROR,
+        ),
+        # a hub client's retry notice is no failure: the run went on and died of something else
+        (
+            "'(ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read "
+            "timeout=10)\"), '(Request ID: 1)')' thrown while requesting HEAD https://huggingface.co/x/config.json\n"
+            "Retrying in 1s [Retry 1/5].\n"
+            "ValueError: remaining_argv: ['--bogus']",
+            K.USER_ERROR,
+        ),
+    ],
+)
+def test_downloads(message: str, kind: K) -> None:
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),)))
+    assert failure is not None and failure.kind is kind, failure

@@ -175,3 +175,17 @@ def test_qwen3_vl_halves_image_max_token_num_and_other_vl_models_skip_the_rung()
     assert walk(Settings(micro_batch=1, grad_accum=1, world_size=1, deepspeed="zero3_offload"), K.CUDA_OOM, 2) == [
         "give up"
     ]
+
+
+def test_a_failed_download_retries_the_same_settings_twice_then_says_what_to_do() -> None:
+    assert walk(BASE, K.DOWNLOAD, 5) == ["no change", "no change", "give up"]
+    end = next_step(BASE, K.DOWNLOAD, [K.DOWNLOAD, K.DOWNLOAD])
+    assert isinstance(end, GiveUp) and "3 attempts" in end.reason and "HF_ENDPOINT" in end.reason
+
+
+def test_only_a_failed_download_waits_and_each_wait_is_four_times_the_last() -> None:
+    from launcher.plan.degrade import wait_before_retry
+
+    assert [wait_before_retry(K.DOWNLOAD, [K.DOWNLOAD] * n, 30.0) for n in range(3)] == [30.0, 120.0, 480.0]
+    assert wait_before_retry(K.DOWNLOAD, [K.CUDA_OOM], 30.0) == 30.0  # other kinds before it do not count
+    assert wait_before_retry(K.COMM_ERROR, [], 30.0) == wait_before_retry(K.CUDA_OOM, [], 30.0) == 0.0

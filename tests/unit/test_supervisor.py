@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 from pathlib import Path
@@ -466,3 +467,73 @@ def test_overwrite_output_dir_starts_afresh_as_the_trainer_does(tmp_path: Path) 
     spawned: list[list[str]] = []
     result = lf_supervisor(tmp_path, spawned, "--overwrite_output_dir", "true").run()
     assert result.attempts[0].resumed_from is None and len(spawned) == 1
+
+
+DOWNLOAD_TAIL = (
+    "[rank0]: requests.exceptions.ConnectionError: HTTPSConnectionPool(host='www.modelscope.cn', port=443): "
+    "Max retries exceeded with url: /api/v1/models/Qwen/Qwen2.5-7B/revisions (Caused by NewConnectionError("
+    "'<urllib3.connection.HTTPSConnection object>: Failed to establish a new connection: [Errno -3] Temporary "
+    "failure in name resolution'))"
+)
+
+
+class FakeTime:
+    """A clock that only a sleep moves: the waits a test sees are the waits the supervisor asked for."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.on_sleep: list[object] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        for hook in self.on_sleep:
+            hook()  # type: ignore[operator]
+
+
+def timed_supervisor(out: Path, script: list[FakeProcess], spawned: list[list[str]], fake: FakeTime) -> Supervisor:
+    sup = supervisor(out, script, spawned)
+    sup.clock = sup.runner.clock = fake.clock
+    sup.sleep = sup.runner.sleep = fake.sleep
+    return sup
+
+
+def test_a_failed_download_is_retried_with_the_same_settings_after_growing_waits(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    fake = FakeTime()
+    script = [FakeProcess(1, DOWNLOAD_TAIL), FakeProcess(1, DOWNLOAD_TAIL), FakeProcess(0, "")]
+    starts: list[float] = []
+    sup = timed_supervisor(tmp_path, script, spawned, fake)
+    sup.on_attempt = lambda attempts: starts.append(fake.now) if attempts[-1].ended is None else None
+    result = sup.run()
+    assert (result.outcome, len(spawned)) == ("succeeded", 3)
+    assert [a.failure.kind for a in result.attempts[:2] if a.failure] == [FailureKind.DOWNLOAD] * 2
+    assert [round(b - a) for a, b in itertools.pairwise(starts)] == [30, 120]
+    batch = [argv[argv.index("--per_device_train_batch_size") + 1] for argv in spawned]
+    assert batch == ["4", "4", "4"]  # nothing in the settings is to blame
+
+
+def test_downloads_that_keep_failing_end_with_what_to_do(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    script = [FakeProcess(1, DOWNLOAD_TAIL) for _ in range(4)]
+    result = timed_supervisor(tmp_path, script, spawned, FakeTime()).run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("failed", 1, 3)
+    assert "a download failed in 3 attempts" in (result.give_up_reason or "")
+    assert "HF_ENDPOINT" in (result.give_up_reason or "")
+
+
+def test_a_signal_during_the_wait_before_a_retry_ends_the_run_without_another_attempt(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    fake = FakeTime()
+    sup = timed_supervisor(tmp_path, [FakeProcess(1, DOWNLOAD_TAIL), FakeProcess(0, "")], spawned, fake)
+
+    def ctrl_c_after_five_seconds() -> None:
+        if fake.now >= 5:
+            sup.received = signal.SIGINT
+
+    fake.on_sleep.append(ctrl_c_after_five_seconds)
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 130, 1)
+    assert fake.now < 10
