@@ -36,9 +36,32 @@ def swift_value_kinds() -> Mapping[str, ValueKind]:
     return _option_table()
 
 
+# `swift`'s other commands (swift/cli/main.py's ROUTE_MAPPING, ms-swift 4.6): safe-sft runs sft alone.
+OTHER_SWIFT_COMMANDS = frozenset(
+    {"pt", "infer", "merge-lora", "web-ui", "deploy", "rollout", "rlhf", "sample", "export", "eval", "app"}
+)
+
+
+def without_command_word(argv: list[str]) -> list[str]:
+    """`swift sft ARGS` with `swift` swapped for safe-sft keeps its `sft`: that word, or `swift sft`, before
+    swift's arguments is dropped, as `swift` itself takes it. Another swift command is refused (swift sft has
+    no positional argument but a config file, so the word cannot be anything else)."""
+    words = argv[1:] if argv[:1] == ["swift"] else argv
+    first = words[0].replace("_", "-") if words else ""
+    if first == "sft":
+        return words[1:]
+    if first in OTHER_SWIFT_COMMANDS:
+        raise SafeSftError(
+            f"safe-sft runs `swift sft`, not `swift {words[0]}`",
+            f"run `swift {words[0]} ...` itself; for fine-tuning, give safe-sft what you would give `swift sft`",
+        )
+    return argv
+
+
 def read(argv: list[str]) -> BackendArgs:
     from launcher.swift_config import load_swift_config
 
+    argv = without_command_word(argv)
     if not argv:
         raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
     return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_value_kinds()))

@@ -497,3 +497,28 @@ def test_swift_reads_a_prefix_of_its_options_and_names_a_retired_one() -> None:
     assert unknown_flag_warning("--train_type", args.options).startswith(
         "--train_type is no option of swift sft (did you mean --tuner_type?)"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "swift_gets"),
+    [
+        (["sft", "--model", "m"], ["--model", "m"]),
+        (["swift", "sft", "--model", "m"], ["--model", "m"]),
+        (["sft", "config.yaml"], ["config.yaml"]),  # swift sft's one positional: its config file
+        (["--model", "m"], ["--model", "m"]),
+        (["--model", "sft"], ["--model", "sft"]),  # a value named sft is a value
+        (["swift", "--model", "m"], ["swift", "--model", "m"]),  # left for swift to refuse, as it would
+    ],
+)
+def test_the_sft_word_of_swift_sft_is_dropped_as_swift_drops_it(argv: list[str], swift_gets: list[str]) -> None:
+    from launcher.backends.swift import without_command_word
+
+    assert without_command_word(argv) == swift_gets
+
+
+@pytest.mark.parametrize("word", ["rlhf", "pt", "infer", "merge_lora", "export"])
+def test_another_swift_command_is_refused_naming_it(word: str) -> None:
+    from launcher.backends.swift import without_command_word
+
+    with pytest.raises(SafeSftError, match=f"not `swift {word}`"):
+        without_command_word([word, "--model", "m"])

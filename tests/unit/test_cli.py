@@ -367,3 +367,17 @@ def test_doctor_fails_what_the_run_would_refuse_and_says_why() -> None:
     assert result.returncode == 1, result.stderr
     assert "[fail] topology    NNODES='x' is not an integer" in result.stdout
     assert "[fail] swift_args  --torch_dtype 'int4' is not one of swift's choices: " in result.stdout
+
+
+def test_swifts_sft_word_is_taken_as_swift_takes_it_and_its_other_commands_are_refused() -> None:
+    """Swapping `swift` for safe-sft in `swift sft ARGS` keeps `sft`: the plan is the one for `safe-sft ARGS`."""
+    common = ["--json", "--model-params", "7e9", "--assume-gpus", "2x80GiB", "--assume-ram", "256GiB"]
+    swift = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "d.jsonl", "--tuner_type", "lora"]
+    plans = [run_cli("plan", *common, *words, *swift) for words in ([], ["sft"], ["swift", "sft"])]
+    assert [p.returncode for p in plans] == [0, 0, 0], [p.stderr for p in plans]
+    commands = [json.loads(p.stdout)["command"] for p in plans]
+    swift_parts = [c[next(i for i, a in enumerate(c) if a.endswith("worker.py")) :] for c in commands]
+    assert swift_parts[1] == swift_parts[2] == swift_parts[0] and "sft" not in swift_parts[0]
+    refused = run_cli("plan", *common, "rlhf", *swift)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0] == "safe-sft: error: safe-sft runs `swift sft`, not `swift rlhf`"
