@@ -263,7 +263,7 @@ def check_model_path(model: str, name: str) -> None:
 def check_dataset_files(data: DataFacts) -> None:
     """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
     missing one for a hub dataset id and fail only after trying to download it. A local file must have a
-    row (the probe marks one of nothing but whitespace `empty`): swift's loader stops on it, after the model
+    row (the probe marks one of whitespace or `[]` `empty`): swift's loader stops on it, after the model
     has loaded, with an error that names no file."""
     missing = next((d for d in data.datasets if d.missing), None)
     if missing is not None:

@@ -10,9 +10,9 @@ output, with images/videos/audios). Bounded work: at most MAX_BYTES per dataset 
 windows where its rows are lines), so a huge file costs what a small one does. A malformed row is counted
 and skipped; a file that cannot be read is one warning, never an error (swift says what is wrong with it).
 A file's name (`.jsonl`, `.csv`, ...) that is no file is marked `missing`: swift would take it for a hub
-id and fail only after trying to download it; a file of nothing but whitespace is marked `empty`: the
-`datasets` builder swift loads it with finds no rows and stops. The caller stops the run on either
-(launcher.prepare).
+id and fail only after trying to download it; a file of nothing but whitespace, or a JSON file of an
+empty list, is marked `empty`: the `datasets` builder swift loads it with finds no rows and stops. The
+caller stops the run on either (launcher.prepare).
 """
 
 from __future__ import annotations
@@ -173,6 +173,8 @@ def _read(
     malformed = too_long = 0
     if kind == "list":
         records, used, complete = _json_list(handle.read(budget))
+        if whole and complete and not records:  # `[]`: the json builder reads no rows, as from a blank file
+            return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="empty: no rows", empty=True)
         if whole and not complete:  # the whole file read, and the list breaks off: the rest is malformed
             malformed += 1
         how = "the whole file" if whole else f"its first {used:,} bytes (a JSON list is read from its start)"

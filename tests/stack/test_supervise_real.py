@@ -328,11 +328,14 @@ def test_e_missing_dataset_stops_before_swift_starts(tiny, tmp_path: Path) -> No
     _stops_before_anything_starts(tiny, tmp_path, missing, "is no file (swift would look for it on the hub)")
 
 
-def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Plain `swift sft` stops on a dataset file of blank lines (its `datasets` loader finds no rows), with an
-    error that names no file; safe-sft says so before anything starts."""
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n \n")
+@pytest.mark.parametrize(("name", "content"), [("empty.jsonl", "\n \n"), ("empty.json", "[]\n")])
+def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(
+    tiny, tmp_path: Path, name: str, content: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Plain `swift sft` stops on a dataset file of blank lines or of an empty JSON list (its `datasets`
+    loader finds no rows), with an error that names no file; safe-sft says so before anything starts."""
+    empty = tmp_path / name
+    empty.write_text(content)
     swift = Path(sys.executable).with_name("swift")
     plain = subprocess.run(
         [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=empty)],

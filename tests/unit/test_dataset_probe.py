@@ -183,10 +183,13 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path: Path) -> None:
         pytest.param("e.csv", b"", True, id="empty-csv"),
         pytest.param("e.json", b" \n", True, id="blank-json"),
         pytest.param("one.jsonl", b'\n{"query": "q", "response": "r"}\n', False, id="one-row"),
-        pytest.param("list.json", b"[]", False, id="an-empty-list-is-no-row-but-not-empty"),
+        pytest.param("list.json", b"[]", True, id="an-empty-list"),
+        pytest.param("list.json", b"\xef\xbb\xbf [ ]\n", True, id="an-empty-list-after-a-bom"),
+        pytest.param("list.jsonl", b"[]", True, id="an-empty-list-named-jsonl"),
+        pytest.param("rows.json", b"[{}]", False, id="a-list-of-an-unreadable-row-is-not-empty"),
     ],
 )
-def test_a_file_of_nothing_but_whitespace_is_marked_empty(
+def test_a_file_of_nothing_but_whitespace_or_an_empty_list_is_marked_empty(
     tmp_path: Path, name: str, content: bytes, empty: bool
 ) -> None:
     (tmp_path / name).write_bytes(content)
