@@ -81,6 +81,8 @@ def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, 
     if installed_versions() != table_versions() or env_enabled(os.environ, MEGATRON_VARIABLE):
         return
     kinds = _table()[1]
+    if V1_MODEL_KEY in values and V0_MODEL_KEY not in values and V1_MODEL_KEY not in kinds:
+        raise _v1_config(where[V1_MODEL_KEY])
     allow_extra = env_enabled(os.environ, EXTRA_KEYS_VARIABLE)
     for key, value in values.items():
         kind = kinds.get(key)
@@ -91,6 +93,23 @@ def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, 
         why = _refusal(kind, value)
         if why:
             raise SafeSftError(f"{where[key]}: {key} {_shown(value)} {why[0]}", why[1].format(key=key))
+
+
+# LLaMA-Factory's "v1" trainer (USE_V1=1 llamafactory-cli) takes another config: its one required key is
+# `model` where v0's is `model_name_or_path`. safe-sft runs v0's llamafactory.launcher in every rank.
+V1_MODEL_KEY, V0_MODEL_KEY = "model", "model_name_or_path"
+
+
+def _v1_config(where: str) -> SafeSftError:
+    use_v1 = (
+        " (USE_V1=1 is set: safe-sft runs the v0 trainer all the same)" if env_enabled(os.environ, "USE_V1") else ""
+    )
+    return SafeSftError(
+        f"{where}: a LLaMA-Factory v1 config (it names {V1_MODEL_KEY}, not {V0_MODEL_KEY}); safe-sft runs "
+        f"LLaMA-Factory's v0 trainer, whose parser stops every rank on it{use_v1}",
+        f"write it as a v0 config ({V0_MODEL_KEY}, dataset, per_device_train_batch_size, ...: LLaMA-Factory's "
+        "examples/train_lora), or run `USE_V1=1 llamafactory-cli train CONFIG` without safe-sft",
+    )
 
 
 def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> SafeSftError:

@@ -154,3 +154,35 @@ def test_a_json_config_llamafactory_cannot_read_is_refused_before_anything_start
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "cannot read a JSON config" in done.stderr.splitlines()[0], done.stderr
+
+
+def test_a_v1_config_is_one_v1_reads_v0_stops_on_and_safe_sft_names(tiny: dict[str, object], tmp_path: Path) -> None:
+    """The shape of LLaMA-Factory's examples/v1 configs: its v1 parser takes it, the v0 parser every rank runs
+    under safe-sft stops on it, and safe-sft says which it is before anything starts."""
+    config = {
+        "model": str(tiny["model"]), "model_class": "llm", "template": "qwen3_nothink",
+        "train_dataset": "data/v1_sft_demo.yaml", "output_dir": str(tmp_path), "micro_batch_size": 1,
+    }  # fmt: skip
+    code = """
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+from llamafactory.hparams import get_train_args
+from llamafactory.v1.config.arg_parser import get_args
+config = json.loads(sys.argv[1])
+try:
+    get_train_args(dict(config))
+except Exception as err:
+    print("v0:", str(err).splitlines()[0])
+model_args = get_args(dict(config))[0]
+print("v1:", model_args.model == config["model"])
+"""
+    found = lf_python(code, json.dumps(config)).strip().splitlines()
+    assert found == ["v0: Please provide `model_name_or_path`.", "v1: True"]
+    path = tmp_path / "v1.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        [str(LF_PYTHON), "-m", "launcher", "plan", "--backend", "llamafactory", "--assume-gpus", "1x24GiB", str(path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[0].startswith(f"safe-sft: error: {path}: a LLaMA-Factory v1 config"), done.stderr

@@ -185,3 +185,35 @@ def test_a_json_config_is_refused_where_llamafactory_0_9_5_cannot_read_one(tmp_p
         "every rank stops on it)"
     )
     assert err.value.hint == "write the same keys as YAML (sft.yaml) and give that"
+
+
+V1_CONFIG = """\
+model: Qwen/Qwen3-4B
+model_class: llm
+template: qwen3_nothink
+train_dataset: data/v1_sft_demo.yaml
+output_dir: ./outputs/test_lora
+micro_batch_size: 1
+"""
+
+
+@pytest.mark.parametrize("use_v1", [None, "1"])
+def test_a_v1_config_is_named_as_one_with_both_ways_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_v1: str | None
+) -> None:
+    """As LLaMA-Factory's examples/v1 write it: v0's parser, which every rank runs, stops on it."""
+    if use_v1:
+        monkeypatch.setenv("USE_V1", use_v1)
+    else:
+        monkeypatch.delenv("USE_V1", raising=False)
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, V1_CONFIG)
+    assert err.value.message.startswith(f"{tmp_path / 'sft.yaml'}: a LLaMA-Factory v1 config (it names model,")
+    assert ("USE_V1=1 is set" in err.value.message) is bool(use_v1)
+    assert "model_name_or_path" in err.value.hint and "USE_V1=1 llamafactory-cli train" in err.value.hint
+
+
+def test_a_v0_config_with_a_stray_model_key_is_an_unknown_key_not_a_v1_config(tmp_path: Path) -> None:
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, CONFIG + "model: x\n")
+    assert "has no argument model" in err.value.message
