@@ -25,8 +25,8 @@ settings predicted to fit, several knobs at once); these rungs are its fallback.
 - comm_timeout, comm_error, hang: the same settings once more, then NCCL_P2P_DISABLE=1.
 - killed, unknown: the same settings once more.
 - download (the hub or another web host could not be reached): the same settings after a wait
-  (`wait_before_retry`: the first wait, then four times it), DOWNLOAD_RETRIES times in a run; then stop with
-  what to do where the network does not come back.
+  (`wait_before_retry`: --download-wait, then DOWNLOAD_WAIT_GROWTH times the wait before), DOWNLOAD_RETRIES
+  times in a run; then stop with what to do where the network does not come back.
 - user_error, cuda_error, crash, interrupted: stop.
 - disk_full: stop (the same settings would fill the same disk again; the supervisor names the dir and its
   free space).
@@ -55,6 +55,7 @@ def vision_budget_of(s: Settings) -> VisionBudget | None:
 
 MIN_MAX_LENGTH = 256
 DOWNLOAD_RETRIES = 2
+DOWNLOAD_WAIT_GROWTH = 4  # each wait before a download's retry is this many times the one before
 DOWNLOAD_FIX = (
     "check the network and proxy (HTTPS_PROXY) from this node, or use another endpoint (HF_ENDPOINT for a "
     "mirror, USE_HF=1 or 0 for the other hub); on nodes without internet, download the model and datasets "
@@ -346,10 +347,11 @@ def next_step(
 
 def wait_before_retry(kind: FailureKind, history: Sequence[FailureKind], first_wait: float) -> float:
     """Seconds to wait before retrying after a failure of `kind`: a failed download waits `first_wait`, then
-    four times as long (the host or the network may need minutes to come back); nothing else waits."""
+    DOWNLOAD_WAIT_GROWTH times as long each time (the host or the network may need minutes to come back);
+    nothing else waits."""
     if kind is not FailureKind.DOWNLOAD:
         return 0.0
-    return first_wait * 4.0 ** history.count(kind)
+    return first_wait * float(DOWNLOAD_WAIT_GROWTH ** history.count(kind))
 
 
 def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...]:
@@ -376,8 +378,8 @@ def describe_ladder(kind: FailureKind) -> list[str]:
     if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
         return ["the same settings once more", "then give up"]
     if kind is FailureKind.DOWNLOAD:
-        waits = ["after a wait (--download-wait)", "after four times that wait"][:DOWNLOAD_RETRIES]
-        return [f"the same settings {wait}" for wait in waits] + [f"then give up: {DOWNLOAD_FIX}"]
+        waits = [f"{DOWNLOAD_WAIT_GROWTH**n} x --download-wait" for n in range(DOWNLOAD_RETRIES)]
+        return [f"the same settings after {wait} seconds" for wait in waits] + [f"then give up: {DOWNLOAD_FIX}"]
     rungs = [str(rung.__doc__) for rung in _rungs(kind, True)]
     if kind in REBALANCE_KINDS:
         rungs.append(

@@ -226,7 +226,7 @@ class Supervisor:
     def _wait_before_retry(self, kind: FailureKind, history: list[FailureKind], number: int) -> bool:
         """Wait as the ladder says before attempt `number` + 1 (a failed download); False: a signal ended it."""
         seconds = wait_before_retry(kind, history, self.config.download_wait)
-        if seconds <= 0:
+        if seconds <= 0 or number >= self.config.max_attempts:  # no attempt follows: nothing to wait for
             return True
         sys.stderr.write(f"safe-sft: waiting {seconds:g} s before attempt {number + 1}: {kind.value} failed\n")
         try:

@@ -88,6 +88,7 @@ def test_a_hub_answering_503_is_a_download_failure(tiny, tmp_path: Path, hub_in_
     result = safe_sft(["--max-attempts", "1", *_args(tiny, out)], _hub_env(tmp_path, endpoint), timeout=400)
     assert result.returncode == 1, result.stderr[-3000:]
     assert hub_in_maintenance.requests > 0  # swift's hub client really asked this server
+    assert "safe-sft: waiting" not in result.stderr  # no attempt follows the last one --max-attempts allows
     failure = report(out)["attempts"][0]["failure"]
     assert failure["kind"] == "download", json.dumps(failure)
     assert any("503" in line for line in failure["evidence"])

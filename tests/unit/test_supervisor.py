@@ -493,8 +493,10 @@ class FakeTime:
             hook()  # type: ignore[operator]
 
 
-def timed_supervisor(out: Path, script: list[FakeProcess], spawned: list[list[str]], fake: FakeTime) -> Supervisor:
-    sup = supervisor(out, script, spawned)
+def timed_supervisor(  # type: ignore[no-untyped-def]
+    out: Path, script: list[FakeProcess], spawned: list[list[str]], fake: FakeTime, **config
+) -> Supervisor:
+    sup = supervisor(out, script, spawned, **config)
     sup.clock = sup.runner.clock = fake.clock
     sup.sleep = sup.runner.sleep = fake.sleep
     return sup
@@ -513,6 +515,15 @@ def test_a_failed_download_is_retried_with_the_same_settings_after_growing_waits
     assert [round(b - a) for a, b in itertools.pairwise(starts)] == [30, 120]
     batch = [argv[argv.index("--per_device_train_batch_size") + 1] for argv in spawned]
     assert batch == ["4", "4", "4"]  # nothing in the settings is to blame
+
+
+def test_no_wait_follows_the_last_attempt_max_attempts_allows(tmp_path: Path) -> None:
+    spawned: list[list[str]] = []
+    fake = FakeTime()
+    script = [FakeProcess(1, DOWNLOAD_TAIL), FakeProcess(1, DOWNLOAD_TAIL)]
+    result = timed_supervisor(tmp_path, script, spawned, fake, max_attempts=2).run()
+    assert (result.outcome, len(spawned), result.give_up_reason) == ("failed", 2, "--max-attempts 2 reached")
+    assert fake.now == 30  # the wait before attempt 2, and none after it
 
 
 def test_downloads_that_keep_failing_end_with_what_to_do(tmp_path: Path) -> None:
