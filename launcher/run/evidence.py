@@ -26,32 +26,41 @@ def ranks_finished(attempt_dir: Path, node_rank: int, nproc_per_node: int) -> bo
 
 
 def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
-    """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank."""
+    """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank. A file
+    of another shape (a user's own recorder, a hand-made copy) gives what text it holds, never an error."""
     failures = []
     for path in sorted(log_dir.glob("**/error.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError, RecursionError):
             continue
-        message = data.get("message", {})
-        if isinstance(message, dict):
+        message = data.get("message", data) if isinstance(data, dict) else data
+        if isinstance(message, dict) and "message" in message:
             text = str(message.get("message", ""))
-            extra = message.get("extraInfo", {}) or {}
+            extra = message.get("extraInfo")
+            extra = extra if isinstance(extra, dict) else {}
             callstack = str(extra.get("py_callstack", ""))
             stamp = extra.get("timestamp")
         else:
             text, callstack, stamp = str(message), "", None
-        local_rank = int(path.parent.name) if path.parent.name.isdigit() else None
+        local_rank = _whole_number(path.parent.name)
         rank = None if local_rank is None else node_rank * nproc_per_node + local_rank
         failures.append(
             RankFailure(
                 rank=rank,
                 exit_code=1,
                 message=f"{callstack}\n{text}".strip(),
-                timestamp=float(stamp) if isinstance(stamp, str | int | float) and str(stamp).isdigit() else None,
+                timestamp=_whole_number(stamp),
             )
         )
     return tuple(failures)
+
+
+def _whole_number(value: object) -> int | None:
+    """A whole number written in ASCII digits (a rank's dir name, a timestamp), else None: `"²".isdigit()` is
+    true, and int() refuses it."""
+    text = str(value) if isinstance(value, str | int) else ""
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def oom_kill_count() -> int | None:
@@ -107,11 +116,13 @@ def last_logged_step(run_dir: Path | None, skip_bytes: int = 0) -> int | None:
         return None
     for line in reversed(lines):
         try:
-            value = json.loads(line).get("global_step/max_steps")
-        except ValueError:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
             continue
-        if isinstance(value, str) and "/" in value:
-            return int(value.split("/")[0])
+        value = entry.get("global_step/max_steps") if isinstance(entry, dict) else None
+        step = _whole_number(value.split("/")[0]) if isinstance(value, str) and "/" in value else None
+        if step is not None:
+            return step
     return None
 
 
