@@ -598,7 +598,7 @@ def explain_command(logs: tuple[str, ...], as_json: bool) -> None:
 @click.command("report", context_settings={"help_option_names": ["--help"]})
 @click.argument("run_dir", default=".", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, envvar="SAFE_SFT_JSON", help="Print report.json.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=str), help="Write a PNG here.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=str), help="Write a PNG (.pdf, .svg, .jpg) here.")
 @_user_errors
 def report_command(run_dir: str, as_json: bool, plot_path: str | None) -> None:
     """Show the attempts of a safe-sft run (and plot the memory timeline)."""
@@ -607,13 +607,13 @@ def report_command(run_dir: str, as_json: bool, plot_path: str | None) -> None:
     from launcher.show_report import load_report, plot_report, render_report
 
     data = load_report(Path(run_dir))
-    if plot_path:
+    if plot_path is not None:
         plot_report(data, Path(plot_path))
     if as_json:
         click.echo(json.dumps({k: v for k, v in data.items() if k != "_path"}, indent=2))
     else:
         click.echo(render_report(data))
-        if plot_path:
+        if plot_path is not None:
             click.echo(f"plot: {plot_path}")
 
 

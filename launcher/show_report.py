@@ -7,8 +7,10 @@ dir itself; the newest run is taken. The plot needs matplotlib (`pip install 'sa
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -20,6 +22,8 @@ from launcher.units import GiB, fmt_bytes
 def find_report(path: Path) -> Path:
     """The report.json given, else the run dir's own, else the newest one below an output dir or its
     safe-sft folder."""
+    if not path.exists():
+        raise SafeSftError(f"{path} does not exist", "give a run dir, or the output dir of a safe-sft run")
     if path.is_file():
         return path
     direct = path / "report.json"
@@ -37,12 +41,14 @@ def load_report(path: Path) -> dict[str, Any]:
     """The report as a dict, its types checked for what `report` shows and plots (else a one-line error)."""
     report_path = find_report(path)
     try:
-        data = json.loads(report_path.read_text(encoding="utf-8"))
+        data = json.loads(report_path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except OSError as err:
         raise SafeSftError(f"cannot read {report_path}: {err.strerror}", "check its permissions") from None
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
         raise SafeSftError(
-            f"{report_path} is not valid JSON ({err})", "is the run still writing it? try again"
+            f"{report_path} is not valid JSON ({why})",
+            "give the run dir of a safe-sft run: safe-sft writes its report.json whole, never in part",
         ) from None
     problem = report_problem(data)
     if problem:
@@ -54,18 +60,73 @@ def load_report(path: Path) -> dict[str, Any]:
     return dict(data)
 
 
-_NUMBER = (int, float)
-_ATTEMPT_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("number", (int,)),
-    ("exit_code", (int, type(None))),
-    ("duration_s", (*_NUMBER, type(None))),
-    ("last_step", (str, int, type(None))),
-    ("failure", (dict, type(None))),
-    ("resumed_from", (dict, type(None))),
-    ("change", (dict, type(None))),
-    ("memory", (dict, type(None))),
-    ("estimate", (dict, type(None))),
-)
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: a report holding one would print as JSON no strict reader takes."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _number(value: Any) -> bool:
+    """A JSON number Python can draw and format: not a bool, not NaN or infinite, not past a float's range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
+
+
+def _whole(value: Any) -> bool:
+    return _number(value) and isinstance(value, int)
+
+
+def _step(value: Any) -> bool:
+    return _whole(value) or isinstance(value, str)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+# What `report` and `--plot` read of each part, and what it must be (a missing key reads as null)
+_Fields = dict[str, Callable[[Any], bool]]
+_ATTEMPT_FIELDS: _Fields = {
+    "number": _whole,
+    "exit_code": _optional(_whole),
+    "duration_s": _optional(_number),
+    "last_step": _optional(_step),
+    "failure": _optional(_object),
+    "resumed_from": _optional(_object),
+    "change": _optional(_object),
+    "memory": _optional(_object),
+    "estimate": _optional(_object),
+    "predicted_need_bytes": _optional(_number),
+    "lost": _optional(_object),
+    "preempted": _optional(_object),
+}
+_LOST_FIELDS: _Fields = {
+    "steps": _whole,
+    "seconds": _number,
+    "reload_seconds": _number,
+    "back_to_step": _optional(_step),
+}
+_LOST_WORK_FIELDS: _Fields = {"failures": _whole, "steps": _whole, "seconds": _number, "gpu_hours": _optional(_number)}
+_PROCESS_FIELDS: _Fields = {"pid": lambda pid: _whole(pid) and 0 < pid < 2**31, "host": _optional(_text)}
+_PREEMPTED_FIELDS: _Fields = {"step": _step, "checkpoint": _text}
+
+
+def _fields_problem(data: dict[str, Any], fields: _Fields, where: str = "") -> str | None:
+    for key, check in fields.items():
+        if not check(data.get(key)):
+            return f"{where}'{key}' is {_shown(data.get(key))}"
+    return None
 
 
 def report_problem(data: Any) -> str | None:
@@ -77,6 +138,15 @@ def report_problem(data: Any) -> str | None:
     attempts = data.get("attempts")
     if not isinstance(attempts, list):
         return f"'attempts' is {_shown(attempts)}, not a list"
+    for key, fields in (("process", _PROCESS_FIELDS), ("lost_work", _LOST_WORK_FIELDS)):
+        part = data.get(key)
+        if part is not None and not isinstance(part, dict):
+            return f"'{key}' is {_shown(part)}, not an object"
+        problem = _fields_problem(part, fields, f"{key} ") if part is not None else None
+        if problem:
+            return problem
+    if not isinstance(data.get("give_up_reason"), str | None):
+        return f"'give_up_reason' is {_shown(data.get('give_up_reason'))}"
     for index, attempt in enumerate(attempts):
         problem = _attempt_problem(attempt)
         if problem:
@@ -87,11 +157,12 @@ def report_problem(data: Any) -> str | None:
 def _attempt_problem(attempt: Any) -> str | None:
     if not isinstance(attempt, dict):
         return "not an object"
-    for key, types in _ATTEMPT_FIELDS:
-        if key in ("number", "exit_code") and key not in attempt:
+    for key in ("number", "exit_code"):
+        if key not in attempt:
             return f"'{key}' is missing"
-        if not isinstance(attempt.get(key), types):
-            return f"'{key}' is {_shown(attempt.get(key))}"
+    problem = _fields_problem(attempt, _ATTEMPT_FIELDS)
+    if problem:
+        return problem
     failure = attempt.get("failure")
     if failure is not None:
         evidence = failure.get("evidence")
@@ -100,14 +171,19 @@ def _attempt_problem(attempt: Any) -> str | None:
         if not isinstance(evidence, list) or not evidence or not all(isinstance(e, str) for e in evidence):
             return f"failure 'evidence' is {_shown(evidence)}, not a list of lines"
     resumed = attempt.get("resumed_from")
-    if resumed is not None and not isinstance(resumed.get("step"), (int, str)):
+    if resumed is not None and not _step(resumed.get("step")):
         return f"resumed_from 'step' is {_shown(resumed.get('step'))}"
     change = attempt.get("change")
     if change is not None and not all(isinstance(change.get(k), str) for k in ("what", "why")):
         return "change 'what'/'why' are not strings"
     estimate = attempt.get("estimate")
-    if estimate is not None and not isinstance(estimate.get("gpu_need_bytes"), (*_NUMBER, type(None))):
+    if estimate is not None and not _optional(_number)(estimate.get("gpu_need_bytes")):
         return f"estimate 'gpu_need_bytes' is {_shown(estimate.get('gpu_need_bytes'))}"
+    for key, fields in (("lost", _LOST_FIELDS), ("preempted", _PREEMPTED_FIELDS)):
+        part = attempt.get(key)
+        problem = _fields_problem(part, fields, f"{key} ") if part is not None else None
+        if problem:
+            return problem
     memory = attempt.get("memory")
     return _memory_problem(memory) if memory is not None else None
 
@@ -116,13 +192,13 @@ def _memory_problem(memory: dict[str, Any]) -> str | None:
     gpus = memory.get("gpus") or []
     if not isinstance(gpus, list) or not all(
         isinstance(g, dict)
-        and isinstance(g.get("index"), int)
-        and isinstance(g.get("peak_bytes"), _NUMBER)
-        and isinstance(g.get("total_bytes"), (*_NUMBER, type(None)))
+        and _whole(g.get("index"))
+        and _number(g.get("peak_bytes"))
+        and _optional(_number)(g.get("total_bytes"))
         for g in gpus
     ):
         return "memory 'gpus' is not a list of {index, peak_bytes, total_bytes}"
-    if not isinstance(memory.get("host_peak_bytes"), (*_NUMBER, type(None))):
+    if not _optional(_number)(memory.get("host_peak_bytes")):
         return f"memory 'host_peak_bytes' is {_shown(memory.get('host_peak_bytes'))}"
     if not isinstance(memory.get("imbalance"), (str, type(None))):
         return "memory 'imbalance' is not a string"
@@ -135,7 +211,7 @@ def _memory_problem(memory: dict[str, Any]) -> str | None:
     if not _numbers(t) or not _numbers(host_used):
         return "memory 'timeline' 't' or 'host_used_bytes' is not a list of numbers"
     if not isinstance(gpu_used, dict) or not all(
-        isinstance(k, str) and k.isdigit() and _numbers(v) for k, v in gpu_used.items()
+        isinstance(k, str) and k.isascii() and k.isdigit() and _numbers(v) for k, v in gpu_used.items()
     ):
         return "memory 'timeline' 'gpu_used_bytes' is not {index: [bytes]}"
     if any(len(series) != len(t) for series in (host_used, *gpu_used.values())):
@@ -144,7 +220,7 @@ def _memory_problem(memory: dict[str, Any]) -> str | None:
 
 
 def _numbers(value: Any) -> TypeGuard[list[int | float]]:
-    return isinstance(value, list) and all(isinstance(v, _NUMBER) for v in value)
+    return isinstance(value, list) and all(_number(v) for v in value)
 
 
 def _shown(value: Any) -> str:
@@ -157,7 +233,7 @@ def _peaks(attempt: dict[str, Any]) -> str:
     gpus = memory.get("gpus") or []
     parts = [f"GPU{g['index']} {fmt_bytes(g['peak_bytes'])}" for g in gpus]
     even = attempt.get("gpu_evenness")
-    if isinstance(even, dict) and even.get("device_map") and isinstance(even.get("max_over_min"), _NUMBER):
+    if isinstance(even, dict) and even.get("device_map") and _number(even.get("max_over_min")):
         parts.append(f"device_map max/min {even['max_over_min']:.2f} (GPU{even.get('highest_gpu')} highest)")
     if memory.get("host_peak_bytes"):
         parts.append(f"host {fmt_bytes(memory['host_peak_bytes'])}")
@@ -271,9 +347,27 @@ def plot_levels(data: dict[str, Any]) -> list[tuple[str, float, float, float]]:
     return levels
 
 
+PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", ".jpg": "jpeg", ".jpeg": "jpeg"}
+_PLOT_FIX = "give a path in a writable folder ending in .png (or .pdf, .svg, .jpg)"
+
+
 def plot_report(data: dict[str, Any], out: Path) -> Any:
-    """Draw the memory timeline to a PNG, failures marked, each attempt's estimate and the GPUs' capacity
-    as horizontal lines; returns the figure."""
+    """Draw the memory timeline to `out` (its suffix names the format), failures marked, each attempt's
+    estimate and the GPUs' capacity as horizontal lines; returns the figure.
+
+    The picture is written beside `out` and renamed onto it, so a failed write (a full disk) leaves a file
+    that was there as it was, and a symlink at `out` is replaced, not written through."""
+    fmt = PLOT_FORMATS.get(out.suffix.lower())
+    if not out.name or fmt is None:
+        raise SafeSftError(f"--plot {out}: not a picture's file name", _PLOT_FIX)
+    if out.is_dir():
+        raise SafeSftError(f"--plot {out}: cannot write it (Is a directory)", _PLOT_FIX)
+    series = plot_series(data)
+    if not any(xs for xs, _ in series.values()):
+        raise SafeSftError(
+            f"--plot {out}: this run recorded no memory samples, so there is nothing to draw",
+            "sampling was off (--memory-sample-interval 0) or every attempt ended before its first sample",
+        )
     try:
         import matplotlib
 
@@ -282,7 +376,7 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
     except ImportError:
         raise SafeSftError("--plot needs matplotlib", "pip install 'safe-sft[plot]'") from None
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    for label, (xs, ys) in plot_series(data).items():
+    for label, (xs, ys) in series.items():
         ax.plot(xs, ys, label=label, linewidth=1.5)
     for label, x0, x1, level in plot_levels(data):
         capacity = label == "GPU capacity"
@@ -293,17 +387,25 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
         offset += float(a.get("duration_s") or 0.0)
         if a["failure"]:
             ax.axvline(offset, color="red", linestyle="--", linewidth=1)
-            ax.annotate(f"#{a['number']} {a['failure']['kind']}", (offset, 0), rotation=90, fontsize=8,
+            ax.annotate(f"#{a['number']} {_printable(a['failure']['kind'])}", (offset, 0), rotation=90, fontsize=8,
                         xytext=(3, 5), textcoords="offset points", color="red")  # fmt: skip
     ax.set_xlabel("seconds since the first attempt started")
     ax.set_ylabel("memory used (GiB)")
-    ax.set_title(f"safe-sft: {data['outcome']} after {len(data['attempts'])} attempt(s)")
+    ax.set_title(f"safe-sft: {_printable(data['outcome'])} after {len(data['attempts'])} attempt(s)")
     ax.legend(loc="upper left")
     fig.tight_layout()
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial{out.suffix}")
     try:
-        fig.savefig(out, dpi=100)
-    except (OSError, ValueError) as err:  # a missing or read-only dir; an extension matplotlib cannot write
+        fig.savefig(partial, dpi=100, format=fmt)
+        os.replace(partial, out)
+    except OSError as err:  # a missing or read-only dir, a full disk
+        partial.unlink(missing_ok=True)
+        raise SafeSftError(f"--plot {out}: cannot write it ({err.strerror or err})", _PLOT_FIX) from None
+    finally:
         plt.close(fig)
-        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
-        raise SafeSftError(f"--plot {out}: cannot write it ({why})", "give a writable path ending in .png") from None
     return fig
+
+
+def _printable(text: str) -> str:
+    """A report's own text for the picture: a control character has no glyph in the plot's font."""
+    return "".join(c if c.isprintable() else "?" for c in text)

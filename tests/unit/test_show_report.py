@@ -154,6 +154,30 @@ def _set(path: str, value: object):  # type: ignore[no-untyped-def]
         pytest.param(_set("attempts.0.estimate", {"gpu_need_bytes": "64G"}), "'gpu_need_bytes' is", id="need-str"),
         pytest.param(_set("attempts.0.memory.gpus.0.total_bytes", "80G"), "memory 'gpus'", id="total-str"),
         pytest.param(_set("attempts.0.memory.timeline.t", []), "has 0 times but a series", id="timeline-short"),
+        # what the table reads beside: the work lost, a notice's checkpoint, the process that writes it
+        pytest.param(_set("attempts.0.lost", "abc"), "attempts[0]: 'lost' is \"abc\"", id="lost-str"),
+        pytest.param(_set("attempts.0.lost", {"steps": 1}), "lost 'seconds' is null", id="lost-no-seconds"),
+        pytest.param(
+            _set("attempts.0.lost", {"steps": 1, "seconds": 2, "reload_seconds": None}),
+            "lost 'reload_seconds' is null",
+            id="lost-reload-null",
+        ),
+        pytest.param(_set("lost_work", [1]), "'lost_work' is [1], not an object", id="lost-work-list"),
+        pytest.param(
+            _set("lost_work", {"failures": 1, "steps": 2, "seconds": 3, "gpu_hours": "x"}),
+            "lost_work 'gpu_hours' is \"x\"",
+            id="gpu-hours-str",
+        ),
+        pytest.param(_set("attempts.0.preempted", "yes"), "'preempted' is \"yes\"", id="preempted-str"),
+        pytest.param(_set("attempts.0.predicted_need_bytes", "lots"), "'predicted_need_bytes'", id="predicted-str"),
+        pytest.param(_set("process", {"pid": 10**30, "host": "h"}), "process 'pid' is", id="pid-huge"),
+        pytest.param(_set("process", {"pid": -1, "host": "h"}), "process 'pid' is -1", id="pid-negative"),
+        pytest.param(_set("give_up_reason", 3), "'give_up_reason' is 3", id="give-up-int"),
+        # numbers Python can neither draw nor format
+        pytest.param(_set("attempts.0.memory.host_peak_bytes", 10**400), "'host_peak_bytes'", id="host-peak-huge"),
+        pytest.param(_set("attempts.0.estimate", {"gpu_need_bytes": 10**400}), "'gpu_need_bytes'", id="need-huge"),
+        pytest.param(_set("attempts.0.memory.timeline.gpu_used_bytes", {"²": [1, 2]}), "'gpu_used_bytes'", id="key-²"),
+        pytest.param(_set("attempts.0.number", True), "'number' is true", id="number-bool"),
     ],
 )
 def test_a_report_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path: Path, mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
@@ -194,7 +218,6 @@ def test_reports_the_supervisor_writes_pass_the_check(tmp_path: Path) -> None:
     ("target", "why"),
     [
         pytest.param("missing-dir/memory.png", "No such file or directory", id="missing-dir"),
-        pytest.param("memory.xyz", "Format 'xyz' is not supported", id="unknown-format"),
         pytest.param("a-dir.png", "Is a directory", id="a-directory"),
     ],
 )
@@ -208,3 +231,85 @@ def test_plot_to_a_path_that_cannot_be_written_is_one_line(
         plot_report(load_report(run_dir), tmp_path / target)
     assert err.value.message.startswith(f"--plot {tmp_path / target}: cannot write it (")
     assert why in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        pytest.param('{"outcome": "failed", "attempts": [], "x": NaN}', "NaN is not a JSON number", id="nan"),
+        pytest.param('{"outcome": "failed", "attempts": [], "x": Infinity}', "Infinity", id="infinity"),
+        pytest.param("[" * 200_000 + "]" * 200_000, "nested too deeply", id="nested"),
+    ],
+)
+def test_a_report_that_is_not_strict_json_is_one_line(tmp_path: Path, content: str, why: str) -> None:
+    from launcher.errors import SafeSftError
+
+    (tmp_path / "report.json").write_text(content)
+    with pytest.raises(SafeSftError) as err:
+        load_report(tmp_path)
+    assert why in err.value.message and "still writing" not in err.value.hint
+
+
+def test_a_path_that_is_not_there_is_named_so(tmp_path: Path) -> None:
+    from launcher.errors import SafeSftError
+
+    with pytest.raises(SafeSftError) as err:
+        load_report(tmp_path / "nowhere")
+    assert err.value.message == f"{tmp_path / 'nowhere'} does not exist"
+
+
+@pytest.mark.parametrize("name", ["memory", "memory.xyz", "memory.pgf", ""])
+def test_plot_to_a_name_that_is_no_picture_is_refused_before_writing(run_dir: Path, tmp_path: Path, name: str) -> None:
+    from launcher.errors import SafeSftError
+
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(SafeSftError, match="not a picture's file name"):
+        plot_report(load_report(run_dir), tmp_path / name if name else Path(name))
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(("name", "magic"), [("m.pdf", b"%PDF"), ("m.svg", b"<?xml"), ("m.JPG", b"\xff\xd8")])
+def test_plot_writes_the_format_its_suffix_names(run_dir: Path, tmp_path: Path, name: str, magic: bytes) -> None:
+    plot_report(load_report(run_dir), tmp_path / name)
+    assert (tmp_path / name).read_bytes().startswith(magic)
+
+
+def test_a_plot_that_fails_to_write_leaves_the_file_that_was_there(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from launcher.errors import SafeSftError
+
+    def full_disk(self: Figure, path: Path, **kwargs: object) -> None:
+        Path(path).write_bytes(b"\x89PNG half")  # what a write cut short by a full disk leaves
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "memory.png"
+    target.write_bytes(b"the user's own picture")
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    with pytest.raises(SafeSftError, match=r"cannot write it \(No space left on device\)"):
+        plot_report(load_report(run_dir), target)
+    assert target.read_bytes() == b"the user's own picture"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.png", "out"]  # no partial file left
+
+
+def test_a_plot_onto_a_symlink_replaces_the_link_not_its_target(run_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "notes.eps"
+    target.write_bytes(b"someone's drawing")
+    (tmp_path / "memory.png").symlink_to(target)
+    plot_report(load_report(run_dir), tmp_path / "memory.png")
+    assert target.read_bytes() == b"someone's drawing"
+    assert not (tmp_path / "memory.png").is_symlink()
+    assert (tmp_path / "memory.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_run_without_memory_samples_is_not_drawn_as_an_empty_picture(tmp_path: Path) -> None:
+    from launcher.errors import SafeSftError
+
+    run = _report_with(tmp_path, _set("attempts.0.memory", None))
+    with pytest.raises(SafeSftError, match="recorded no memory samples"):
+        plot_report(load_report(run), tmp_path / "memory.png")
+    assert not (tmp_path / "memory.png").exists()
