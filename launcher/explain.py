@@ -59,7 +59,8 @@ def explain_text(failure: Failure | None, ladder: list[str]) -> str:
     lines = [failure.headline()]
     if failure.confidence is Confidence.THIN:
         also = f"; it could also be {failure.runner_up.value}" if failure.runner_up else ""
-        lines.append(f"the evidence is thin: no line names the cause, only how the process ended{also}")
+        ended = "only how the process ended" if failure.exit_code is not None else "nor how the process ended"
+        lines.append(f"the evidence is thin: no line names the cause, {ended}{also}")
     if failure.evidence:
         lines.append("evidence:")
         lines += [f"  {mask_text(line)[:400]}" for line in failure.evidence]

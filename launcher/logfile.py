@@ -7,11 +7,14 @@ failures recorded in torchelastic error files found in a folder. A 200 MB log is
 one regex pass, never held whole.
 
 Refused with a one-line `SafeSftError`: a path that does not exist or cannot be read, something that is
-not a regular file or folder (a FIFO or a device: it may never end), binary data, and empty input.
+not a regular file or folder (a FIFO or a device: it may never end), binary data, stdin given twice or
+closed, and empty input. A log in UTF-16 is read as text; one in another 8-bit encoding (GBK, Latin-1)
+is classified on its ASCII lines.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import stat
@@ -71,13 +74,44 @@ def clean_line(raw: str) -> str:
 
 
 def _looks_binary(head: bytes) -> bool:
+    """NULs, or many control characters. Bytes past ASCII are not counted: a log in GBK or Latin-1 is text,
+    and its ASCII lines (tracebacks, launcher reports) classify as they are."""
     if not head:
         return False
-    if b"\x00" in head[:8192]:
+    sample = head[:8192]
+    if b"\x00" in sample:
         return True
-    sample = head[:8192].decode("utf-8", errors="replace")
-    odd = sum(1 for ch in sample if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b"))
+    odd = sum(1 for byte in sample if (byte < 32 and byte not in b"\t\n\r\x0c\x1b") or byte == 0x7F)
     return odd > len(sample) * 0.1
+
+
+_UTF16_BOMS = {codecs.BOM_UTF16_LE: "utf-16", codecs.BOM_UTF16_BE: "utf-16"}
+
+
+def _utf16_encoding(head: bytes) -> str | None:
+    """The UTF-16 a log is written in (Windows PowerShell's `>` writes UTF-16 with a BOM), else None."""
+    if head[:2] in _UTF16_BOMS:
+        return _UTF16_BOMS[head[:2]]
+    sample = head[:4096]
+    pairs = len(sample) // 2
+    if pairs < 8:
+        return None
+    # ASCII text in UTF-16 without a BOM: every other byte is NUL
+    if sample[1::2].count(0) > pairs * 0.9 and sample[0::2].count(0) < pairs * 0.1:
+        return "utf-16-le"
+    if sample[0::2].count(0) > pairs * 0.9 and sample[1::2].count(0) < pairs * 0.1:
+        return "utf-16-be"
+    return None
+
+
+def _line_start(block: bytes, before: int) -> int:
+    """Where the line holding `before` starts: after a \n, or after a \r (a progress bar redrawn in place)."""
+    return max(block.rfind(b"\n", 0, before), block.rfind(b"\r", 0, before)) + 1
+
+
+def _line_end(block: bytes, after: int) -> int:
+    ends = [end for end in (block.find(b"\n", after), block.find(b"\r", after)) if end >= 0]
+    return min(ends) if ends else len(block)
 
 
 class _Scanner:
@@ -96,7 +130,7 @@ class _Scanner:
         self.size += len(chunk)
         self.pending += chunk
         if len(self.pending) > 2 * TAIL_BYTES:
-            cut = self.pending.rfind(b"\n", 0, len(self.pending) - TAIL_BYTES) + 1
+            cut = _line_start(self.pending, len(self.pending) - TAIL_BYTES)
             if cut > 0:
                 self._scan(self.pending[:cut])
                 self.pending = self.pending[cut:]
@@ -108,10 +142,8 @@ class _Scanner:
         for match in _KEYWORDS.finditer(block):
             if match.start() <= end:
                 continue
-            start = block.rfind(b"\n", 0, match.start()) + 1
-            end = block.find(b"\n", match.end())
-            end = len(block) if end < 0 else end
-            self.body.append(block[start:end])
+            start, end = _line_start(block, match.start()), _line_end(block, match.end())
+            self.body.append(block[start : min(end, start + 4 * MAX_LINE)])
 
     def lines(self) -> list[str]:
         if self.size == 0:
@@ -124,9 +156,16 @@ class _Scanner:
 
 
 def _read_stream(stream: BinaryIO, name: str) -> _Scanner:
+    """Scan one input; a UTF-16 one is turned into UTF-8 as it is read."""
     scanner = _Scanner(name)
+    decoder: codecs.IncrementalDecoder | None = None
+    first = True
     while chunk := stream.read(CHUNK):
-        scanner.feed(chunk)
+        if first:
+            encoding = _utf16_encoding(chunk)
+            decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding else None
+            first = False
+        scanner.feed(decoder.decode(chunk).encode("utf-8") if decoder else chunk)
     return scanner
 
 
@@ -152,10 +191,12 @@ def _open_checked(path: Path) -> Iterator[tuple[str, BinaryIO]]:
         for file in _files_of(path):
             yield from _open_checked(file)
         return
+    if stat.S_ISFIFO(mode):
+        raise SafeSftError(
+            f"{path} is a FIFO, not a regular file", f"pipe it in instead: cat {path} | safe-sft explain -"
+        )
     if not stat.S_ISREG(mode):
-        what = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        fix = f"pipe it in instead: cat {path} | safe-sft explain -"
-        raise SafeSftError(f"{path} is {what}, not a regular file", fix)
+        raise SafeSftError(f"{path} is a device or socket, not a regular file", "give the path of a saved log")
     try:
         with open(path, "rb") as stream:
             yield str(path), stream
@@ -169,8 +210,14 @@ def read_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> LogText:
     steps_seen = False
     sources: list[str] = []
     error_files: list[RankFailure] = []
+    if list(paths).count("-") > 1:
+        raise SafeSftError("- (stdin) is given more than once", "give - once: stdin can be read only once")
     for raw in paths:
         if raw == "-":
+            if stdin is None and sys.stdin is None:
+                raise SafeSftError(
+                    "stdin is closed: there is nothing to read", "pipe a log in: cat train.log | safe-sft explain -"
+                )
             stream = stdin if stdin is not None else sys.stdin.buffer
             if stream.isatty():
                 raise SafeSftError("nothing is piped into stdin", "pipe a log in: cat train.log | safe-sft explain -")

@@ -126,3 +126,61 @@ def test_a_long_log_keeps_the_early_oom_and_its_frames(tmp_path: Path) -> None:
     assert log.stat().st_size > 4 * (2 << 20)  # longer than the whole-line tail
     data = json.loads(explain("--json", str(log)).stdout)
     assert (data["kind"], data["rank"]) == ("cuda_oom_save", 3)
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        pytest.param(lambda text: text.encode("utf-16"), id="utf-16-bom"),  # Windows PowerShell's `>`
+        pytest.param(lambda text: text.encode("utf-16-le"), id="utf-16-le"),
+        pytest.param(lambda text: text.encode("utf-16-be"), id="utf-16-be"),
+        pytest.param(lambda text: ("训练中出现错误显存不足\n" * 50 + text).encode("gbk"), id="gbk"),
+        pytest.param(lambda text: ("é" * 30 + "\n").encode("latin-1") * 20 + text.encode(), id="latin-1"),
+    ],
+)
+def test_a_log_in_another_encoding_is_read_as_text(tmp_path: Path, encode) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "train.log"
+    log.write_bytes(encode(OOM_LINES))
+    result = explain("--json", str(log))
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["kind"] == "cuda_oom"
+
+
+def test_a_log_of_progress_bars_redrawn_in_place_is_read_in_bounded_memory() -> None:
+    """tqdm writes `\\r` and no `\\n`: the scanner cuts there too, so it holds about two tails, not the log."""
+    from launcher.logfile import CHUNK, TAIL_BYTES, _Scanner
+
+    bar = b"Train:  45%|####5     | 450/1000 [01:00<01:13,  7.50it/s]\r"
+    scanner = _Scanner("bars.log")
+    for _ in range(3 * CHUNK // len(bar) // 1000):
+        scanner.feed(bar * 1000)
+    scanner.feed(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\r")
+    assert len(scanner.pending) <= 2 * TAIL_BYTES + len(bar) * 1000
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB" in scanner.lines()
+
+
+def test_stdin_given_twice_is_one_line() -> None:
+    result = explain("-", "-", stdin=OOM_LINES.encode())
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith("safe-sft: error: - (stdin) is given more than once")
+
+
+def test_a_closed_stdin_is_one_line() -> None:
+    result = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -m launcher explain - <&-"], capture_output=True, timeout=20, cwd=REPO
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith("safe-sft: error: stdin is closed"), result.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        pytest.param("hello\n", "nor how the process ended", id="no-exit"),
+        pytest.param("srun: error: gpu-1: task 0: Killed\n", "only how the process ended", id="killed"),
+    ],
+)
+def test_thin_evidence_says_what_the_log_does_show(tmp_path: Path, log: str, said: str) -> None:
+    (tmp_path / "a.log").write_text(log)
+    result = explain(str(tmp_path / "a.log"))
+    assert f"the evidence is thin: no line names the cause, {said}" in result.stdout.decode()
