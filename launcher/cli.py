@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from launcher.cli_values import YEAR, Seconds, click_error
 from launcher.errors import SafeSftError
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
@@ -108,7 +109,7 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--assume-nodes", type=int, envvar="SAFE_SFT_ASSUME_NODES", help="Plan for N nodes."),
         click.option(
             "--hang-timeout",
-            type=click.FloatRange(min=0),
+            type=Seconds(0, YEAR),
             default=1800.0,
             show_default=True,
             envvar="SAFE_SFT_HANG_TIMEOUT",
@@ -117,7 +118,7 @@ def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--startup-timeout",
-            type=click.FloatRange(min=0),
+            type=Seconds(0, YEAR),
             default=3600.0,
             show_default=True,
             envvar="SAFE_SFT_STARTUP_TIMEOUT",
@@ -261,7 +262,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
 )
 @click.option(
     "--grace-period",
-    type=float,
+    type=Seconds(0, 3600),
     default=30.0,
     show_default=True,
     envvar="SAFE_SFT_GRACE_PERIOD",
@@ -275,7 +276,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
 )
 @click.option(
     "--download-wait",
-    type=click.FloatRange(0, 3600),
+    type=Seconds(0, 3600),
     default=30.0,
     show_default=True,
     envvar="SAFE_SFT_DOWNLOAD_WAIT",
@@ -300,7 +301,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
 )
 @click.option(
     "--node-timeout",
-    type=click.FloatRange(min=1),
+    type=Seconds(1, YEAR),
     default=300.0,
     show_default=True,
     envvar="SAFE_SFT_NODE_TIMEOUT",
@@ -308,7 +309,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
 )
 @click.option(
     "--memory-sample-interval",
-    type=click.FloatRange(min=0),
+    type=Seconds(0, 3600),
     default=5.0,
     show_default=True,
     envvar="SAFE_SFT_MEMORY_SAMPLE_INTERVAL",
@@ -703,7 +704,14 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
         except SafeSftError as err:
             _print_error(err)
             sys.exit(EXIT_USAGE)
-    command.main(args=own, prog_name=f"safe-sft {command.name}", obj=swift_argv, standalone_mode=True)
+    try:
+        command.main(args=own, prog_name=f"safe-sft {command.name}", obj=swift_argv, standalone_mode=False)
+    except click.ClickException as err:
+        _print_error(click_error(err, str(command.name)))
+        sys.exit(EXIT_USAGE)
+    except click.Abort:  # Ctrl-C while click reads its options
+        click.echo("safe-sft: aborted", err=True)
+        sys.exit(130)
 
 
 COMMANDS: dict[str, tuple[click.Command, bool]] = {

@@ -381,3 +381,45 @@ def test_swifts_sft_word_is_taken_as_swift_takes_it_and_its_other_commands_are_r
     refused = run_cli("plan", *common, "rlhf", *swift)
     assert refused.returncode == 2
     assert refused.stderr.splitlines()[0] == "safe-sft: error: safe-sft runs `swift sft`, not `swift rlhf`"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        pytest.param(
+            ["--hang-timeout", "inf"], {}, "Invalid value for '--hang-timeout': inf is not in the range", id="inf"
+        ),
+        pytest.param(
+            ["--startup-timeout", "nan"], {}, "Invalid value for '--startup-timeout': 'nan' is not a number", id="nan"
+        ),
+        pytest.param(
+            ["--hang-timeout", "1e99"], {}, "Invalid value for '--hang-timeout': 1e+99 is not in the range", id="1e99"
+        ),
+        pytest.param(
+            [],
+            {"SAFE_SFT_HANG_TIMEOUT": "inf"},
+            "SAFE_SFT_HANG_TIMEOUT in the environment: Invalid value for '--hang-timeout'",
+            id="env-inf",
+        ),
+        pytest.param(
+            [],
+            {"SAFE_SFT_NODE_RANK": "abc"},
+            "SAFE_SFT_NODE_RANK in the environment: Invalid value for '--node-rank': 'abc' is not a valid integer",
+            id="env-not-a-number",
+        ),
+    ],
+)
+def test_a_bad_value_of_safe_sfts_own_option_is_one_line_naming_its_source(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    """A timeout of inf overflowed the --ddp_timeout the watchdog adds (a traceback, on the run path too);
+    nan passed every bound; click's own usage block did not say the value came from the environment."""
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", *args, "--model-params", "7e9", "--assume-gpus", "1x80GiB",
+         "--assume-ram", "64GiB", "--model", "m", "--tuner_type", "lora"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    assert result.returncode == 2
+    first, fix = result.stderr.splitlines()
+    assert first.startswith(f"safe-sft: error: {message}"), result.stderr
+    assert fix.startswith("safe-sft: fix: ") and "Traceback" not in result.stderr
