@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from math import prod
 from pathlib import Path
+from typing import NamedTuple
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
@@ -25,9 +26,14 @@ _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
 _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
 
 
-def read_safetensors_header(path: Path) -> dict[str, dict[str, object]]:
-    """The tensors' entries of a safetensors file's header; SafeSftError where the file is not one (a
-    download cut short, say)."""
+class TensorEntry(NamedTuple):
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
+    """Each tensor's dtype and shape from a safetensors file's header; SafeSftError where the file is not one
+    (a download cut short, a header of another shape)."""
     try:
         with path.open("rb") as handle:
             prefix = handle.read(8)
@@ -39,12 +45,22 @@ def read_safetensors_header(path: Path) -> dict[str, dict[str, object]]:
             header = json.loads(handle.read(length))
         if not isinstance(header, dict):
             raise ValueError("its header is not a JSON object")
+        header.pop("__metadata__", None)
+        return {tensor: _tensor_entry(tensor, info) for tensor, info in header.items()}
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise SafeSftError(
             f"{path} is not a readable safetensors file: {err}", "download the model again (or complete it)"
         ) from None
-    header.pop("__metadata__", None)
-    return header
+
+
+def _tensor_entry(tensor: str, info: object) -> TensorEntry:
+    """A tensor's entry as the safetensors library requires it: a dtype, and a shape of whole numbers >= 0."""
+    shape = info.get("shape") if isinstance(info, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("dtype"), str):
+        raise ValueError(f"tensor {tensor!r} has no dtype")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise ValueError(f"tensor {tensor!r} has the shape {json.dumps(shape)[:40]}, not a list of sizes")
+    return TensorEntry(info["dtype"], tuple(shape))
 
 
 def _read_config(path: Path) -> dict[str, object]:
@@ -317,10 +333,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
         dtypes: dict[str, int] = defaultdict(int)
         vision = 0
         for file in files:
-            for tensor, info in read_safetensors_header(file).items():
-                shape = info.get("shape")
-                count = prod(shape) if isinstance(shape, list) else 0
-                dtype = str(info.get("dtype"))
+            for tensor, (dtype, shape) in read_safetensors_header(file).items():
+                count = prod(shape)
                 if isinstance(quant_bits, int) and dtype in _PACKED_DTYPE_BITS:
                     count = count * _PACKED_DTYPE_BITS[dtype] // quant_bits  # packed weights: real count
                 match = _LAYER_RE.match(tensor)

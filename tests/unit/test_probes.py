@@ -256,3 +256,28 @@ def test_a_size_that_is_not_positive_is_named_in_one_warning(tmp_path: Path) -> 
     (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 64, "vocab_size": 100,
                                                       "num_attention_heads": 4, "num_key_value_heads": 2}))  # fmt: skip
     assert not [w for w in probe_model(str(tmp_path), {}, tmp_path).warnings if "positive whole number" in w]
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        pytest.param({"dtype": "F32", "shape": [None]}, "tensor 'w' has the shape [null]", id="null-dim"),
+        pytest.param({"dtype": "F32", "shape": ["7"]}, "tensor 'w' has the shape [\"7\"]", id="text-dim"),
+        pytest.param({"dtype": "F32", "shape": [1.5, 1e300]}, "tensor 'w' has the shape [1.5, 1e+300]", id="float"),
+        pytest.param({"dtype": "F32", "shape": [-5, 3]}, "tensor 'w' has the shape [-5, 3]", id="negative"),
+        pytest.param({"dtype": "F32", "shape": [True]}, "tensor 'w' has the shape [true]", id="bool"),
+        pytest.param({"dtype": "F32"}, "tensor 'w' has the shape null", id="no-shape"),
+        pytest.param({"shape": [2]}, "tensor 'w' has no dtype", id="no-dtype"),
+        pytest.param([1], "tensor 'w' has no dtype", id="a-list"),
+    ],
+)
+def test_a_safetensors_header_of_another_shape_is_one_line(tmp_path: Path, entry: object, why: str) -> None:
+    """Such a header gave a TypeError or an OverflowError (a traceback), or planned -15 parameters."""
+    from launcher.probe.model_size import facts_from_dir
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 100}))
+    blob = json.dumps({"w": entry}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob)
+    with pytest.raises(SafeSftError) as err:
+        facts_from_dir(tmp_path, "m")
+    assert err.value.message.startswith(f"{tmp_path / 'model.safetensors'} is not a readable safetensors file: {why}")
