@@ -22,11 +22,14 @@ def expand_nodelist(nodelist: str) -> list[str]:
 
     Ranges keep their zero padding; several bracket groups in one name expand as a product.
     """
+    if not nodelist.strip():
+        raise SafeSftError(
+            f"SLURM_JOB_NODELIST={nodelist!r} is empty",
+            "run inside a Slurm allocation, and copy no SLURM_* variables from another job",
+        )
     hosts: list[str] = []
     for pattern in _split_top_level(nodelist):
         hosts.extend(_expand_pattern(pattern, nodelist))
-    if not hosts:
-        raise SafeSftError(f"SLURM_JOB_NODELIST={nodelist!r} is empty", "run inside a Slurm allocation")
     return hosts
 
 
@@ -55,7 +58,7 @@ def _split_top_level(text: str) -> list[str]:
 def _expand_pattern(pattern: str, whole: str) -> list[str]:
     match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", pattern)
     if not match:
-        if "[" in pattern or "]" in pattern:
+        if "[" in pattern or "]" in pattern or any(char.isspace() for char in pattern):
             raise _bad_nodelist(whole)
         return [pattern]
     prefix, ranges, rest = match.groups()
@@ -145,7 +148,7 @@ class SlurmEnv:
             nnodes=nnodes,
             nnodes_var=nnodes_var,
             node_id=_int_var(env, "SLURM_NODEID"),
-            nodelist=env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
+            nodelist=env["SLURM_JOB_NODELIST"] if "SLURM_JOB_NODELIST" in env else env.get("SLURM_NODELIST"),
             ntasks=_int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
             gpus_on_node=_int_var(env, "SLURM_GPUS_ON_NODE"),
@@ -156,7 +159,7 @@ class SlurmEnv:
 
     def hang_problem(self) -> SafeSftError | None:
         """Variables that disagree in a way that would leave torchrun waiting for nodes that never come."""
-        if self.nnodes is not None and self.nodelist:
+        if self.nnodes is not None and self.nodelist is not None:
             hosts = expand_nodelist(self.nodelist)
             if len(hosts) != self.nnodes:
                 return SafeSftError(
@@ -175,7 +178,7 @@ class SlurmEnv:
 
     @property
     def master_addr(self) -> str | None:
-        return expand_nodelist(self.nodelist)[0] if self.nodelist else None
+        return expand_nodelist(self.nodelist)[0] if self.nodelist is not None else None
 
     @property
     def master_port(self) -> int:

@@ -94,6 +94,11 @@ def resolve_topology(
             f"MASTER_PORT={master_port.value} ({master_port.source.value}) is out of range",
             "choose a port from 1024 to 65535",
         )
+    if not master_addr.value or any(char.isspace() for char in master_addr.value):
+        raise SafeSftError(
+            f"MASTER_ADDR={master_addr.value!r} ({master_addr.source.value}) is no address",
+            "set MASTER_ADDR to node 0's address or host name, or unset it on a single node",
+        )
     if nnodes.value > 1 and master_addr.value in LOOPBACK_ADDRS and not request.allow_loopback_master:
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "

@@ -13,8 +13,16 @@ from launcher.probe.network import port_in_use
 
 
 def coord_port_of(topology: Topology, flag: int | None) -> int:
-    """The coordination store's port: --coord-port, else MASTER_PORT + 1."""
-    return flag if flag is not None else topology.master_port.value + 1
+    """The coordination store's port: --coord-port, else MASTER_PORT + 1 (SafeSftError past 65535)."""
+    if flag is not None:
+        return flag
+    master = topology.master_port.value
+    if master >= 65535:
+        raise SafeSftError(
+            f"MASTER_PORT={master} leaves no port for the coordination store (MASTER_PORT + 1) with several nodes",
+            "choose a MASTER_PORT below 65535, or pass --coord-port with a free port (the same on every node)",
+        )
+    return master + 1
 
 
 def check_ports_free(topology: Topology, coord_port: int | None) -> None:

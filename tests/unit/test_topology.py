@@ -172,6 +172,27 @@ def test_cpu_training_takes_nproc_from_env() -> None:
             id="bad-nodelist",
         ),
         pytest.param(TopologyRequest(), {**SLURM, "SLURM_NTASKS": "8"}, "SLURM_NTASKS=8", id="task-per-gpu"),
+        pytest.param(
+            TopologyRequest(),
+            {**SLURM, "SLURM_JOB_NODELIST": ""},
+            "SLURM_JOB_NODELIST='' is empty",
+            id="nodelist-empty",
+        ),
+        pytest.param(
+            TopologyRequest(),
+            {**SLURM, "SLURM_JOB_NODELIST": "n1 n2"},
+            "SLURM_JOB_NODELIST='n1 n2' is not a valid node list",
+            id="nodelist-spaces",
+        ),
+        pytest.param(
+            TopologyRequest(nnodes=2), {"MASTER_ADDR": ""}, "MASTER_ADDR='' (env) is no address", id="addr-empty"
+        ),
+        pytest.param(
+            TopologyRequest(),
+            {"MASTER_ADDR": "10.0.0.1 x"},
+            "MASTER_ADDR='10.0.0.1 x' (env) is no address",
+            id="addr-with-a-space",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(request_, env, message) -> None:  # type: ignore[no-untyped-def]
@@ -323,3 +344,24 @@ def test_gpus_number_is_a_count_and_a_list_names_indices(gpus_flag: str, visible
 def test_no_gpu_and_no_use_cpu_is_a_plan_warning() -> None:
     assert any("--use_cpu true" in w for w in resolve(gpu_list=()).warnings)
     assert resolve(gpu_list=(), use_cpu=True).warnings == ()
+
+
+@pytest.mark.parametrize(("master_port", "flag", "coord"), [(29500, None, 29501), (65535, 40000, 40000)])
+def test_the_coordination_port_is_master_port_plus_one_or_the_flag(
+    master_port: int, flag: int | None, coord: int
+) -> None:
+    from launcher.run.ports import coord_port_of
+
+    topology = resolve(TopologyRequest(nnodes=2, master_port=master_port), {"MASTER_ADDR": "10.0.0.1"})
+    assert coord_port_of(topology, flag) == coord
+
+
+def test_master_port_65535_leaves_no_coordination_port_and_says_so() -> None:
+    """MASTER_PORT + 1 = 65536 raised OverflowError from bind() on the run path: a traceback."""
+    from launcher.run.ports import coord_port_of
+
+    topology = resolve(TopologyRequest(nnodes=2, master_port=65535), {"MASTER_ADDR": "10.0.0.1"})
+    with pytest.raises(SafeSftError) as err:
+        coord_port_of(topology, None)
+    assert err.value.message.startswith("MASTER_PORT=65535 leaves no port for the coordination store")
+    assert "--coord-port" in err.value.hint
