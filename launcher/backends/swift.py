@@ -64,7 +64,15 @@ def read(argv: list[str]) -> BackendArgs:
     argv = without_command_word(argv)
     if not argv:
         raise SafeSftError("no swift arguments given", "use it as `safe-sft --model M --dataset D ...`")
-    return BackendArgs((), parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_value_kinds()))
+    swift = parse_swift_argv(argv, load_swift_config(argv), swift_options(), swift_value_kinds())
+    stray = next((flag for flag, _ in swift.items if not flag.startswith("--")), None)
+    if stray is not None and not swift.get_bool("ignore_args_error", False):
+        raise SafeSftError(
+            f"{stray!r} is no swift argument: swift sft takes no word before its options but a config file "
+            "(.yaml, .yml or .json, in lower case), and stops on it in every rank",
+            "drop it, or write the option it belongs to (swift's options start with --)",
+        )
+    return BackendArgs((), swift)
 
 
 SWIFT = Backend(

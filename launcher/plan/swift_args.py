@@ -106,6 +106,10 @@ class ValueKind:
 
     def refuses(self, tokens: tuple[str, ...], value: str) -> str | None:
         """Why the parser refuses this value (its tokens, and as one text), or None where it takes it."""
+        if self.kind != "flag" and not self.kind.endswith("+") and len(tokens) > 1:
+            return TAKES_ONE_VALUE
+        if not tokens and self.kind in ("int", "float", "text"):
+            return NEEDS_A_VALUE
         if self.choices:
             return None if value in self.choices else f"is not one of swift's choices: {', '.join(self.choices)}"
         if self.kind == "flag":  # given bare, it has no tokens; a token after it is left over for swift
@@ -119,6 +123,9 @@ class ValueKind:
 
 
 TAKES_NO_VALUE = "takes no value"  # a flag (a bool's `--no_` twin) given a value: swift's parser leaves it over
+TAKES_ONE_VALUE = "takes one value"  # the tokens after the first are left over, and swift stops on them
+NEEDS_A_VALUE = "needs a value"  # argparse: "expected one argument"
+LEFT_OVER = (TAKES_NO_VALUE, TAKES_ONE_VALUE)  # what --ignore_args_error true lets swift leave over
 
 
 def _refuses(kind: str, token: str) -> str | None:
@@ -145,6 +152,10 @@ def _value_fix(key: str, problem: str, value: str) -> str:
     """The fix for a value swift's parser would refuse (`_refuses`' problem)."""
     if problem == TAKES_NO_VALUE:
         return f"write --{key} alone (it sets --{key.removeprefix('no_')} false)"
+    if problem == TAKES_ONE_VALUE:
+        return f"give --{key} one value: swift stops on the rest (options start with --, and a config file comes first)"
+    if problem == NEEDS_A_VALUE:
+        return f"give --{key} its value, or leave it out for swift's default"
     if value.lower() == "none":  # a YAML null: swift writes it as None, which no number parses
         return f"leave --{key} out for swift's default: swift's parser takes no None there"
     return f"set --{key} to {_KIND_FIX.get(problem, 'one of them')}, or leave it out for swift's default"
@@ -288,10 +299,11 @@ class SwiftArgs:
             if kind is None or value is None:
                 continue
             problem = kind.refuses(self.get_values(key), value)
-            if problem == TAKES_NO_VALUE and self.get_bool("ignore_args_error", False):
-                continue  # swift leaves the token over, and --ignore_args_error lets it
+            if problem in LEFT_OVER and self.get_bool("ignore_args_error", False):
+                continue  # swift leaves the tokens over, and --ignore_args_error lets it
             if problem:
-                raise SafeSftError(f"--{key} {value!r} {problem}", _value_fix(key, problem, value))
+                shown = "" if problem == NEEDS_A_VALUE else f" {value!r}"
+                raise SafeSftError(f"--{key}{shown} {problem}", _value_fix(key, problem, value))
         for key in LEAST_INT:
             self.get_int(key)
 
@@ -390,10 +402,13 @@ def parse_swift_argv(
 
 
 def _config_value_text(value: object) -> str:
+    """A config file's value as the text swift's parser receives (swift/cli/main.py writes a mapping as JSON)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
         return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 

@@ -133,3 +133,61 @@ def test_a_no_twin_sets_its_bool_false_as_swifts_parser_does(twin: str) -> None:
         assert not rest and getattr(namespace, field_) is expected, argv
         ours = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
         assert ours.get_bool(field_, not expected) is expected, argv
+
+
+def _swift_takes_tokens(tokens: list[str]) -> bool:
+    """Whether swift's own parser takes these tokens whole (no error, nothing left over)."""
+    from swift.arguments import SftArguments
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser([SftArguments])
+    parser.exit_on_error = False
+    try:
+        _, rest = parser.parse_known_args(tokens)
+    except (Exception, SystemExit):  # argparse: expected one argument
+        return False
+    return not rest
+
+
+def _safe_sft_takes_tokens(tokens: list[str]) -> bool:
+    try:
+        parse_swift_argv(tokens, None, swift_options(), swift_value_kinds()).check_values()
+    except SafeSftError:
+        return False
+    return True
+
+
+GOOD = {"int": "7", "float": "0.5", "bool": "true", "text": "x"}
+
+
+@pytest.mark.parametrize("kind", [*sorted(GOOD), "choice"])
+def test_a_word_left_over_after_a_value_is_refused_as_swifts_parser_leaves_it(kind: str) -> None:
+    """`--output_dir out junk`, a config file placed last, an em-dash pasted for `--`: swift's parser leaves
+    the extra word over and swift stops on it in every rank. A list field (`--dataset a b`) takes them all."""
+    kinds = swift_value_kinds()
+    names = sorted(
+        n for n, k in kinds.items() if (k.choices and kind == "choice") or (k.kind == kind and not k.choices)
+    )
+    checked = 0
+    for name in names:
+        flag = f"--{name}"
+        value = kinds[name].choices[0] if kind == "choice" else GOOD[kind]
+        if not _swift_takes_tokens([flag, value]):  # a field with a parser of its own (JSON: liger_kernel_config)
+            continue
+        checked += 1
+        assert _safe_sft_takes_tokens([flag, value]), (flag, value)
+        extra = [flag, value, "extra.yaml"]
+        assert not _swift_takes_tokens(extra) and not _safe_sft_takes_tokens(extra), extra
+        if kind != "bool":  # a bool given bare is true
+            assert not _swift_takes_tokens([flag]) and not _safe_sft_takes_tokens([flag]), flag
+    assert checked >= min(len(names), 10), (kind, checked, len(names))
+
+
+def test_a_list_field_takes_every_word_after_it_as_swifts_parser_does() -> None:
+    names = sorted(n for n, k in swift_value_kinds().items() if k.kind == "text+")
+    assert "dataset" in names
+    taken = [name for name in names if _swift_takes_tokens([f"--{name}", "a", "b", "c"])]
+    assert len(taken) >= len(names) // 2 and "dataset" in taken  # others have choices of their own (--debug)
+    for name in taken:
+        tokens = [f"--{name}", "a", "b", "c"]
+        assert _safe_sft_takes_tokens(tokens), tokens

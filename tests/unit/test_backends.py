@@ -522,3 +522,30 @@ def test_another_swift_command_is_refused_naming_it(word: str) -> None:
 
     with pytest.raises(SafeSftError, match=f"not `swift {word}`"):
         without_command_word([word, "--model", "m"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["junk", "--model", "m"], id="a-word"),
+        pytest.param(["cfg.YAML", "--model", "m"], id="a-config-swift-does-not-read-upper-case"),
+        pytest.param(["-max_length", "--model", "m"], id="a-single-dash"),
+    ],
+)
+def test_a_word_before_swifts_options_is_one_line(argv: list[str]) -> None:
+    """swift sft stops on it (remaining_argv) in every rank, after torchrun has started them."""
+    with pytest.raises(SafeSftError) as err:
+        SWIFT.read(argv)
+    assert err.value.message.startswith(f"{argv[0]!r} is no swift argument")
+    assert SWIFT.read([*argv, "--ignore_args_error", "true"]).args.get("model") == "m"  # swift only warns then
+
+
+def test_a_deepspeed_mapping_in_a_config_file_reads_as_the_json_swift_receives(tmp_path: Path) -> None:
+    """swift's parse_yaml_args writes a mapping value as JSON; the plan read Python's str() of it, which is no
+    JSON, and refused a config that swift runs."""
+    config = tmp_path / "train.yaml"
+    config.write_text("model: m\ndeepspeed:\n  zero_optimization: {stage: 2}\n  train_micro_batch_size_per_gpu: auto\n")
+    args = SWIFT.read([str(config)]).args
+    expected = '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}'
+    assert args.get("deepspeed") == expected
+    assert args.argv()[args.argv().index("--deepspeed") + 1] == expected

@@ -124,7 +124,16 @@ REFUSED = {  # id: (argv, config file, the start of the error)
     "through-a-prefix": (["--torch_dt", "bf16"], None, "--torch_dtype 'bf16' is not one of"),
     "a-number-not-listed": (["--quant_bits", "3.5"], None, "--quant_bits '3.5' is not one of"),
     "in-the-config-file": (["c.yaml"], {"torch_dtype": "BF16"}, "--torch_dtype 'BF16' is not one of"),
-    "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16' is not one"),
+    "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16' takes one"),
+    # what swift's parser leaves over, and stops on (remaining_argv) in every rank
+    "a-stray-word": (["--model", "m", "junk"], None, "--model 'm junk' takes one value"),
+    "a-config-file-last": (["--model", "m", "c.yml"], None, "--model 'm c.yml' takes one value"),
+    "an-em-dash": (["--model", "m", "\u2014max_length", "5"], None, "--model 'm \u2014max_length 5' takes one"),
+    "a-single-dash": (["--model", "m", "-max_length", "0"], None, "--model 'm -max_length 0' takes one value"),
+    "a-double-dash": (["--model", "m", "--", "--save_steps", "5"], None, "--model 'm --' takes one value"),
+    "a-list-in-the-config": (["c.yaml"], {"model": ["a", "b"]}, "--model 'a b' takes one value"),
+    "a-bool-and-a-word": (["--gradient_checkpointing", "true", "x"], None, "--gradient_checkpointing 'true x'"),
+    "no-value": (["--max_length"], None, "--max_length needs a value"),
     "float": (["--learning_rate", "abc"], None, "--learning_rate 'abc' is not a number"),
     "int": (["--save_steps", "1e3"], None, "--save_steps '1e3' is not a whole number"),
     "yaml-null-number": (["c.yaml"], {"max_length": None}, "--max_length 'None' is not a whole number"),
@@ -138,6 +147,9 @@ TAKEN = {  # id: (argv, config file)
     "numbers": (["--learning_rate", "1e-4", "--save_steps", "+50", "--gradient_checkpointing"], None),
     "truthy-list": (["--gradient_checkpointing", "T", "--target_modules", "q_proj", "v_proj"], None),
     "text-unknown": (["--layers_to_transform", "0", "1", "--model", "None", "--xyz", "abc"], None),
+    "a-bare-bool": (["--gradient_checkpointing", "--model", "m"], None),
+    "left-over-let-through": (["--model", "m", "junk", "--ignore_args_error", "true"], None),
+    "a-mapping-in-the-config": (["c.yaml"], {"model": {"a": 1}}),
 }
 
 
@@ -156,7 +168,7 @@ def test_a_value_swifts_parser_would_not_convert_stops_before_anything(
     with pytest.raises(SafeSftError) as error:
         args.check_values()
     assert error.value.message.startswith(refused)
-    assert error.value.hint.startswith(("set --", "leave --"))
+    assert error.value.hint.startswith(("set --", "leave --", "give --"))
 
 
 def test_none_for_a_number_names_why_and_a_trainers_own_null_stays_unset() -> None:
