@@ -121,13 +121,17 @@ def parse_nccl_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def apply_assumptions(host: HostFacts, options: LaunchOptions) -> HostFacts:
-    """Another machine's facts in place of this one's. Its network (InfiniBand, interfaces) and limits
-    (memlock, /dev/shm) are unknown: nothing of this machine stands in for them."""
+    """Another machine's facts in place of this one's. Its network (InfiniBand, interfaces), limits
+    (memlock, /dev/shm) and, without --assume-ram, its RAM are unknown: nothing of this machine stands in
+    for them."""
     if options.assumes_machine:
         host = replace(
             host,
             network=NetworkFacts(known=False),
             limits=Limits(memlock=None, nofile=None, shm_bytes=None),
+            memory=HostMemory(
+                None, None, warnings=("the assumed machine's host RAM is unknown: not checked (pass --assume-ram)",)
+            ),
         )
     if options.assume_gpus:
         host = replace(host, gpus=GpuFacts(gpus=parse_assumed_gpus(options.assume_gpus), driver_version="assumed"))

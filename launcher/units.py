@@ -30,6 +30,7 @@ _SIZE_UNITS = {
     "tib": 1024**4,
 }
 MAX_BYTES = 1024**6  # an exbibyte
+BARE_BYTES_LEAST = MiB  # a bare number below this is a size typed without its unit
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
@@ -42,6 +43,9 @@ def parse_size(text: str, what: str = "size") -> int:
     value = float(match.group(1)) * _SIZE_UNITS[unit]
     if not value < MAX_BYTES:  # 1e999 is infinity
         raise SafeSftError(f"{what} {text!r} is out of range", "write it like 24GiB, 80G or 512GiB")
+    if unit == "" and value < BARE_BYTES_LEAST:  # `8x80` for 80 GiB GPUs would plan for 80-byte ones
+        number = match.group(1)
+        raise SafeSftError(f"{what} {text!r} is {number} bytes: its unit is missing", f"write {number}GiB")
     return int(value)
 
 

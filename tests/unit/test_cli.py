@@ -423,3 +423,16 @@ def test_a_bad_value_of_safe_sfts_own_option_is_one_line_naming_its_source(
     first, fix = result.stderr.splitlines()
     assert first.startswith(f"safe-sft: error: {message}"), result.stderr
     assert fix.startswith("safe-sft: fix: ") and "Traceback" not in result.stderr
+
+
+def test_an_assumed_machine_without_assume_ram_has_unknown_host_ram_not_this_ones() -> None:
+    """--assume-gpus alone planned with this machine's RAM (22 GiB here): zero2 was refused for 337 GiB of host
+    RAM a cluster node has, and the plan said nothing of where the figure came from."""
+    args = ["plan", "--json", "--model-params", "7e9", "--assume-gpus", "8x80GiB"]
+    swift = ["--model", "m", "--tuner_type", "full"]
+    plan = json.loads(run_cli(*args, *swift).stdout)
+    assert plan["strategy"] == "zero2"
+    assert "the assumed machine's host RAM is unknown: not checked (pass --assume-ram)" in plan["warnings"]
+    with_ram = json.loads(run_cli(*args, "--assume-ram", "64GiB", *swift).stdout)
+    assert with_ram["strategy"] != "zero2"  # 64 GiB is too little for zero2's host side here
+    assert not any("host RAM is unknown" in w for w in with_ram["warnings"])

@@ -130,6 +130,10 @@ def _option_cases() -> Iterator[Case]:
     for option, value in (("--assume-gpus", "2x0GiB"), ("--assume-gpus", "99999999999x80GiB"),
                           ("--assume-gpus", "65x80GiB"), ("--assume-ram", "0GiB")):  # fmt: skip
         yield Case(f"plan{option}-{value}", own=(option, value), needle=repr(value), commands=("plan",))
+    for option, value in (("--assume-gpus", "8x80"), ("--assume-gpus", "24"), ("--assume-ram", "512")):
+        yield Case(
+            f"plan{option}-{value}-no-unit", own=(option, value), needle="its unit is missing", commands=("plan",)
+        )
     for option, value in (("--assume-gpus", "8x80GiB"), ("--assume-ram", "512GiB"), ("--assume-nodes", "2")):
         yield Case(f"run{option}-refused", own=(option, value), needle=f"{option} {value} on the run path",
                    commands=("run",))  # fmt: skip
