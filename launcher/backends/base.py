@@ -37,7 +37,7 @@ KNOBS = {
     "image_budget": "the image budget (MAX_PIXELS / IMAGE_MAX_TOKEN_NUM)",
     "device_map": "one process over several GPUs (device_map) and its rebalance",
     "resume_only_model": "resume_only_model (a weights-only resume loads the weights and starts a fresh optimizer)",
-    "add_version": "add_version (a later attempt that would save over a checkpoint writes to a new v<N>-* dir)",
+    "add_version": "add_version (an attempt that would save over a checkpoint writes to a new v<N>-* dir)",
 }
 
 

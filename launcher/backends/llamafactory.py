@@ -10,7 +10,7 @@ changes go back as more `key=value` overrides after the user's, the config file 
 trainer is transformers' Trainer, so checkpoints, resume and save_only_model are HF's. Started on an
 output dir with checkpoints, it resumes from the newest by itself, complete or not; safe-sft names the
 newest complete one instead (and refuses when there is none). It lacks
-device_map training, resume_only_model and add_version (a later attempt that would save over a
+device_map training, resume_only_model and add_version (an attempt that would save over a
 checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir). Its image budget is an argument,
 `image_max_pixels` (pixels, 768 x 768 by default), which the ladder turns where swift's would turn MAX_PIXELS.
 """

@@ -430,13 +430,15 @@ class Supervisor:
         return resumed.checkpoint
 
     def _would_overwrite(self, number: int, base: SwiftArgs, resume: Resume | None) -> str | None:
-        """Why a later attempt with --add_version false must write to a versioned dir instead, or None.
+        """Why an attempt with --add_version false must write to a versioned dir instead, or None.
 
         It writes into output_dir itself, as plain `swift sft` does, unless a checkpoint dir there is newer
         than its resume point: it would save over that one (an earlier attempt's half-written or unreadable
-        checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint.
+        checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint. The first attempt too:
+        `--resume-latest` that found only incomplete checkpoints, or a rerun into the same dir, would
+        otherwise train from step 0 over them.
         """
-        if (number == 1 and resume is None) or base.get_bool("add_version", True):
+        if base.get_bool("add_version", True):
             return None
         floor = resume.step if resume else 0
         at_risk = sorted(

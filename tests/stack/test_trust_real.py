@@ -218,3 +218,39 @@ def test_with_add_version_false_a_resumed_run_leaves_the_layout_plain_swift_leav
 
     assert final(supervised)["global_step"] == final(plain)["global_step"] == 8
     assert final(supervised)["last_model_checkpoint"] == str(supervised / "checkpoint-8")
+
+
+def _digests(out: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.glob("checkpoint-*/**/*"))
+        if p.is_file()
+    }
+
+
+def test_resume_latest_with_only_incomplete_checkpoints_and_add_version_false_saves_over_none(
+    tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Every checkpoint of an earlier --add_version false run cut short (a full disk, a copy that stopped):
+    --resume-latest finds none complete and starts from step 0. It trained into output_dir itself and
+    rewrote the very checkpoints it had just said it skipped; now that attempt gets a versioned dir."""
+    out = tmp_path / "out"
+    first = safe_sft(swift_args(tiny, out, add_version="false", max_steps=6), fault_env(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    for weights in out.glob("checkpoint-*/model.safetensors"):
+        with weights.open("r+b") as handle:
+            handle.truncate(weights.stat().st_size // 2)
+    before = _digests(out)
+    assert {Path(name).parts[0] for name in before} == {"checkpoint-3", "checkpoint-6"}
+
+    again = safe_sft(
+        ["--resume-latest", *swift_args(tiny, out, add_version="false", max_steps=6)], fault_env(tmp_path / "b")
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "skipped unreadable checkpoint" in again.stderr
+    assert "--add_version true for this attempt: it would save over" in again.stderr
+    assert _digests(out) == before  # not one byte of the skipped checkpoints changed
+    [versioned] = list(out.glob("v*-*"))
+    assert (versioned / "checkpoint-6" / "trainer_state.json").is_file()  # the run itself trained to the end

@@ -344,8 +344,10 @@ def test_add_version_false_resumes_in_place_like_plain_swift(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("off", [("--add_version", "false"), ("--no_add_version",)], ids=["false", "no-twin"])
 def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Path, off: tuple[str, ...]) -> None:
-    """A half-written checkpoint-6 (a killed run's) in output_dir: attempt 2, resuming from 3, would save over
-    it, so that attempt alone gets a versioned dir. swift's `--no_add_version` is the same setting."""
+    """A half-written checkpoint-6 (a killed run's) in output_dir: attempt 1, from step 0, and attempt 2,
+    resuming from 3, would each save over it, so each gets a versioned dir (attempt 1 wrote over it before:
+    `--resume-latest` that finds only incomplete checkpoints starts from step 0 too). swift's
+    `--no_add_version` is the same setting."""
 
     def half_written(path: Path) -> None:
         path.mkdir(parents=True)
@@ -359,13 +361,17 @@ def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Pat
         [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [])],
     )
     assert result.outcome == "succeeded"  # type: ignore[attr-defined]
-    first = spawned[0]
-    at = first.index(off[0])
-    assert first[at : at + len(off)] == list(off) and "--add_version" not in first[at + len(off) :]  # as given
-    assert value(spawned[1], "--add_version") == "true" and "--no_add_version" not in spawned[1]
-    second = result.attempts[1]  # type: ignore[attr-defined]
-    assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"
+    for attempt, argv in zip(result.attempts, spawned, strict=True):  # type: ignore[attr-defined]
+        assert value(argv, "--add_version") == "true" and "--no_add_version" not in argv
+        assert attempt.versioned_because == f"it would save over {tmp_path / 'checkpoint-6'}"
     assert sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir()) == before
+
+
+def test_add_version_false_writes_where_swift_would_when_no_checkpoint_is_in_the_way(tmp_path: Path) -> None:
+    result, spawned = run_scripted(tmp_path, prepared(tmp_path, "--add_version", "false"), [(FakeProcess(0, ""), [])])
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    assert value(spawned[0], "--add_version") == "false"
+    assert result.attempts[0].versioned_because is None  # type: ignore[attr-defined]
 
 
 def test_the_report_callback_sees_each_attempt_start_and_end(tmp_path: Path) -> None:
