@@ -113,9 +113,18 @@ def _json_problem(path: Path) -> str | None:
     return None if isinstance(value, dict) else f"{path.name} is not a JSON object"
 
 
+def _trainer_state_problem(path: Path) -> str | None:
+    """transformers resumes from the state's global_step (and compares its batch size): a state without a
+    whole-number step, `{}` say, stops every rank in Trainer._init_training_state."""
+    step = json.loads(path.read_bytes()).get("global_step")
+    if type(step) is not int or step < 0:
+        return f"{path.name} has no global_step (it holds {json.dumps(step)}): not a state transformers saved"
+    return None
+
+
 def unreadable(path: Path) -> str | None:
     """Why a checkpoint dir cannot be resumed from, or None when it is complete and readable."""
-    problem = _json_problem(path / "trainer_state.json")
+    problem = _json_problem(path / "trainer_state.json") or _trainer_state_problem(path / "trainer_state.json")
     if problem is not None:
         return problem
     files = [p for p in path.iterdir() if p.is_file()]

@@ -169,6 +169,11 @@ def _missing_shard(path: Path) -> None:
         pytest.param(_write("trainer_state.json", b"[1, 2]"), "not a JSON object", id="state-not-object"),
         pytest.param(_write("trainer_state.json", b"\xff\xfe"), "trainer_state.json is not valid JSON", id="binary"),
         pytest.param(
+            _write("trainer_state.json", b"{}"), "trainer_state.json has no global_step (it holds null)", id="{}"
+        ),
+        pytest.param(_write("trainer_state.json", b'{"global_step": "8"}'), 'no global_step (it holds "8")', id="text"),
+        pytest.param(_write("trainer_state.json", b'{"global_step": -1}'), "no global_step (it holds -1)", id="neg"),
+        pytest.param(
             _truncate("model.safetensors", -5),
             "describes 36 bytes of tensor data, the file holds 31 (truncated?)",
             id="truncated-data",
