@@ -186,7 +186,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"model_type .* not recognized|not found in (?:registry|MODEL_MAPPING)|404 Client Error|"
         r"401 Client Error|403 Client Error|ModuleNotFoundError|ImportError|undefined symbol|"
         r"cannot import name|No module named|requires the .* library|pip install|"
-        r"JSONDecodeError|ArrowInvalid|ArrowTypeError|KeyError|TypeError|AttributeError|NameError|"
+        r"JSONDecodeError|UnicodeDecodeError|ArrowInvalid|ArrowTypeError|KeyError|TypeError|AttributeError|NameError|"
         r"SyntaxError|IndentationError|NotImplementedError|yaml\.\w+Error|ScannerError|ParserError|"
         r"Address already in use|EADDRINUSE|No CUDA GPUs are available|Found no NVIDIA driver|"
         r"CUDA driver version is insufficient|no kernel image is available|not compiled with CUDA|"

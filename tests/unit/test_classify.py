@@ -280,3 +280,21 @@ DIST_FRAMES = (
 def test_downloads(message: str, kind: K) -> None:
     failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),)))
     assert failure is not None and failure.kind is kind, failure
+
+
+def test_a_data_file_that_is_not_utf8_is_the_users_and_beats_the_peers_closed_connection() -> None:
+    """A jsonl with one 0xff byte: rank 0 stops in datasets' reader (exit 1); rank 1 loses its gloo peer and is
+    SIGTERMed. The peer's comm_error was named the root cause, and the ladder retried twice for nothing."""
+    rank0 = (
+        '  File "pyarrow/array.pxi", line 4203, in pyarrow.lib.StringArray._getitem_py\n'
+        "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"
+    )
+    rank1 = "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:42917."
+    failure = classify(
+        AttemptEvidence(
+            exit_code=1,
+            rank_failures=(RankFailure(0, 1, rank0, 1795773489.0), RankFailure(1, -15, rank1, 1795773490.0)),
+        )
+    )
+    assert failure is not None and (failure.kind, failure.rank) == (K.USER_ERROR, 0)
+    assert failure.evidence[0].startswith("UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff")
