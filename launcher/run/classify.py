@@ -160,11 +160,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"unable to allocate shared memory|shm_open|NCCL_SHM|unable to mmap \d+ bytes from file </torch_|"
         r"Bus error \(core dumped\)|shared memory \(shm\) limit",
     ),
-    _p(
-        FailureKind.DISK_FULL,
-        r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|"
-        r"PytorchStreamWriter failed writing file|file write failed|ENOSPC|unexpected pos \d+ vs \d+",
-    ),
+    # The system's own words first: torch's writer reports the same full disk as a short write, and its
+    # line (`unexpected pos 368960 vs 368848`) says less to a user than `[Errno 28] No space left on device`.
+    _p(FailureKind.DISK_FULL, r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC"),
+    _p(FailureKind.DISK_FULL, r"PytorchStreamWriter failed writing file|file write failed|unexpected pos \d+ vs \d+"),
     # Offline mode with the files not cached: a setting to change, though the hub's message reads like a
     # lost connection (transformers wraps it in "We couldn't connect to 'https://huggingface.co'").
     _p(

@@ -8,6 +8,7 @@ environment and the failure's evidence.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from dataclasses import asdict
@@ -198,26 +199,72 @@ def lost_json(lost: list[Lost], attempts: list[AttemptRecord]) -> dict[str, Any]
     }
 
 
-def write_report(path: Path, data: dict[str, Any]) -> None:
+def write_report(path: Path, text: str) -> None:
     """Atomically: a reader never sees half a report."""
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+# Disk space held beside report.json while a run is running: a run that fills the disk (its checkpoints)
+# would leave no room to record how it ended, so the reserve is given up for the report's own writes. It
+# holds twice the report (the new report is written beside the old one before it replaces it).
+MIN_RESERVE_BYTES = 64 * 1024
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def reserve_path(path: Path) -> Path:
+    return path.with_name("report.reserve")
 
 
 def save_report(path: Path, data: dict[str, Any]) -> str | None:
     """write_report, or the one line that says why it could not be written (a full disk, say).
 
-    The report from before stays as it was: a reader sees the last state that could be written.
+    While the run is running a reserve is kept beside the report (where the disk has room for it); a write
+    that finds the disk full gives it up and tries once more, and the final report (any outcome but
+    `running`) gives it up after writing. When nothing can be written the report from before stays as it
+    was: a reader sees the last state that could be written.
     """
+    text = json.dumps(data, indent=2) + "\n"
+    reserve = reserve_path(path)
     try:
-        write_report(path, data)
+        try:
+            write_report(path, text)
+        except OSError as err:
+            if err.errno not in _DISK_FULL or not _give_up(reserve):
+                raise
+            write_report(path, text)
     except OSError as err:
         with contextlib.suppress(OSError):
             path.with_suffix(".json.tmp").unlink()
         free = fmt_bytes(disk_free(path.parent))
         return f"cannot write the report {path}: {err.strerror or err} ({path.parent} has {free} free)"
+    finally:
+        if data.get("outcome") != "running":
+            _give_up(reserve)
+        else:
+            _hold(reserve, max(MIN_RESERVE_BYTES, 2 * len(text.encode())))
     return None
+
+
+def _hold(reserve: Path, size: int) -> None:
+    """Keep `size` bytes in the reserve; best effort: a disk too full for it runs without one."""
+    try:
+        if reserve.stat().st_size >= size:
+            return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):  # what could be written still holds that much
+        reserve.write_bytes(bytes(size))
+
+
+def _give_up(reserve: Path) -> bool:
+    """Free the reserve; whether there was one."""
+    try:
+        reserve.unlink()
+    except OSError:
+        return False
+    return True
 
 
 def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None) -> str:

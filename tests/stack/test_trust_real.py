@@ -117,12 +117,11 @@ def test_a_full_disk_ends_with_disk_full_a_summary_and_no_traceback_of_safe_sft(
     assert f"{out} has " in gave_up and " free" in gave_up  # names the dir and its free space
     assert "launcher/cli.py" not in result.stderr and "launcher/run/" not in result.stderr  # no safe-sft traceback
     [report_path] = (out / "safe-sft").glob("*/report.json")
-    data = json.loads(report_path.read_text())  # the report from before the disk filled, or the final one
-    if data["outcome"] == "failed":
-        assert data["root_cause"]["kind"] == "disk_full"
-    else:  # could not be rewritten: a line says why, naming the file and the free space
-        assert data["outcome"] == "running"
-        assert f"safe-sft: cannot write the report {report_path}: No space left on device" in result.stderr
+    # the final state is recorded on the full disk: the reserve kept beside the report was given up for it
+    data = json.loads(report_path.read_text())
+    assert (data["outcome"], data["root_cause"]["kind"], data["attempts"][0]["exit_code"]) == ("failed", "disk_full", 1)
+    assert "No space left on device" in data["root_cause"]["evidence"][0]  # the system's words, not torch's
+    assert not (report_path.parent / "report.reserve").exists()
 
 
 def test_a_truncated_newest_checkpoint_is_skipped_and_the_older_good_one_resumed(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -298,3 +298,13 @@ def test_a_data_file_that_is_not_utf8_is_the_users_and_beats_the_peers_closed_co
     )
     assert failure is not None and (failure.kind, failure.rank) == (K.USER_ERROR, 0)
     assert failure.evidence[0].startswith("UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff")
+
+
+def test_a_full_disk_is_proven_by_the_systems_own_words_before_torchs_short_write() -> None:
+    message = (
+        "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 368960 vs 368848\n"
+        "OSError: [Errno 28] No space left on device"
+    )
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),)))
+    assert failure is not None and failure.kind is K.DISK_FULL
+    assert failure.evidence == ("OSError: [Errno 28] No space left on device",)

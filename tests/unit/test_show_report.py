@@ -313,3 +313,16 @@ def test_a_run_without_memory_samples_is_not_drawn_as_an_empty_picture(tmp_path:
     with pytest.raises(SafeSftError, match="recorded no memory samples"):
         plot_report(load_report(run), tmp_path / "memory.png")
     assert not (tmp_path / "memory.png").exists()
+
+
+def test_a_running_report_keeps_a_reserve_beside_it_and_the_final_one_gives_it_up(tmp_path: Path) -> None:
+    from launcher.run.report import MIN_RESERVE_BYTES, reserve_path, save_report
+
+    report = tmp_path / "report.json"
+    assert save_report(report, {"schema": 1, "outcome": "running", "attempts": []}) is None
+    assert reserve_path(report).stat().st_size == MIN_RESERVE_BYTES
+    big = {"schema": 1, "outcome": "running", "attempts": [], "notes": "x" * MIN_RESERVE_BYTES}
+    assert save_report(report, big) is None
+    assert reserve_path(report).stat().st_size >= 2 * report.stat().st_size  # room to write it beside the old one
+    assert save_report(report, {"schema": 1, "outcome": "failed", "attempts": []}) is None
+    assert not reserve_path(report).exists() and json.loads(report.read_text())["outcome"] == "failed"
