@@ -514,6 +514,12 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     if evidence.stopped_by:
         stop = _Found(FailureKind.INTERRUPTED, (evidence.stopped_by,))
         candidates.append((STOPPED, 1, float("-inf"), stop, evidence.exit_code))
+    if not candidates and evidence.exit_code is not None and evidence.exit_code < 0:
+        # The launcher itself (torchrun, or swift's one process) died of a signal before it could name a rank
+        found = _signal_failure(RankFailure(None, evidence.exit_code), evidence)
+        launcher = _Found(found.kind, tuple(line.replace("a process", "the launcher", 1) for line in found.lines),
+                          None, found.confidence, found.runner_up)  # fmt: skip
+        candidates.append((_rank_strength(launcher, evidence.exit_code, False), 0, 0.0, launcher, evidence.exit_code))
     if not candidates:
         lines = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
         proof = lines or ((f"exit code {evidence.exit_code}",) if evidence.exit_code is not None else ())

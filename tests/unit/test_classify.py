@@ -308,3 +308,22 @@ def test_a_full_disk_is_proven_by_the_systems_own_words_before_torchs_short_writ
     failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),)))
     assert failure is not None and failure.kind is K.DISK_FULL
     assert failure.evidence == ("OSError: [Errno 28] No space left on device",)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "kernel_oom", "kind", "proof"),
+    [
+        pytest.param(-9, (), K.KILLED, "the launcher exited with SIGKILL and no OOM evidence", id="sigkill"),
+        pytest.param(-9, ("kernel OOM killer ran 1 time(s)",), K.HOST_OOM, "kernel OOM killer ran 1 time(s)", id="oom"),
+        pytest.param(-11, (), K.CRASH, "the launcher exited with SIGSEGV", id="segv"),
+    ],
+)
+def test_a_launcher_killed_before_it_named_a_rank_is_named_by_its_signal(
+    exit_code: int, kernel_oom: tuple[str, ...], kind: K, proof: str
+) -> None:
+    """torchrun SIGKILLed mid-save: no summary, no error file, a tail of progress bars. It was `unknown`, with
+    the progress bars as its evidence."""
+    tail = ("Writing model shards:   0%|          | 0/1 [00:00<?, ?it/s]", "[INFO:swift] Saving model checkpoint to x")
+    failure = classify(AttemptEvidence(exit_code=exit_code, log_tail=tail, kernel_oom=kernel_oom))
+    assert failure is not None and failure.kind is kind
+    assert failure.evidence[0] == proof and failure.exit_code == exit_code
