@@ -32,7 +32,7 @@ from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
-from launcher.probe.dataset import probe_datasets
+from launcher.probe.dataset import check_sample_count, probe_datasets
 from launcher.probe.model_size import probe_model
 from launcher.probe.network import route_interface
 from launcher.units import parse_param_count, parse_size
@@ -170,6 +170,8 @@ def prepare(
         check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
+    for spec in datasets:
+        check_sample_count(spec, Path.cwd())
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     if data and not assumed:
         check_dataset_files(data)

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from launcher.errors import SafeSftError
 from launcher.masking import mask_value
 from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
 
@@ -94,6 +95,35 @@ def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
     if found := local(text):
         return found, take
     return None, take
+
+
+def check_sample_count(spec: str, cwd: Path) -> None:
+    """swift's DatasetSyntax.parse reads what follows the last `#` of a `--dataset` that is no path as a
+    sample count, with int(): anything else stops every rank with a ValueError. Raise SafeSftError first."""
+    if _exists(spec, cwd):
+        return
+    prefix, sep, rest = spec.partition("::")
+    text = rest if sep and prefix.lower() in ("hf", "ms") else spec
+    if _exists(text, cwd) or "#" not in text:
+        return
+    tail = text.rpartition("#")[2]
+    try:
+        int(tail)
+    except ValueError:
+        raise SafeSftError(
+            f"--dataset {mask_value(spec)!r}: {tail!r} after its last # is not a whole number of samples",
+            "write path#N with a whole number (swift reads #N as how many samples to take); a file whose name "
+            "has a # is taken as it is only where it exists",
+        ) from None
+
+
+def _exists(text: str, cwd: Path) -> bool:
+    """os.path.exists as swift calls it, from where safe-sft runs."""
+    try:
+        path = Path(text)
+        return (path if path.is_absolute() else cwd / path).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) -> DataFacts:

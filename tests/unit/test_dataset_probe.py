@@ -280,3 +280,25 @@ def test_swift_columns_rename_before_the_row_is_read(tmp_path: Path) -> None:
     facts = probe_datasets(["d.jsonl"], tmp_path, '{"src": "query", "tgt": "response"}')
     assert facts.datasets[0].rows[0] == RowText(6, 0, 0, 0, 2, labels=answer(2))
     assert probe_datasets(["d.jsonl"], tmp_path, "{not json").datasets[0].status is SampleStatus.NOT_READ
+
+
+@pytest.mark.parametrize("tail", ["abc", "", "1e3", "ten", "1.5"])
+def test_a_sample_count_swift_cannot_read_is_one_line(tmp_path: Path, tail: str) -> None:
+    """swift's DatasetSyntax.parse does int() on what follows the last #: each of these stops every rank."""
+    from launcher.errors import SafeSftError
+    from launcher.probe.dataset import check_sample_count
+
+    (tmp_path / "data.jsonl").write_text('{"messages": []}\n')
+    for spec in (f"data.jsonl#{tail}", f"AI-ModelScope/alpaca-gpt4-data-zh#{tail}", f"hf::org/set#{tail}"):
+        with pytest.raises(SafeSftError) as err:
+            check_sample_count(spec, tmp_path)
+        assert err.value.message == f"--dataset {spec!r}: {tail!r} after its last # is not a whole number of samples"
+
+
+@pytest.mark.parametrize("spec", ["data.jsonl", "data.jsonl#500", "data.jsonl# 5", "org/set#10", "odd#name.jsonl", "x"])
+def test_a_sample_count_swift_reads_or_a_file_that_exists_passes(tmp_path: Path, spec: str) -> None:
+    from launcher.probe.dataset import check_sample_count
+
+    (tmp_path / "data.jsonl").write_text('{"messages": []}\n')
+    (tmp_path / "odd#name.jsonl").write_text('{"messages": []}\n')  # swift takes an existing path whole
+    check_sample_count(spec, tmp_path)
