@@ -554,3 +554,16 @@ def test_a_signal_during_the_wait_before_a_retry_ends_the_run_without_another_at
     result = sup.run()
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 130, 1)
     assert fake.now < 10
+
+
+@pytest.mark.parametrize(("incomplete", "found"), [(False, "no checkpoint"), (True, "no complete checkpoint")])
+def test_resume_latest_that_finds_nothing_says_it_trains_from_step_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], incomplete: bool, found: str
+) -> None:
+    """A mistyped output dir, or only half-written checkpoints: the run started from step 0 without a word."""
+    if incomplete:
+        (tmp_path / "v0-earlier" / "checkpoint-6").mkdir(parents=True)
+    spawned: list[list[str]] = []
+    assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
+    assert "--resume_from_checkpoint" not in spawned[0]
+    assert f"safe-sft:   --resume-latest: {found} under {tmp_path}: training from step 0" in capsys.readouterr().err
