@@ -19,7 +19,7 @@ from launcher.model import FailureKind, GpuInfo
 from launcher.plan.settings import Resume
 from launcher.run import evidence as ev
 from launcher.run import resolved
-from launcher.run.checkpoints import is_complete, load_failure_line, snapshot
+from launcher.run.checkpoints import checkpoint_step, is_complete, load_failure_line, snapshot
 from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks
@@ -102,6 +102,8 @@ class AttemptRunner:
         record.checkpoints_written = [
             str(path) for path, sig in snapshot(self.output_dir).items() if checkpoints_before.get(path) != sig
         ]
+        saved = [checkpoint_step(Path(p)) for p in record.checkpoints_written if is_complete(Path(p))]
+        record.saved_step = max((step for step in saved if step is not None), default=None)
         record.preempted = preempted_at(code, attempt_dir, run_dir)
         record.step_seen_s = dict(watch.step_seen)
         if record.last_step is not None and record.last_step not in record.step_seen_s:

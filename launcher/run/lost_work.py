@@ -4,7 +4,9 @@ For a failed attempt followed by another, the next attempt resumes from checkpoi
 starts afresh). Lost steps: the failed attempt's last logged step minus K. Lost seconds: the failed
 attempt's time after it first logged step K (all of it when K is not past the step it started from),
 plus the next attempt's time to its first logged step (restart, reload, and the steps up to its first
-log). The last attempt of a run that failed counts everything since the step it started from. An attempt
+log). The last attempt of a run that failed (or was interrupted) counts what it did after the newest
+complete checkpoint it saved, where a rerun with --resume-latest goes on, else since the step it started
+from. An attempt
 stopped on a notice saved the step it stopped at (launcher/plan/notice.py): it loses nothing. Step
 times are when safe-sft saw swift log the step (it looks every few seconds), so they are a few seconds
 late; a checkpoint is written right after its step is logged.
@@ -35,9 +37,11 @@ def lost_work(attempts: Sequence[AttemptRecord]) -> list[Lost]:
             continue
         start = a.resumed_from.step if a.resumed_from else 0
         following = attempts[index + 1] if index + 1 < len(attempts) else None
-        kept = start  # the last attempt: what it did since its start
+        kept = start  # the last attempt: what it did since its start, or since its newest complete checkpoint
         if following is not None:
             kept = following.resumed_from.step if following.resumed_from else 0
+        elif a.saved_step is not None and a.saved_step > start:
+            kept = a.saved_step
         last = a.last_step if a.last_step is not None else start
         duration = a.duration_s or 0.0
         seen_after = [t for step, t in a.step_seen_s.items() if step >= kept]

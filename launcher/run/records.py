@@ -47,6 +47,7 @@ class AttemptRecord:
     last_step: int | None = None
     run_dir: str | None = None  # the swift run dir (v<N>-..., or output_dir with --add_version false)
     checkpoints_written: list[str] = field(default_factory=list)  # checkpoint dirs new or changed in this attempt
+    saved_step: int | None = None  # the step of the newest of those that is complete (a later run resumes there)
     load_failure: str | None = None  # the log line showing it died loading the checkpoint it resumed from
     set_aside: dict[str, str] | None = None  # that checkpoint, set aside for the rest of the run: path, why
     versioned_because: str | None = None  # why --add_version true was given to this attempt (never overwrite)

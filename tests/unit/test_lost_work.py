@@ -64,3 +64,13 @@ def test_an_attempt_stopped_on_a_notice_loses_nothing() -> None:
                      preempted={"step": 3, "checkpoint": "v0-x/checkpoint-3"})  # fmt: skip
     assert lost_work([notice]) == []
     assert lost_json([], [notice])["steps"] == 0
+
+
+def test_the_last_attempt_loses_only_what_came_after_its_newest_complete_checkpoint() -> None:
+    """A run that filled its disk at step 6 with checkpoint-3 complete: a rerun with --resume-latest goes on
+    from 3, so 3 steps are lost, not 6 (and the seconds since step 3 was logged)."""
+    last = attempt(1, failure=OOM, last_step=6, duration_s=30.0, step_seen_s={3: 12.0, 6: 30.0}, saved_step=3)
+    (lost,) = lost_work([last])
+    assert (lost.steps, lost.kept_step, lost.seconds) == (3, 3, 18.0)
+    unsaved = attempt(1, failure=OOM, last_step=6, duration_s=30.0, step_seen_s={3: 12.0, 6: 30.0})
+    assert lost_work([unsaved])[0].steps == 6  # nothing saved: all of it
