@@ -91,6 +91,22 @@ def lacks_batch_size(config: Mapping[str, Any]) -> bool:
     return "train_micro_batch_size_per_gpu" not in config and "train_batch_size" not in config
 
 
+def batch_disagreement(config: Mapping[str, Any], micro_batch: int, grad_accum: int, world_size: int) -> str | None:
+    """A literal batch value of the config that the run's own batch contradicts (transformers refuses the
+    config in every rank then: "Please correct the following DeepSpeed config values that mismatch
+    TrainingArguments"), as `key value != run's`; None when every literal agrees or is "auto"."""
+    runs = {
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": grad_accum,
+        "train_batch_size": micro_batch * grad_accum * world_size,
+    }
+    for key, value in runs.items():
+        given = config.get(key)
+        if given is not None and given != "auto" and given != value:
+            return f"{key} {json.dumps(given)} != {value}"
+    return None
+
+
 def for_rung(base: Mapping[str, Any], template: Mapping[str, Any], *, pin_memory: bool) -> JsonObject:
     """`base` moved to the template's rung: its stage and offload sections, the rest of `base` kept."""
     config = copy.deepcopy(dict(base))

@@ -16,7 +16,7 @@ from launcher.plan.batch import accum_to_pass, keep_global_batch
 from launcher.plan.build import no_pin_config_path
 from launcher.plan.degrade import ZERO_LADDER, Settings
 from launcher.plan.device_map import max_memory_arg, parse_max_memory
-from launcher.plan.ds_config import JsonObject, UserConfig, derived_path, for_rung
+from launcher.plan.ds_config import JsonObject, UserConfig, batch_disagreement, derived_path, for_rung
 from launcher.plan.image_tiles import model_tiling, tiles_budget, unset_tiles
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.vision_budget import VisionBudget, budget_named, budget_value, own_default, vision_budget_for
@@ -141,7 +141,8 @@ def _user_config_for(
     def knobs(s: Settings) -> tuple[object, ...]:
         return s.deepspeed, s.offload_pin_memory, s.micro_batch, s.grad_accum
 
-    if knobs(settings) == knobs(initial):
+    disagrees = batch_disagreement(user.config, settings.micro_batch, settings.grad_accum, settings.world_size)
+    if knobs(settings) == knobs(initial) and disagrees is None:
         return DeepSpeedChoice(None)  # the user's file, untouched
     name = str(settings.deepspeed)
     template = user.config if name == user.rung else templates.get(name)

@@ -194,3 +194,29 @@ def test_write_config_from_many_nodes_at_once_never_reads_a_half_written_file(tm
             worker.join(30)
         assert [worker.exitcode for worker in workers] == [0] * 8
         assert json.loads(path.read_text()) == config
+
+
+@pytest.mark.parametrize(
+    ("literal", "disagrees"),
+    [
+        pytest.param({"gradient_accumulation_steps": 16}, "gradient_accumulation_steps 16 != 2", id="accumulation"),
+        pytest.param({"train_micro_batch_size_per_gpu": 1}, "train_micro_batch_size_per_gpu 1 != 4", id="micro"),
+        pytest.param({"train_batch_size": 0}, "train_batch_size 0 != 16", id="global"),
+        pytest.param({"train_batch_size": 16, "gradient_accumulation_steps": 2}, None, id="agreeing"),
+    ],
+)
+def test_a_literal_batch_size_the_first_attempt_contradicts_is_run_as_a_copy_with_auto(
+    literal: dict[str, object], disagrees: str | None
+) -> None:
+    """safe-sft runs more processes than plain swift and divides the accumulation to keep the global batch:
+    the user's literal 16 then contradicts the 2 it passes, and transformers stops every rank on it."""
+    from launcher.plan.ds_config import batch_disagreement
+
+    user = {**USER_ZERO2, "train_micro_batch_size_per_gpu": "auto", **literal}
+    assert batch_disagreement(user, micro_batch=4, grad_accum=2, world_size=2) == disagrees
+    first = choice(settings("zero2"), settings("zero2"), user)
+    if disagrees is None:
+        assert (first.value, first.write) == (None, None)  # the user's file, untouched
+    else:
+        assert first.value is not None and first.value.startswith("/out/safe-sft/ds-zero2-")
+        assert first.write is not None and all(first.write[key] == "auto" for key in literal)
