@@ -49,14 +49,16 @@ def parse_size(text: str, what: str = "size") -> int:
     return int(value)
 
 
-def parse_count(text: str, what: str) -> int:
-    """A non-negative integer such as NPROC_PER_NODE=8, or a clear error naming the value."""
+def parse_count(text: str, what: str, least: int = 0, usable: int | None = None) -> int:
+    """A whole number of at least `least` such as NPROC_PER_NODE=8, or a clear error naming the value and,
+    in its fix, the least `usable` value (where a caller has its own words for the values in between)."""
     try:
         value = int(text.strip())
     except ValueError:
         raise SafeSftError(f"{what}={text!r} is not an integer", f"set {what} to a whole number") from None
-    if value < 0:
-        raise SafeSftError(f"{what}={value} is negative", f"set {what} to 0 or more")
+    if value < least:
+        below = "negative" if value < 0 else f"below {least}"
+        raise SafeSftError(f"{what}={value} is {below}", f"set {what} to {least if usable is None else usable} or more")
     return value
 
 

@@ -112,7 +112,8 @@ def _int_var(env: Mapping[str, str], name: str) -> int | None:
     if text is None or text == "":
         return None
     if not text.strip().isdigit():
-        raise SafeSftError(f"{name}={text!r} is not an integer", f"check the job's {name}")
+        what = "negative" if text.strip().lstrip("-").isdigit() else "not an integer"
+        raise SafeSftError(f"{name}={text!r} is {what}", f"check the job's {name}: Slurm sets it to 0 or more")
     return int(text)
 
 

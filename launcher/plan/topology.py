@@ -18,6 +18,10 @@ from launcher.plan.swift_args import SwiftArgs
 from launcher.units import parse_count
 
 LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
+# The least each variable can be (NODE_RANK: 0), and the least a fix suggests where the values between have
+# words of their own (NPROC_PER_NODE=0: a count, not GPU 0; MASTER_PORT=0: out of range).
+LEAST = {"NNODES": 1}
+USABLE = {"NPROC_PER_NODE": 1, "MASTER_PORT": 1024}
 AUTO_MIN_FREE_FRACTION = 0.5  # `--gpus auto` leaves out a GPU with less than half its memory free
 # NPROC_PER_NODE words torchrun reads as "one process per GPU" (torch.distributed.run determine_local_world_size);
 # plain `swift sft` passes NPROC_PER_NODE to torchrun as it is.
@@ -345,7 +349,7 @@ class _Layers:
             return Sourced(flag, Source.FLAG)
         found = self._lookup(name)
         if found is not None:
-            return Sourced(parse_count(found[0], name), found[1])
+            return Sourced(parse_count(found[0], name, LEAST.get(name, 0), USABLE.get(name)), found[1])
         return Sourced(slurm, Source.SLURM) if slurm is not None else None
 
     def pick_str(self, flag: str | None, name: str, slurm: str | None) -> Sourced[str] | None:

@@ -187,6 +187,7 @@ def test_cpu_training_takes_nproc_from_env() -> None:
         pytest.param(
             TopologyRequest(nnodes=2), {"MASTER_ADDR": ""}, "MASTER_ADDR='' (env) is no address", id="addr-empty"
         ),
+        pytest.param(TopologyRequest(), {**SLURM, "SLURM_NODEID": "-1"}, "SLURM_NODEID='-1' is negative", id="-id"),
         pytest.param(
             TopologyRequest(),
             {"MASTER_ADDR": "10.0.0.1 x"},
@@ -365,3 +366,21 @@ def test_master_port_65535_leaves_no_coordination_port_and_says_so() -> None:
         coord_port_of(topology, None)
     assert err.value.message.startswith("MASTER_PORT=65535 leaves no port for the coordination store")
     assert "--coord-port" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("env", "message", "fix"),
+    [
+        pytest.param(
+            {"NPROC_PER_NODE": "-1"}, "NPROC_PER_NODE=-1 is negative", "set NPROC_PER_NODE to 1 or more", id="n"
+        ),
+        pytest.param({"NNODES": "-1"}, "NNODES=-1 is negative", "set NNODES to 1 or more", id="nnodes"),
+        pytest.param({"NNODES": "0"}, "NNODES=0 is below 1", "set NNODES to 1 or more", id="nnodes-0"),
+        pytest.param({"MASTER_PORT": "-5"}, "MASTER_PORT=-5 is negative", "set MASTER_PORT to 1024 or more", id="port"),
+    ],
+)
+def test_a_fix_names_a_value_the_run_takes(env: dict[str, str], message: str, fix: str) -> None:
+    """The fixes said "0 or more" where 0 is refused too."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), env)
+    assert (err.value.message, err.value.hint) == (message, fix)
