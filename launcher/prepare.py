@@ -264,6 +264,11 @@ def check_model_path(model: str, name: str) -> None:
             "check the path (a relative one is read from where safe-sft runs); a hub id is written like "
             "Qwen/Qwen2.5-7B-Instruct",
         )
+    if Path(model).expanduser().is_file():
+        raise SafeSftError(
+            f"{name} {model!r} is a file, not a model's directory",
+            "give the directory that holds its config.json and weights",
+        )
 
 
 def check_dataset_files(data: DataFacts) -> None:

@@ -124,3 +124,14 @@ def test_missing_files_are_warnings_for_an_assumed_machine_and_an_error_for_this
     assert model_here.stderr.splitlines()[0] == (
         "safe-sft: error: --model '/cluster/models/Qwen2.5-7B-Instruct' is no directory here"
     )
+
+
+def test_a_model_path_that_is_a_file_is_one_line(data_dir: Path) -> None:
+    """It planned as a model of unknown size ("pass --model-params"); swift loads no model from a file."""
+    (data_dir / "model.safetensors").write_bytes(b"\x00" * 16)
+    result = run_plan(data_dir, "--model", "./model.safetensors", "--use_cpu", "true")
+    assert result.returncode == 2
+    assert (
+        result.stderr.splitlines()[0]
+        == "safe-sft: error: --model './model.safetensors' is a file, not a model's directory"
+    )
