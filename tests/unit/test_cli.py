@@ -436,3 +436,26 @@ def test_an_assumed_machine_without_assume_ram_has_unknown_host_ram_not_this_one
     with_ram = json.loads(run_cli(*args, "--assume-ram", "64GiB", *swift).stdout)
     assert with_ram["strategy"] != "zero2"  # 64 GiB is too little for zero2's host side here
     assert not any("host RAM is unknown" in w for w in with_ram["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("args", "fail"),
+    [
+        pytest.param(["--model", "/no/such/model"], "--model '/no/such/model' is no directory here", id="model"),
+        pytest.param(["--model", "m", "--dataset", "typo.jsonl"], "--dataset 'typo.jsonl' is no file in", id="dataset"),
+        pytest.param(["--model", "m", "--dataset", "org/set#abc"], "'abc' after its last # is not a whole", id="count"),
+        pytest.param(["--model", "m", "--deepspeed", '{"zero_optimization": {"stage": 7}}'], '"stage": 7', id="zero"),
+    ],
+)
+def test_doctor_fails_what_the_run_refuses_of_what_the_arguments_name(
+    tmp_path: Path, args: list[str], fail: str
+) -> None:
+    """doctor passed these, and the run stopped on each before anything started."""
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "doctor", *args, "--use_cpu", "true", "--output_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("[fail] swift_args  ")]
+    assert fail in line
