@@ -14,6 +14,9 @@ STOPPED = 2.7  # the launcher itself was signalled or the job cancelled: beats t
 SIGKILLED = 2.5
 SECONDARY = 2.0
 WEAK = 1.0
+# A peer's communication error, or a signal, after another rank exited with an error of its own: even an
+# error no pattern names (unknown's 0.0) comes before it, as torchrun's own root cause does.
+CONSEQUENCE = -1.0
 _STRENGTH = {
     FailureKind.COMM_TIMEOUT: SECONDARY,
     FailureKind.COMM_ERROR: SECONDARY,

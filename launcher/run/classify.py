@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.model import Confidence, Failure, FailureKind
-from launcher.plan.severity import PRIMARY, SECONDARY, SIGKILLED, STOPPED, strength
+from launcher.plan.severity import CONSEQUENCE, PRIMARY, SECONDARY, SIGKILLED, STOPPED, strength
 
 SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL"}
 SIGNAL_NAMES |= {11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
@@ -499,15 +499,23 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         elif found is None and failure.exit_code in _USAGE_EXIT_CODES:
             found = _Found(FailureKind.USER_ERROR, (_USAGE_EXIT_CODES[failure.exit_code],), None, Confidence.THIN,
                            FailureKind.UNKNOWN)  # fmt: skip
+        elif found is None and (failure.exit_code or 0) > 0 and failure.message.strip():
+            last = [line.strip() for line in failure.message.splitlines() if line.strip()][-1]
+            found = _Found(FailureKind.UNKNOWN, (_clean(last),), None, Confidence.THIN)  # its own error, unnamed
         if found is None or (first_failure and not by_text and found.kind is FailureKind.KILLED):
             continue
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
         strong = _rank_strength(found, failure.exit_code, by_text)
+        if first_failure and (failure.exit_code or 0) < 0 and strong <= SECONDARY:
+            strong = CONSEQUENCE  # a peer torchrun signalled after another rank failed on its own
         candidates.append((strong, int(by_text), -when, found, failure.exit_code))
     tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
-        candidates.append((_rank_strength(tail, None), 1, float("-inf"), tail, evidence.exit_code))
+        strong = _rank_strength(tail, None)
+        if first_failure and strong <= SECONDARY:  # the peers' lost connections follow the rank that failed first
+            strong = CONSEQUENCE
+        candidates.append((strong, 1, float("-inf"), tail, evidence.exit_code))
     if evidence.kernel_oom and not any(c[3].kind is FailureKind.HOST_OOM for c in candidates):
         kernel = _Found(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))
         candidates.append((PRIMARY - 0.1, 1, float("-inf"), kernel, evidence.exit_code))

@@ -327,3 +327,29 @@ def test_a_launcher_killed_before_it_named_a_rank_is_named_by_its_signal(
     failure = classify(AttemptEvidence(exit_code=exit_code, log_tail=tail, kernel_oom=kernel_oom))
     assert failure is not None and failure.kind is kind
     assert failure.evidence[0] == proof and failure.exit_code == exit_code
+
+
+def test_a_ranks_own_unnamed_error_comes_before_the_peers_it_took_down() -> None:
+    """Rank 0 exits 1 on an error no pattern names; torchrun SIGTERMs rank 1 after its gloo peer vanished.
+    The peer's comm_error was named the root cause (and NCCL_P2P_DISABLE tried); torchrun's own root cause
+    is rank 0, and so is safe-sft's now."""
+    frame = '  File "swift/dataset/loader.py", line 80, in sample_dataset'
+    rank0 = f"{frame}\nZeroDivisionError: integer division or modulo by zero"
+    rank1 = "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:42917."
+    tail = ("[rank1]: " + rank1,)
+    failure = classify(
+        AttemptEvidence(
+            exit_code=1, rank_failures=(RankFailure(0, 1, rank0), RankFailure(1, -15, rank1)), log_tail=tail
+        )
+    )
+    assert failure is not None and (failure.kind, failure.rank) == (K.UNKNOWN, 0)
+    assert failure.evidence == ("ZeroDivisionError: integer division or modulo by zero",)
+
+
+def test_a_ranks_own_communication_error_is_still_the_root_cause() -> None:
+    rank0 = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
+    rank1 = "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:42917."
+    failure = classify(
+        AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, rank0), RankFailure(1, -15, rank1)))
+    )
+    assert failure is not None and (failure.kind, failure.rank) == (K.COMM_ERROR, 0)
