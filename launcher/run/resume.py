@@ -10,6 +10,7 @@ node 0 picks the checkpoint and every node checks that it sees it complete on th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,20 @@ def only_incomplete(output_dir: Path) -> tuple[Path, str] | None:
         return None
     newest = max(skipped, key=lambda path: checkpoint_step(path) or 0)  # all checkpoint-N
     return newest, skipped[newest]
+
+
+def given_resume(path: Path, weights_only: bool) -> Resume:
+    """The user's own --resume_from_checkpoint as an attempt resumes from it: its step from its name
+    (`checkpoint-N`), else from its trainer_state.json; weights only where --resume_only_model says so."""
+    step = checkpoint_step(path)
+    if step is None:
+        try:
+            state = json.loads((path / "trainer_state.json").read_bytes())
+        except (OSError, ValueError):
+            state = None
+        found = state.get("global_step") if isinstance(state, dict) else None
+        step = found if type(found) is int else 0
+    return Resume(str(path), step, weights_only, "--resume_only_model true was given" if weights_only else "")
 
 
 def resume_point(

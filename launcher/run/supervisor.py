@@ -51,7 +51,14 @@ from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
 from launcher.run.oom_figures import oom_figures
 from launcher.run.poll import WaitInterrupted, wait_until
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
-from launcher.run.resume import complete_checkpoints, relative_to, resume_point, shared_resume, weights_only_reason
+from launcher.run.resume import (
+    complete_checkpoints,
+    given_resume,
+    relative_to,
+    resume_point,
+    shared_resume,
+    weights_only_reason,
+)
 from launcher.units import fmt_bytes
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
@@ -401,9 +408,12 @@ class Supervisor:
             if self.requeued is not None:
                 return self._requeued_resume(self.requeued, settings), {}
             swift = self.prepared.swift
+            given = swift.get("resume_from_checkpoint") if swift.has("resume_from_checkpoint") else None
+            if given:  # the user's own (checked complete before anything started): recorded as this run's start
+                return given_resume(Path(given), swift.get_bool("resume_only_model", False)), {}
             # a trainer that resumes on its own would take the newest checkpoint, complete or not
             by_itself = self.prepared.backend.resumes_latest and not swift.get_bool("overwrite_output_dir", False)
-            if not (self.config.resume_latest or by_itself) or swift.has("resume_from_checkpoint"):
+            if not (self.config.resume_latest or by_itself):
                 return None, {}
             # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),
             # an earlier checkpoint under the output dir predicted from the argv

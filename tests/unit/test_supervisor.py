@@ -567,3 +567,42 @@ def test_resume_latest_that_finds_nothing_says_it_trains_from_step_0(
     assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
     assert "--resume_from_checkpoint" not in spawned[0]
     assert f"safe-sft:   --resume-latest: {found} under {tmp_path}: training from step 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("half_written_8", [False, True], ids=["in-place", "a-half-written-checkpoint-above"])
+def test_the_users_own_resume_is_recorded_and_is_the_floor_of_what_it_would_save_over(
+    tmp_path: Path, half_written_8: bool
+) -> None:
+    """`--add_version false --resume_from_checkpoint out/checkpoint-6`: resuming in place writes only steps
+    after 6, so checkpoint-3 and checkpoint-6 are not in its way; a half-written checkpoint-8 is. The
+    resume was not recorded at all (report.json: resumed_from null)."""
+    make(tmp_path / "checkpoint-3")
+    make(tmp_path / "checkpoint-6")
+    if half_written_8:
+        (tmp_path / "checkpoint-8").mkdir()
+    own = str(tmp_path / "checkpoint-6")
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--add_version", "false", "--resume_from_checkpoint", own),
+        [(FakeProcess(0, ""), [])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    first = result.attempts[0]  # type: ignore[attr-defined]
+    assert (first.resumed_from.checkpoint, first.resumed_from.step, first.resumed_from.weights_only) == (own, 6, False)
+    assert spawned[0].count("--resume_from_checkpoint") == 1 and value(spawned[0], "--resume_from_checkpoint") == own
+    assert "--resume_only_model" not in spawned[0]  # nothing added to the user's own resume
+    if half_written_8:
+        assert first.versioned_because == f"it would save over {tmp_path / 'checkpoint-8'}"
+    else:
+        assert first.versioned_because is None and value(spawned[0], "--add_version") == "false"
+
+
+def test_a_users_resume_outside_checkpoint_n_takes_its_step_from_its_state(tmp_path: Path) -> None:
+    from launcher.plan.settings import Resume
+    from launcher.run.resume import given_resume
+
+    saved = tmp_path / "best-model"
+    make(saved)
+    (saved / "trainer_state.json").write_text(json.dumps({"global_step": 42}))
+    assert given_resume(saved, True) == Resume(str(saved), 42, True, "--resume_only_model true was given")
+    assert given_resume(tmp_path / "checkpoint-9", False).step == 9
