@@ -253,3 +253,23 @@ def test_resume_latest_with_only_incomplete_checkpoints_and_add_version_false_sa
     assert _digests(out) == before  # not one byte of the skipped checkpoints changed
     [versioned] = list(out.glob("v*-*"))
     assert (versioned / "checkpoint-6" / "trainer_state.json").is_file()  # the run itself trained to the end
+
+
+def test_resuming_in_place_from_the_users_own_checkpoint_with_add_version_false(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--add_version false --resume_from_checkpoint out/checkpoint-6`, as plain swift resumes in place: the
+    run writes checkpoint-9 beside the others, touches none of them, and the report records where it began."""
+    out = tmp_path / "out"
+    first = safe_sft(swift_args(tiny, out, add_version="false", max_steps=6), fault_env(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _digests(out)
+    own = out / "checkpoint-6"
+    again = safe_sft(
+        swift_args(tiny, out, add_version="false", max_steps=9, resume_from_checkpoint=own), fault_env(tmp_path / "b")
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not list(out.glob("v*-*"))  # in place, as plain swift writes it
+    assert {k: v for k, v in _digests(out).items() if not k.startswith("checkpoint-9")} == before
+    assert (out / "checkpoint-9" / "trainer_state.json").is_file()
+    [path] = sorted((out / "safe-sft").glob("*/report.json"))[-1:]
+    attempt = json.loads(path.read_text())["attempts"][0]
+    assert (attempt["resumed_from"]["checkpoint"], attempt["resumed_from"]["step"]) == (str(own), 6)
