@@ -54,6 +54,7 @@ EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOTHING_FITS = 3
 EXIT_LOST_NODE = 4
+NOTHING_FITS_FIX = "take one of the options above, or pass --force to launch anyway"
 
 
 def _print_error(err: SafeSftError) -> None:
@@ -201,7 +202,7 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
             click.echo("")
             click.echo(render_memory(prepared.plan))
     if not prepared.plan.fits and not kwargs["force"]:
-        click.echo(f"safe-sft: error: {prepared.plan.strategy_reason}", err=True)
+        _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX))
         sys.exit(EXIT_NOTHING_FITS)
 
 
@@ -378,7 +379,7 @@ def run_command(
     job = slurm_job(os.environ)
     requeued = requeued_mark(prepared.output_dir.resolve(), job)
     if not prepared.plan.fits and not kwargs["force"]:
-        _print_error(SafeSftError(prepared.plan.strategy_reason, "pass --force to launch anyway"))
+        _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX))
         sys.exit(EXIT_NOTHING_FITS)
     topology = prepared.plan.topology
     check_ports_free(topology, coord_port)

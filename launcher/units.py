@@ -68,11 +68,13 @@ BARE_COUNT_LEAST = 10**4  # a bare count below this is a size in billions typed 
 
 def parse_param_count(text: str) -> int:
     """`7.6e9`, `7B`, `500M` -> a parameter count."""
-    match = re.match(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", text, re.IGNORECASE)
+    match = re.match(r"^\s*(-?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([kmbt]?)\s*$", text, re.IGNORECASE)
     if not match:
         raise SafeSftError(f"parameter count {text!r} is not a number", "write it like 7.6e9 or 7B")
     scale = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}[match.group(2).lower()]
     value = float(match.group(1)) * scale
+    if value < 1:
+        raise SafeSftError(f"parameter count {text!r} is less than one parameter", "write the model's size like 7B")
     if scale == 1 and value < BARE_COUNT_LEAST:  # `7` for a 7B model would plan for seven parameters
         raise SafeSftError(
             f"parameter count {text!r} is {match.group(1)} parameters, not {match.group(1)} billion",

@@ -87,6 +87,9 @@ def test_nothing_fits_exits_3_with_numbers_unless_forced() -> None:
     result = run_cli(*args)
     assert result.returncode == 3
     assert "nothing fits" in result.stderr and "GiB" in result.stderr
+    error, fix = result.stderr.splitlines()[-2:]  # one line, and its fix, as every other refusal
+    assert error.startswith("safe-sft: error: nothing fits whatever the data: ")
+    assert fix == "safe-sft: fix: take one of the options above, or pass --force to launch anyway"
     assert run_cli(args[0], "--force", *args[1:]).returncode == 0
 
 

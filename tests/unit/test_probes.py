@@ -173,7 +173,9 @@ def test_model_params_flag_overrides(tmp_path: Path) -> None:
     assert (facts.total_params, facts.source) == (7_600_000_000, "flag")
 
 
-@pytest.mark.parametrize(("text", "count"), [("7B", 7e9), ("7.6e9", 7.6e9), ("500M", 5e8), ("135168", 135168)])
+@pytest.mark.parametrize(
+    ("text", "count"), [("7B", 7e9), ("7.6e9", 7.6e9), ("500M", 5e8), ("135168", 135168), ("1e-3B", 1e6)]
+)
 def test_model_params_flag_reads_counts_with_and_without_a_scale(text: str, count: float) -> None:
     assert parse_param_count(text) == int(count)
 
@@ -281,3 +283,14 @@ def test_a_safetensors_header_of_another_shape_is_one_line(tmp_path: Path, entry
     with pytest.raises(SafeSftError) as err:
         facts_from_dir(tmp_path, "m")
     assert err.value.message.startswith(f"{tmp_path / 'model.safetensors'} is not a readable safetensors file: {why}")
+
+
+@pytest.mark.parametrize("text", ["0", "0B", "-7B", "1e-3"])
+def test_a_model_params_below_one_parameter_says_so(text: str) -> None:
+    """`0` was told to write `0B`, which was then out of range; `-7B` and `1e-3B` were 'not a number'."""
+    with pytest.raises(SafeSftError) as bad:
+        parse_param_count(text)
+    assert (bad.value.message, bad.value.hint) == (
+        f"parameter count {text!r} is less than one parameter",
+        "write the model's size like 7B",
+    )
