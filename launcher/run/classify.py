@@ -481,9 +481,12 @@ def _rank_strength(found: _Found, exit_code: int | None, by_text: bool = True) -
 def classify(evidence: AttemptEvidence) -> Failure | None:
     """None when the attempt succeeded; otherwise the root cause with its evidence."""
     if evidence.interrupted_by:
-        return Failure(FailureKind.INTERRUPTED, (f"safe-sft received {evidence.interrupted_by}",))
+        interrupted = FailureKind.INTERRUPTED
+        return Failure(interrupted, (f"safe-sft received {evidence.interrupted_by}",), summary=_summary(interrupted))
     if evidence.hang:
-        return Failure(FailureKind.HANG, (evidence.hang,), exit_code=evidence.exit_code)
+        return Failure(
+            FailureKind.HANG, (evidence.hang,), exit_code=evidence.exit_code, summary=_summary(FailureKind.HANG)
+        )
     if evidence.exit_code == 0 and not evidence.rank_failures:
         return None
 
@@ -567,6 +570,7 @@ _SUMMARIES = {
     FailureKind.KILLED: "a training process was killed",
     FailureKind.USER_ERROR: "bad arguments, a missing path or bad data",
     FailureKind.INTERRUPTED: "the run was interrupted or cancelled",
+    FailureKind.HANG: "no progress within the watchdog's allowance",
     FailureKind.UNKNOWN: "an unrecognised failure",
 }
 

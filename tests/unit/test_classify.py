@@ -154,8 +154,12 @@ def test_success_interrupt_and_hang() -> None:
     assert classify(AttemptEvidence(exit_code=0)) is None
     interrupted = classify(AttemptEvidence(exit_code=-15, interrupted_by="SIGTERM"))
     assert interrupted is not None and interrupted.kind is K.INTERRUPTED
+    assert (
+        interrupted.headline() == "interrupted: the run was interrupted or cancelled"
+    )  # not "interrupted: interrupted"
     hang = classify(AttemptEvidence(exit_code=None, hang="no progress for 600 s"))
     assert hang is not None and hang.kind is K.HANG
+    assert hang.headline() == "hang: no progress within the watchdog's allowance"
 
 
 def test_unknown_keeps_the_last_lines() -> None:
