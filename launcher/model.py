@@ -182,6 +182,7 @@ class DatasetSample:
     note: str = ""  # how it was read, or why not
     missing: bool = False  # a file's name that is no file: swift would take it for a hub id and fail to download it
     empty: bool = False  # a local file of nothing but whitespace: swift's loader finds no rows in it and stops
+    not_json: str | None = None  # a JSON Lines line that does not parse, and why: swift's loader stops on it
 
 
 @dataclass(frozen=True)

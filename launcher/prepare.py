@@ -283,6 +283,12 @@ def check_dataset_files(data: DataFacts) -> None:
             f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
             "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
         )
+    broken = next((d for d in data.datasets if d.not_json), None)
+    if broken is not None:
+        raise SafeSftError(
+            f"--dataset {broken.spec!r} has a line that is not JSON: {broken.not_json}",
+            "fix or remove that line: swift's loader stops on the whole file there, after the model has loaded",
+        )
     empty = next((d for d in data.datasets if d.empty), None)
     if empty is not None:
         raise SafeSftError(

@@ -22,6 +22,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +68,20 @@ T = TypeVar("T")
 
 class Malformed(ValueError):
     """A row swift would not read."""
+
+
+@dataclass(frozen=True)
+class NotJson:
+    """A line of a JSON Lines file that does not parse: swift's loader (datasets' json builder) stops on the
+    whole file there, where a row it cannot map is only skipped."""
+
+    line: bytes
+    error: ValueError
+
+    def describe(self) -> str:
+        shown = self.line.decode("utf-8", "replace").strip()
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return f"{shown!r} ({str(self.error).splitlines()[0]})"
 
 
 def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
@@ -227,8 +242,13 @@ def _read(
         how = "the whole file" if whole else f"{read_bytes:,} bytes in {WINDOWS} windows spread over it"
         raw = _line_records(lines, text=kind == "text")
     count = 0
+    not_json: str | None = None
     for record, weight in raw:
         count += 1
+        if isinstance(record, NotJson):
+            not_json = not_json or record.describe()
+            malformed += 1
+            continue
         if columns and isinstance(record, dict):
             record = {columns.get(key, key): value for key, value in record.items()}
         try:
@@ -246,7 +266,13 @@ def _read(
         in_file = int(size * parsed / read_bytes) if read_bytes and parsed > 0 else None
     if not rows and not too_long:
         return DatasetSample(
-            spec, SampleStatus.NOT_READ, str(path), take, malformed=malformed, note=f"no row swift reads in {how}"
+            spec,
+            SampleStatus.NOT_READ,
+            str(path),
+            take,
+            malformed=malformed,
+            note=f"no row swift reads in {how}",
+            not_json=not_json,
         )
     return DatasetSample(
         spec,
@@ -260,6 +286,7 @@ def _read(
         rows_in_file_exact=exact,
         bytes_read=read_bytes,
         note=f"read {how}",
+        not_json=not_json,
     )
 
 
@@ -327,8 +354,8 @@ def _line_records(lines: Iterable[tuple[bytes, float]], *, text: bool) -> Iterat
             continue
         try:
             yield json.loads(line), weight
-        except ValueError:
-            yield None, weight  # malformed
+        except ValueError as err:  # UnicodeDecodeError too
+            yield NotJson(line, err), weight
 
 
 def _json_list(data: bytes) -> tuple[list[object], int, bool]:

@@ -302,9 +302,11 @@ def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_
 
 
 def test_e_dataset_swift_cannot_read_stops_after_one_attempt(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Rows whose layout swift cannot map pass the plan (its preprocessors are many): swift says what is
+    wrong, in one attempt, named the user's."""
     out = tmp_path / "out"
     broken = tmp_path / "broken.jsonl"
-    broken.write_text("{this is not json\n" * 20)  # there, so the plan lets swift say what is wrong with it
+    broken.write_text('{"unknown_column": 1}\n' * 20)
     start = time.monotonic()
     result = safe_sft(swift_args(tiny, out, dataset=broken), fault_env(tmp_path))
     assert time.monotonic() - start < 60
@@ -312,6 +314,26 @@ def test_e_dataset_swift_cannot_read_stops_after_one_attempt(tiny, tmp_path: Pat
     data = report(out)
     assert len(data["attempts"]) == 1
     assert data["attempts"][0]["failure"]["kind"] == "user_error"
+
+
+def test_e_a_line_that_is_not_json_fails_plain_swift_and_stops_safe_sft_before_it_starts(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """One line of a JSON Lines file that does not parse, among good rows: plain `swift sft` stops on the
+    whole file after the model has loaded, naming neither file nor line; safe-sft names the line first."""
+    rows = Path(str(tiny["dataset"])).read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    bad = '{"messages": [{"role": "user", "content": "x"}]} trailing'
+    broken.write_text("\n".join([*rows[:5], bad, *rows[5:]]) + "\n")
+    swift = Path(sys.executable).with_name("swift")
+    plain = subprocess.run(
+        [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=broken)],
+        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert plain.returncode != 0
+    said = plain.stdout + plain.stderr
+    assert "JSON parse error" in said and "DatasetGenerationError: An error occurred while generating" in said
+    error = f"has a line that is not JSON: {bad!r} (Extra data: line 1 column 50 (char 49))"
+    _stops_before_anything_starts(tiny, tmp_path, broken, error)
 
 
 def _stops_before_anything_starts(tiny, tmp_path: Path, dataset: Path, error: str) -> None:  # type: ignore[no-untyped-def]

@@ -302,3 +302,22 @@ def test_a_sample_count_swift_reads_or_a_file_that_exists_passes(tmp_path: Path,
     (tmp_path / "data.jsonl").write_text('{"messages": []}\n')
     (tmp_path / "odd#name.jsonl").write_text('{"messages": []}\n')  # swift takes an existing path whole
     check_sample_count(spec, tmp_path)
+
+
+def test_a_line_that_is_not_json_is_named_and_a_row_swift_cannot_map_is_only_counted(tmp_path: Path) -> None:
+    """datasets' json builder stops on the whole file at a line that does not parse; a row of another layout
+    is swift's preprocessor's to skip."""
+    from launcher.probe.dataset import probe_dataset
+
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}'
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join([good, '{"no_messages": 1}', good]) + "\n")
+    mapped = probe_dataset(str(path), tmp_path)
+    assert (mapped.malformed, mapped.not_json) == (1, None)
+    path.write_text("\n".join([good, "{'single': 'quotes'}", good, "{bad"]) + "\n")
+    broken = probe_dataset(str(path), tmp_path)
+    assert broken.malformed == 2
+    assert (
+        broken.not_json
+        == "\"{'single': 'quotes'}\" (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    )
