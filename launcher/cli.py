@@ -58,10 +58,14 @@ NOTHING_FITS_FIX = "take one of the options above, or pass --force to launch any
 
 
 def _print_error(err: SafeSftError) -> None:
-    """One line naming the problem, one with the fix."""
-    click.echo(f"safe-sft: error: {err.message}", err=True)
+    """One line naming the problem, one with the fix (a path or value holding a line break stays on its line)."""
+    click.echo(f"safe-sft: error: {_one_line(err.message)}", err=True)
     if err.hint:
-        click.echo(f"safe-sft: fix: {err.hint}", err=True)
+        click.echo(f"safe-sft: fix: {_one_line(err.hint)}", err=True)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -462,3 +462,12 @@ def test_doctor_fails_what_the_run_refuses_of_what_the_arguments_name(
     assert result.returncode == 1, result.stdout + result.stderr
     [line] = [line for line in result.stdout.splitlines() if line.startswith("[fail] swift_args  ")]
     assert fail in line
+
+
+def test_an_error_naming_a_path_with_a_line_break_stays_one_line(tmp_path: Path) -> None:
+    result = run_cli("report", str(tmp_path / "new\nline"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"safe-sft: error: {tmp_path}/new\\nline does not exist",
+        "safe-sft: fix: give a run dir, or the output dir of a safe-sft run",
+    ]
