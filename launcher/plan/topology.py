@@ -261,10 +261,15 @@ def _select_gpus(
                 "a plain number is how many GPUs; to name GPU 0 alone write --gpus 0, (a list); "
                 "to train on the CPU pass --use_cpu true",
             )
-        if count > len(candidates):
+        if count > len(candidates) and source is Source.FLAG:
             raise SafeSftError(
                 f"{given} is read as a count: {count} GPU(s) asked for but {len(candidates)} visible",
                 f"ask for 1 to {len(candidates)} GPUs, or name GPUs by index with a comma: --gpus {choice},",
+            )
+        if count > len(candidates):  # NPROC_PER_NODE names no GPU: it is a count of processes, one per GPU
+            raise SafeSftError(
+                f"{given} asks for {count} processes, one per GPU, but {len(candidates)} GPU(s) are visible",
+                f"set NPROC_PER_NODE to 1 to {len(candidates)}, the GPUs of this node",
             )
         selected = candidates[:count]
         note = f"the first {count} visible GPU(s) ({'--gpus N' if source is Source.FLAG else 'N'} is a count)"

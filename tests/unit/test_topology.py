@@ -384,3 +384,11 @@ def test_a_fix_names_a_value_the_run_takes(env: dict[str, str], message: str, fi
     with pytest.raises(SafeSftError) as err:
         resolve(TopologyRequest(), env)
     assert (err.value.message, err.value.hint) == (message, fix)
+
+
+def test_too_many_processes_for_the_gpus_says_so_in_nproc_per_nodes_terms() -> None:
+    """The fix named `--gpus 16,`, an index that does not exist, for a variable that names no GPU."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), {"NPROC_PER_NODE": "16"})
+    assert err.value.message == "NPROC_PER_NODE=16 (env) asks for 16 processes, one per GPU, but 4 GPU(s) are visible"
+    assert err.value.hint == "set NPROC_PER_NODE to 1 to 4, the GPUs of this node"
