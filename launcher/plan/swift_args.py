@@ -385,8 +385,13 @@ def parse_swift_argv(
     config_env: dict[str, str] = {}
     config_argv: list[str] = []
     for key, raw in (config or {}).items():
-        if key == "ENV" and isinstance(raw, Mapping):
-            config_env = {str(k): str(v) for k, v in raw.items()}
+        if key == "ENV":  # swift pops it, sets each KEY: value not already set, and takes no other shape
+            if raw and not isinstance(raw, Mapping):
+                raise SafeSftError(
+                    f"the config file's ENV is {json.dumps(raw, default=str)[:40]}, not a mapping (swift stops on it)",
+                    "write ENV: with one `NAME: value` line under it for each variable",
+                )
+            config_env = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
             continue
         config_values[option_key(str(key), options)] = _config_value_text(raw)
         config_argv.append(f"--{key}")

@@ -232,3 +232,15 @@ def test_a_twin_given_a_value_is_refused_unless_swift_ignores_leftovers() -> Non
     assert error.value.hint == "write --no_gradient_checkpointing alone (it sets --gradient_checkpointing false)"
     _twins(["--no_gradient_checkpointing", "false", "--ignore_args_error", "true"]).check_values()
     _twins(["--no_gradient_checkpointing", "--model", "m"]).check_values()
+
+
+@pytest.mark.parametrize(("env", "refused"), [(["A=1"], True), ("A=1", True), (None, False), ([], False)])
+def test_a_config_files_env_block_is_a_mapping_or_nothing_as_swift_reads_it(env: object, refused: bool) -> None:
+    """swift pops ENV and calls .items() on anything truthy: a list stopped swift; it read as an unknown --ENV."""
+    if not refused:
+        args = parse_swift_argv(["c.yaml"], {"ENV": env, "model": "m"})
+        assert (dict(args.config_env), "--ENV" in args.argv()) == ({}, False)
+        return
+    with pytest.raises(SafeSftError) as err:
+        parse_swift_argv(["c.yaml"], {"ENV": env, "model": "m"})
+    assert err.value.message.startswith("the config file's ENV is ") and "not a mapping" in err.value.message
