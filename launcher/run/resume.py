@@ -93,7 +93,7 @@ def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Wri
     attempt writes into the same dir, under settings that may differ.
     """
     if not checkpoint.has_optimizer_state:
-        return "the checkpoint holds no optimizer state (save_only_model)"
+        return "the checkpoint holds no optimizer state (saved with save_only_model, or its optimizer files are gone)"
     writer = writers.get(checkpoint.path)
     if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
         if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
