@@ -323,17 +323,22 @@ def test_e_a_line_that_is_not_json_fails_plain_swift_and_stops_safe_sft_before_i
     broken = tmp_path / "broken.jsonl"
     bad = '{"messages": [{"role": "user", "content": "x"}]} trailing'
     broken.write_text("\n".join([*rows[:5], bad, *rows[5:]]) + "\n")
-    swift = Path(sys.executable).with_name("swift")
-    plain = subprocess.run(
-        [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=broken)],
-        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
+    plain = _plain_swift(tiny, tmp_path, broken)
     assert plain.returncode != 0
     said = plain.stdout + plain.stderr
     assert "JSON parse error" in said and "DatasetGenerationError: An error occurred while generating" in said
     error = f"has a line that is not JSON: {bad!r} (Extra data: line 1 column 50 (char 49))"
     _stops_before_anything_starts(tiny, tmp_path, broken, error)
+
+
+def _plain_swift(tiny, tmp_path: Path, dataset: Path) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    """Plain `swift sft` (one process) on this dataset, for what it does with it."""
+    swift = Path(sys.executable).with_name("swift")
+    return subprocess.run(
+        [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=dataset)],
+        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
 
 
 def _stops_before_anything_starts(tiny, tmp_path: Path, dataset: Path, error: str) -> None:  # type: ignore[no-untyped-def]
@@ -358,12 +363,7 @@ def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(
     loader finds no rows), with an error that names no file; safe-sft says so before anything starts."""
     empty = tmp_path / name
     empty.write_text(content)
-    swift = Path(sys.executable).with_name("swift")
-    plain = subprocess.run(
-        [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=empty)],
-        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
+    plain = _plain_swift(tiny, tmp_path, empty)
     assert plain.returncode != 0
     assert "corresponds to no data" in plain.stdout + plain.stderr
     _stops_before_anything_starts(tiny, tmp_path, empty, "is empty (swift's loader finds no rows in it and stops)")
