@@ -22,10 +22,14 @@ from launcher.units import GiB, fmt_bytes
 def find_report(path: Path) -> Path:
     """The report.json given, else the run dir's own, else the newest one below an output dir or its
     safe-sft folder."""
+    fix = "give a run dir, or the output dir of a safe-sft run"
     if not path.exists():
-        raise SafeSftError(f"{path} does not exist", "give a run dir, or the output dir of a safe-sft run")
+        leads_nowhere = path.is_symlink()  # a loop, or a target that is gone
+        raise SafeSftError(f"{path} {'is a symlink that leads nowhere' if leads_nowhere else 'does not exist'}", fix)
     if path.is_file():
         return path
+    if not path.is_dir():
+        raise SafeSftError(f"{path} is neither a file nor a folder (a FIFO or a device)", fix)
     direct = path / "report.json"
     if direct.is_file():
         return direct

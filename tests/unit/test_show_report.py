@@ -326,3 +326,16 @@ def test_a_running_report_keeps_a_reserve_beside_it_and_the_final_one_gives_it_u
     assert reserve_path(report).stat().st_size >= 2 * report.stat().st_size  # room to write it beside the old one
     assert save_report(report, {"schema": 1, "outcome": "failed", "attempts": []}) is None
     assert not reserve_path(report).exists() and json.loads(report.read_text())["outcome"] == "failed"
+
+
+def test_a_symlink_that_leads_nowhere_and_a_fifo_are_named_so(tmp_path: Path) -> None:
+    import os
+
+    from launcher.errors import SafeSftError
+
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    os.mkfifo(tmp_path / "fifo")
+    for name, said in (("loop", "is a symlink that leads nowhere"), ("fifo", "is neither a file nor a folder")):
+        with pytest.raises(SafeSftError) as err:
+            load_report(tmp_path / name)
+        assert err.value.message.startswith(f"{tmp_path / name} {said}")
