@@ -428,14 +428,6 @@ class Supervisor:
             set_aside=self.set_aside,
         )
 
-    def _resume_latest_asked(self) -> bool:
-        """--resume-latest applies to the first attempt (no requeue mark, no --resume_from_checkpoint of the user's)."""
-        return (
-            self.config.resume_latest
-            and self.requeued is None
-            and not self.prepared.swift.has("resume_from_checkpoint")
-        )
-
     def _set_aside_if_unloadable(self, record: AttemptRecord) -> str | None:
         """The checkpoint an attempt died loading, set aside for the rest of the run (left where it is)."""
         failure, resumed = record.failure, record.resumed_from
@@ -588,7 +580,8 @@ class Supervisor:
             )
         for path, why in record.skipped_incomplete.items():
             lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
-        if record.number == 1 and record.resumed_from is None and self._resume_latest_asked():
+        # a requeue mark and the user's own --resume_from_checkpoint always give the first attempt a resume point
+        if record.number == 1 and record.resumed_from is None and self.config.resume_latest:
             found = "no complete checkpoint" if record.skipped_incomplete else "no checkpoint"
             lines.append(f"safe-sft:   --resume-latest: {found} under {self.output_dir}: training from step 0")
         if record.versioned_because and self.prepared.backend.has("add_version"):
