@@ -478,6 +478,12 @@ def _rank_strength(found: _Found, exit_code: int | None, by_text: bool = True) -
     return strength(found.kind, exit_code)
 
 
+def _after_own_failure(strong: float, first_failure: bool) -> float:
+    """A secondary finding (lost connections, timeouts, signals) ranks below a rank's own failure, named or
+    not, when there is one."""
+    return CONSEQUENCE if first_failure and strong <= SECONDARY else strong
+
+
 def classify(evidence: AttemptEvidence) -> Failure | None:
     """None when the attempt succeeded; otherwise the root cause with its evidence."""
     if evidence.interrupted_by:
@@ -510,14 +516,12 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
         strong = _rank_strength(found, failure.exit_code, by_text)
-        if first_failure and (failure.exit_code or 0) < 0 and strong <= SECONDARY:
-            strong = CONSEQUENCE  # a peer torchrun signalled after another rank failed on its own
+        if (failure.exit_code or 0) < 0:  # a peer torchrun signalled: after a rank's own failure, it follows
+            strong = _after_own_failure(strong, first_failure)
         candidates.append((strong, int(by_text), -when, found, failure.exit_code))
     tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
-        strong = _rank_strength(tail, None)
-        if first_failure and strong <= SECONDARY:  # the peers' lost connections follow the rank that failed first
-            strong = CONSEQUENCE
+        strong = _after_own_failure(_rank_strength(tail, None), first_failure)
         candidates.append((strong, 1, float("-inf"), tail, evidence.exit_code))
     if evidence.kernel_oom and not any(c[3].kind is FailureKind.HOST_OOM for c in candidates):
         kernel = _Found(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))
