@@ -3,9 +3,10 @@
 Complete means readable, judged from the bytes alone (no torch): trainer_state.json parses as a JSON
 object; there are weights (model*.safetensors, adapter_model.safetensors, pytorch_model*.bin, or
 DeepSpeed's `latest` naming its global_step*/ folder); every safetensors file's header parses and its
-tensors' offsets cover the file's data exactly; every shard a safetensors index names is there; every
-torch file (.bin, .pt, .pth) in zip format has its central directory, and none is empty. A checkpoint
-half-written by a kill, truncated by a full disk or emptied by a crash is skipped, with the reason.
+tensors' offsets cover the file's data exactly; every shard a safetensors index names is there and holds
+every tensor the index maps to it; every torch file (.bin, .pt, .pth) in zip format has its central
+directory, and none is empty. A checkpoint half-written by a kill, truncated by a full disk or emptied by
+a crash is skipped, with the reason.
 This module only reads: it never deletes, moves or writes.
 """
 
@@ -41,8 +42,9 @@ _MAX_HEADER = 100 * 1024 * 1024  # the safetensors library's own limit
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """Why this safetensors file cannot be loaded, from its header and size; None when it can."""
+def safetensors_problem(path: Path, expected: Collection[str] = ()) -> str | None:
+    """Why this safetensors file cannot be loaded, from its header and size; None when it can.
+    `expected`: the tensors an index maps to this file, each of which its header must hold."""
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -82,6 +84,9 @@ def safetensors_problem(path: Path) -> str | None:
     data = size - 8 - length
     if covered != data:
         return f"{path.name}: its header describes {covered} bytes of tensor data, the file holds {data} (truncated?)"
+    absent = sorted(set(expected) - header.keys())
+    if absent:
+        return f"{path.name} lacks {absent[0]!r}, which the index maps to it"
     return None
 
 
@@ -141,18 +146,20 @@ def unreadable(path: Path) -> str | None:
             return f"latest names {tag!r}, which is not there"
     if not weights and deepspeed_dir is None:
         return "no weights (model*.safetensors, adapter_model.*, pytorch_model*.bin, or DeepSpeed's latest)"
+    indexed: dict[str, set[str]] = {}  # shard file name -> the tensors an index maps to it
     for index in (p for p in files if p.name.endswith(".safetensors.index.json")):
         problem = _json_problem(index)
         if problem is not None:
             return problem
         weight_map = json.loads(index.read_bytes()).get("weight_map")
-        shards = set(weight_map.values()) if isinstance(weight_map, dict) else set()
-        missing = sorted(str(s) for s in shards if not (path / str(s)).is_file())
+        for tensor, shard in weight_map.items() if isinstance(weight_map, dict) else ():
+            indexed.setdefault(str(shard), set()).add(str(tensor))
+        missing = sorted(shard for shard in indexed if not (path / shard).is_file())
         if missing:
             return f"{index.name} names {missing[0]}, which is not there"
     for file in files:
         if file.suffix == ".safetensors":
-            problem = safetensors_problem(file)
+            problem = safetensors_problem(file, indexed.get(file.name, ()))
         elif file.suffix in (".bin", ".pt", ".pth"):
             problem = torch_file_problem(file)
         else:

@@ -161,6 +161,14 @@ def _missing_shard(path: Path) -> None:
     (path / "model.safetensors.index.json").write_text(json.dumps(index))
 
 
+def _shard_without_a_tensor(path: Path) -> None:
+    (path / "model.safetensors").unlink()
+    (path / "model-00001-of-00002.safetensors").write_bytes(safetensors_bytes({"w": [2, 3]}))
+    (path / "model-00002-of-00002.safetensors").write_bytes(safetensors_bytes({"b": [3]}))
+    index = {"weight_map": {"w": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors"}}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
 @pytest.mark.parametrize(
     ("corrupt", "why"),
     [
@@ -189,6 +197,11 @@ def _missing_shard(path: Path) -> None:
             _write("model.safetensors", b"\x10" + bytes(7) + b"{}" + bytes(20)), "its header is not JSON", id="junk"
         ),
         pytest.param(_missing_shard, "names model-00002-of-00002.safetensors, which is not there", id="missing-shard"),
+        pytest.param(
+            _shard_without_a_tensor,
+            "model-00001-of-00002.safetensors lacks 'b', which the index maps to it",
+            id="shard-lacks-a-tensor",
+        ),
         pytest.param(_truncate("optimizer.pt", 100), "optimizer.pt is not a complete torch file", id="cut-optimizer"),
         pytest.param(_write("optimizer.pt", b""), "optimizer.pt is empty", id="empty-optimizer"),
         pytest.param(_write("rng_state_0.pth", b""), "rng_state_0.pth is empty", id="empty-rng-state"),
@@ -254,3 +267,15 @@ def test_checkpoint_problem_passes_a_complete_checkpoint_and_names_what_is_wrong
     assert (checkpoint_problem(good) or "").startswith("is not a complete, readable checkpoint: trainer_state.json")
     (good / "trainer_state.json").unlink()
     assert "is not a complete, readable checkpoint" in (checkpoint_problem(good) or "")
+
+
+def test_a_sharded_checkpoint_whose_shards_hold_what_the_index_maps_is_complete(tmp_path: Path) -> None:
+    path = make(tmp_path / "checkpoint-3", weights=None)
+    (path / "model-00001-of-00002.safetensors").write_bytes(safetensors_bytes({"w": [2, 3]}))
+    (path / "model-00002-of-00002.safetensors").write_bytes(safetensors_bytes({"b": [3]}))
+    index = {
+        "metadata": {},
+        "weight_map": {"w": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+    }
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert unreadable(path) is None
