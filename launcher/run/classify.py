@@ -186,6 +186,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"401 Client Error|403 Client Error|ModuleNotFoundError|ImportError|undefined symbol|"
         r"cannot import name|No module named|requires the .* library|pip install|"
         r"JSONDecodeError|UnicodeDecodeError|ArrowInvalid|ArrowTypeError|KeyError|TypeError|AttributeError|NameError|"
+        r"ZeroDivisionError|"  # swift's sample_dataset divides by a dataset's rows: a file none of whose rows it reads
         r"SyntaxError|IndentationError|NotImplementedError|yaml\.\w+Error|ScannerError|ParserError|"
         r"Address already in use|EADDRINUSE|No CUDA GPUs are available|Found no NVIDIA driver|"
         r"CUDA driver version is insufficient|no kernel image is available|not compiled with CUDA|"

@@ -189,6 +189,14 @@ def test_golden_missing_dataset_is_a_user_error() -> None:
     assert "does not exist" in failure.evidence[0]
 
 
+def test_golden_dataset_with_no_row_swift_reads_is_a_user_error() -> None:
+    """Every row's messages empty: swift filters them all out, then divides by the rows left."""
+    failure = from_log("user_error_empty_dataset.log", steps_seen=False)
+    assert failure is not None
+    assert failure.kind is K.USER_ERROR
+    assert failure.evidence[0].strip() == "ZeroDivisionError: integer division or modulo by zero"
+
+
 def test_golden_kernel_oom_kill_beats_the_peers_connection_error() -> None:
     evidence = ("kernel OOM killer ran 1 time(s) during the attempt (/proc/vmstat oom_kill 0 -> 1)",)
     failure = from_log("host_oom_sigkill_rank1.log", kernel_oom=evidence)
@@ -337,8 +345,8 @@ def test_a_ranks_own_unnamed_error_comes_before_the_peers_it_took_down() -> None
     """Rank 0 exits 1 on an error no pattern names; torchrun SIGTERMs rank 1 after its gloo peer vanished.
     The peer's comm_error was named the root cause (and NCCL_P2P_DISABLE tried); torchrun's own root cause
     is rank 0, and so is safe-sft's now."""
-    frame = '  File "swift/dataset/loader.py", line 80, in sample_dataset'
-    rank0 = f"{frame}\nZeroDivisionError: integer division or modulo by zero"
+    frame = '  File "plugin/loss.py", line 80, in compute_loss'
+    rank0 = f"{frame}\nRuntimeError: the loss plugin gave up"
     rank1 = "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:42917."
     tail = ("[rank1]: " + rank1,)
     failure = classify(
@@ -347,7 +355,7 @@ def test_a_ranks_own_unnamed_error_comes_before_the_peers_it_took_down() -> None
         )
     )
     assert failure is not None and (failure.kind, failure.rank) == (K.UNKNOWN, 0)
-    assert failure.evidence == ("ZeroDivisionError: integer division or modulo by zero",)
+    assert failure.evidence == ("RuntimeError: the loss plugin gave up",)
 
 
 def test_a_ranks_own_communication_error_is_still_the_root_cause() -> None:
