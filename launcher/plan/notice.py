@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.plan.slurm import int_var
+
 EXIT_PREEMPTED = 75  # sysexits' EX_TEMPFAIL: "try again later"; a job script can requeue on it
 SIGTERM_MARGIN = 1.5  # the last save and step may take this much longer under a preemption's load
 SIGTERM_SLACK_S = 5.0  # the notice's way through safe-sft, the collective, and the exit
@@ -81,15 +83,7 @@ class SlurmJob:
 def slurm_job(env: Mapping[str, str]) -> SlurmJob | None:
     """SLURM_JOB_ID and SLURM_RESTART_COUNT, read once; None outside a Slurm job."""
     job_id = env.get("SLURM_JOB_ID") or None
-    return SlurmJob(job_id, restart_count(env.get("SLURM_RESTART_COUNT"))) if job_id else None
-
-
-def restart_count(value: str | None) -> int:
-    """SLURM_RESTART_COUNT: absent or unreadable on the first run of a job."""
-    try:
-        return max(0, int(value)) if value else 0
-    except ValueError:
-        return 0
+    return SlurmJob(job_id, int_var(env, "SLURM_RESTART_COUNT") or 0) if job_id else None
 
 
 def requeued_resume(mark: NoticeMark | None, job_id: str | None, restarts: int) -> NoticeMark | None:

@@ -107,7 +107,8 @@ def port_rule(job_id: str, step_id: int) -> str:
     return f"20000 + 2 x ((SLURM_JOB_ID {job_id} + {STEP_STRIDE} x SLURM_STEP_ID {step_id}) mod {PORT_PAIRS})"
 
 
-def _int_var(env: Mapping[str, str], name: str) -> int | None:
+def int_var(env: Mapping[str, str], name: str) -> int | None:
+    """A SLURM_* count: None where unset; a value that is not a whole number is refused, naming it."""
     text = env.get(name)
     if text is None or text == "":
         return None
@@ -139,23 +140,23 @@ class SlurmEnv:
         if not job_id:
             return None
         nnodes_var = "SLURM_JOB_NUM_NODES"
-        nnodes = _int_var(env, nnodes_var)
+        nnodes = int_var(env, nnodes_var)
         if nnodes is None:
             nnodes_var = "SLURM_NNODES"
-            nnodes = _int_var(env, nnodes_var)
+            nnodes = int_var(env, nnodes_var)
         in_step = "SLURM_STEP_ID" in env
         return SlurmEnv(
             job_id=job_id,
             nnodes=nnodes,
             nnodes_var=nnodes_var,
-            node_id=_int_var(env, "SLURM_NODEID"),
+            node_id=int_var(env, "SLURM_NODEID"),
             nodelist=env["SLURM_JOB_NODELIST"] if "SLURM_JOB_NODELIST" in env else env.get("SLURM_NODELIST"),
-            ntasks=_int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
+            ntasks=int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
-            gpus_on_node=_int_var(env, "SLURM_GPUS_ON_NODE"),
+            gpus_on_node=int_var(env, "SLURM_GPUS_ON_NODE"),
             in_step=in_step,
             step_id=int(step) if (step := env.get("SLURM_STEP_ID", "0")).isdigit() else 0,
-            step_nnodes=_int_var(env, "SLURM_STEP_NUM_NODES") if in_step else None,
+            step_nnodes=int_var(env, "SLURM_STEP_NUM_NODES") if in_step else None,
         )
 
     def hang_problem(self) -> SafeSftError | None:

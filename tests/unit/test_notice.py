@@ -16,7 +16,6 @@ from launcher.plan.notice import (
     job_allows_requeue,
     requeue_wanted,
     requeued_resume,
-    restart_count,
     sigterm_is_notice,
     slurm_job,
 )
@@ -64,7 +63,6 @@ def test_job_allows_requeue_reads_scontrols_field() -> None:
 
 
 def test_restart_count_and_the_requeued_jobs_mark(tmp_path: Path) -> None:
-    assert (restart_count(None), restart_count("2"), restart_count("x"), restart_count("-1")) == (0, 2, 0, 0)
     mark = NoticeMark("77", 0, str(tmp_path / "v0-x" / "checkpoint-5"), 5)
     (tmp_path / "safe-sft").mkdir()
     write_mark(tmp_path, mark)
@@ -200,4 +198,7 @@ def test_the_slurm_job_is_read_once_from_its_two_variables() -> None:
     assert slurm_job({"SLURM_JOB_ID": ""}) is None
     assert slurm_job({"SLURM_JOB_ID": "4243"}) == SlurmJob("4243", 0)
     assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": "2"}) == SlurmJob("4243", 2)
-    assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": "two"}) == SlurmJob("4243", 0)
+    assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": ""}) == SlurmJob("4243", 0)
+    for bad, what in (("two", "not an integer"), ("-1", "negative")):
+        with pytest.raises(SafeSftError, match=f"SLURM_RESTART_COUNT='{bad}' is {what}"):
+            slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": bad})
