@@ -41,6 +41,8 @@ def probe_disk(output_dir: Path) -> DiskFacts:
     blocker = _file_in_the_way(output_dir)
     if blocker is not None:
         problem = f"{blocker} is a file, not a directory"
+    elif _holds_no_blocks(where):
+        problem = f"{where} is on a kernel filesystem (proc, sysfs), which holds no files"
     elif _read_only_fs(where):
         problem = f"{where} is on a read-only filesystem"
     elif not os.access(where, os.W_OK | os.X_OK):
@@ -58,5 +60,13 @@ def _file_in_the_way(path: Path) -> Path | None:
 def _read_only_fs(path: Path) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _holds_no_blocks(path: Path) -> bool:
+    """proc, sysfs and their kind report a size of 0 blocks: swift's mkdir there fails, whoever runs it."""
+    try:
+        return os.statvfs(path).f_blocks == 0
     except OSError:
         return False
