@@ -77,7 +77,9 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
-            _check_named_inputs(swift)
+            from launcher.prepare import read_named_inputs
+
+            read_named_inputs(swift)
     except SafeSftError as err:
         bad_args = err
     topology: Topology | SafeSftError
@@ -86,27 +88,6 @@ def as_the_run_reads(
     except SafeSftError as err:
         topology = err
     return topology, bad_args
-
-
-def _check_named_inputs(swift: SwiftArgs) -> None:
-    """The run's own checks of swift's values and of what they name, in the run's order (launcher.prepare):
-    the --deepspeed config, the model's path, the datasets' sample counts and files."""
-    from pathlib import Path
-
-    from launcher.configs import read_user_deepspeed
-    from launcher.prepare import check_dataset_files, check_model_path
-    from launcher.probe.dataset import check_sample_count, probe_datasets
-
-    swift.check_values()
-    read_user_deepspeed(swift.get("deepspeed"))
-    model = swift.get("model")
-    if model:
-        check_model_path(model, "--model")
-    datasets = swift.get_values("dataset")
-    for spec in datasets:
-        check_sample_count(spec, Path.cwd())
-    if datasets:
-        check_dataset_files(probe_datasets(datasets, Path.cwd(), swift.get("columns")))
 
 
 def _topology(topology: Topology | SafeSftError) -> Check:

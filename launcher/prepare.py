@@ -153,8 +153,9 @@ def prepare(
     """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
     read = backend.read(list(swift_argv))
     swift = read.args
-    swift.check_values()
-    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
+    # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
+    named = read_named_inputs(swift, backend, assumed=options.assumes_machine)
+    user_deepspeed, data = named.user_deepspeed, named.data
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)
 
@@ -164,17 +165,7 @@ def prepare(
     topology = run_topology(request, env, host, swift)
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
-    # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
-    assumed = options.assumes_machine
-    if model_name and not assumed:
-        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
-    for spec in datasets:
-        check_sample_count(spec, Path.cwd())
-    data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
-    if data and not assumed:
-        check_dataset_files(data)
     probe_route = topology.nnodes.value > 1 and host.network.known
     iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(
@@ -207,6 +198,32 @@ def prepare(
         data=data,
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed, backend=backend)
+
+
+@dataclass(frozen=True)
+class NamedInputs:
+    """What the arguments name, read once: the user's own DeepSpeed config and the datasets' sample."""
+
+    user_deepspeed: UserConfig | None
+    data: DataFacts | None
+
+
+def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bool = False) -> NamedInputs:
+    """The run's checks of the trainer's values and of what they name, in this order: the values, the
+    --deepspeed config, the model's path, the datasets' sample counts and files (SafeSftError at the first
+    bad one). `assumed`: a plan for another machine, whose model and dataset files need not be here."""
+    swift.check_values()
+    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
+    model_name = swift.get(backend.model_key)
+    if model_name and not assumed:
+        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
+    datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
+    for spec in datasets:
+        check_sample_count(spec, Path.cwd())
+    data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
+    if data and not assumed:
+        check_dataset_files(data)
+    return NamedInputs(user_deepspeed, data)
 
 
 def refuse_assumptions(options: LaunchOptions) -> None:
