@@ -199,6 +199,16 @@ def lost_json(lost: list[Lost], attempts: list[AttemptRecord]) -> dict[str, Any]
     }
 
 
+def lost_line(lost: dict[str, Any], interrupted: bool) -> str:
+    """The summary's line for lost_json's sums. An interrupt's steps since the last checkpoint are the
+    user's own stop, not a failure's cost: the line says so."""
+    hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost["gpu_hours"] is not None else ""
+    what = "lost to failures"
+    if interrupted:
+        what = "lost to failures and the interrupt" if lost["failures"] > 1 else "not saved when interrupted"
+    return f"  {what}: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}"
+
+
 def write_report(path: Path, text: str) -> None:
     """Atomically: a reader never sees half a report."""
     tmp = path.with_suffix(".json.tmp")
@@ -315,8 +325,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
             lines.append(f"  preempted at step {a.preempted['step']}: checkpoint {a.preempted['checkpoint']}")
     lost = lost_json(lost_work(attempts), attempts)
     if lost["failures"]:
-        hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost["gpu_hours"] is not None else ""
-        lines.append(f"  lost to failures: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}")
+        lines.append(lost_line(lost, interrupted=result.outcome == "interrupted"))
     if result.give_up_reason:
         lines.append(f"  gave up: {result.give_up_reason}")
     last = attempts[-1] if attempts else None

@@ -6,7 +6,7 @@ from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
 from launcher.run.lost_work import gpu_hours, lost_work
 from launcher.run.records import AttemptRecord
-from launcher.run.report import lost_json
+from launcher.run.report import lost_json, lost_line
 from launcher.show_report import render_report
 
 S = Settings(micro_batch=2, grad_accum=2, world_size=4)
@@ -74,3 +74,11 @@ def test_the_last_attempt_loses_only_what_came_after_its_newest_complete_checkpo
     assert (lost.steps, lost.kept_step, lost.seconds) == (3, 3, 18.0)
     unsaved = attempt(1, failure=OOM, last_step=6, duration_s=30.0, step_seen_s={3: 12.0, 6: 30.0})
     assert lost_work([unsaved])[0].steps == 6  # nothing saved: all of it
+
+
+def test_the_summary_line_names_an_interrupts_unsaved_steps_as_its_own() -> None:
+    lost = {"failures": 1, "steps": 10, "seconds": 10.4, "gpu_hours": None}
+    assert lost_line(lost, interrupted=False) == "  lost to failures: 10 steps, 10 s"
+    assert lost_line(lost, interrupted=True) == "  not saved when interrupted: 10 steps, 10 s"
+    both = {"failures": 2, "steps": 13, "seconds": 50.0, "gpu_hours": 0.0556}
+    assert lost_line(both, interrupted=True) == "  lost to failures and the interrupt: 13 steps, 50 s, 0.06 GPU-hours"
