@@ -133,7 +133,11 @@ class Coordinator:
             return False
 
         what = f"node 0's safe-sft (its coordination store at {self.where}, run {self.run_id})"
-        if not self.wait(reachable, timeout, what, since=since):
+
+        def awaited() -> str:  # each progress line says why node 0 is not there yet: a typo shows at once
+            return f"{what}; so far: {last_error}" if last_error else what
+
+        if not self.wait(reachable, timeout, awaited, since=since):
             raise CoordinationLost(
                 f"node {self.node}: gave up after {timeout:.0f} s (--node-timeout) waiting for {what}: {last_error}",
                 "start node 0's safe-sft, check MASTER_ADDR (every node must resolve and reach it) and --coord-port",

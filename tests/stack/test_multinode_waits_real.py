@@ -64,6 +64,7 @@ def test_unresolvable_master_addr_on_node_1_ends_with_exit_4_within_node_timeout
     assert time.monotonic() - waiting < 6 + 2
     text = log.read_text()
     assert "(its coordination store at no-such-host.invalid:29732" in text and ", until " in text
+    assert "; so far: cannot resolve MASTER_ADDR=no-such-host.invalid (Name or service not known), until " in text
     assert errors(log) == [
         "safe-sft: error: node 1: gave up after 6 s (--node-timeout) waiting for node 0's safe-sft (its coordination "
         "store at no-such-host.invalid:29732, run no-such-host.invalid:29731): cannot resolve "
