@@ -6,13 +6,14 @@ convert (a number, a truthy word, a Literal field's choice) is refused before an
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import ValueKind, parse_swift_argv
+from launcher.plan.swift_args import SwiftArgs, ValueKind, parse_swift_argv
 
 OPTIONS_FILE = Path(__file__).with_name("swift_options.txt")  # scripts/swift_options.py writes it
 
@@ -72,7 +73,31 @@ def read(argv: list[str]) -> BackendArgs:
             "(.yaml, .yml or .json, in lower case), and stops on it in every rank",
             "drop it, or write the option it belongs to (swift's options start with --)",
         )
+    check_tuner(swift)
     return BackendArgs((), swift)
+
+
+# swift's own tuners (ms-swift 4.6: swift/arguments/base_args/base_args.py get_supported_tuners, which adds
+# swift/tuner_plugin/mapping.py's tuners_map); tests/stack/test_swift_options_real.py holds it to swift's.
+SWIFT_TUNERS = frozenset(
+    {"lora", "full", "longlora", "adalora", "llamapro", "adapter", "vera", "boft", "fourierft", "reft", "bone",
+     "ia3", "lora_llm", "dummy"}
+)  # fmt: skip
+
+
+def check_tuner(swift: SwiftArgs) -> None:
+    """swift's parser takes any --tuner_type and stops on an unknown one in every rank only once the model has
+    loaded (prepare_adapter's ValueError); the plan would have estimated it as LoRA. An --external_plugins
+    file may register more tuners, so with one given any name passes."""
+    tuner = swift.get("tuner_type")
+    if tuner is None or tuner in SWIFT_TUNERS or swift.get("external_plugins"):
+        return
+    near = difflib.get_close_matches(tuner, sorted(SWIFT_TUNERS), n=1)
+    meant = f" (did you mean {near[0]}?)" if near else ""
+    raise SafeSftError(
+        f"--tuner_type {tuner!r} is not one of swift's tuners{meant}",
+        f"use one of {', '.join(sorted(SWIFT_TUNERS))}; a tuner of your own comes with --external_plugins",
+    )
 
 
 SWIFT = Backend(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.swift import OPTIONS_FILE, swift_options, swift_value_kinds
+from launcher.backends.swift import OPTIONS_FILE, SWIFT_TUNERS, swift_options, swift_value_kinds
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import LEAST_INT, option_key, parse_swift_argv
 
@@ -26,6 +26,12 @@ from swift_options import installed_options, render
 
 def test_the_shipped_option_names_are_the_installed_swifts() -> None:
     assert OPTIONS_FILE.read_text() == render(installed_options()), "run scripts/swift_options.py"
+
+
+def test_the_tuners_safe_sft_knows_are_the_installed_swifts() -> None:
+    from swift.arguments.base_args.base_args import get_supported_tuners
+
+    assert set(get_supported_tuners()) == SWIFT_TUNERS
 
 
 @pytest.mark.parametrize(

@@ -217,6 +217,9 @@ def _swift_value_cases() -> Iterator[Case]:
     for flag, values in bad.items():
         for value in values:
             yield Case(f"choice{flag}-{value}", swift=(flag, value), needle=f"{flag} {value!r} is not one of")
+    for tuner, meant in (("ful", " (did you mean full?)"), ("qlora", " (did you mean lora?)"), ("p-tuning", "")):
+        yield Case(f"tuner-{tuner}", swift=("--tuner_type", tuner),
+                   needle=f"--tuner_type {tuner!r} is not one of swift's tuners{meant}")  # fmt: skip
 
 
 def _config_cases() -> Iterator[Case]:
