@@ -65,7 +65,8 @@ _LOAD_FRAME = re.compile(
     r"_post_init_method|_convert_to_deepspeed_param|init_process_group|load_model|_load_pretrained_model|"
     r"torch\.load|_cuda_deserialize|load_state_dict|\.restore\(|, in restore\b|, in load\b|"
     r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|materiali[sz]e|lazy_init|to_empty|"
-    r"_load_rng_state|_load_optimizer_and_scheduler"
+    r"_load_rng_state|_load_optimizer_and_scheduler|"
+    r"modules/module\.py\", line \d+, in convert\b"  # Module.to's own mover: a model's tensors going to a device
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
@@ -265,7 +266,8 @@ _ERROR_LINE = re.compile(
     r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
-    r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo"
+    r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo|"
+    r"core dumped|Illegal instruction|Floating point exception"  # a shell's words for a process a signal ended
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"

@@ -83,6 +83,12 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         ('File "trainer.py", in _save_checkpoint\ntorch.OutOfMemoryError: CUDA out of memory.', True, K.CUDA_OOM_SAVE),
         ('File "x.py", in from_pretrained\ntorch.OutOfMemoryError: CUDA out of memory.', False, K.CUDA_OOM_LOAD),
         ('File "x.py", in deepspeed_init\nRuntimeError: CUDA error: out of memory', False, K.CUDA_OOM_LOAD),
+        (  # nn.Module.to's inner mover, whatever called it
+            '  File "/v/torch/nn/modules/module.py", line 1329, in convert\n    return t.to(\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 462.00 MiB.",
+            False,
+            K.CUDA_OOM_LOAD,
+        ),
         ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", True, K.CUDA_OOM),
         ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes", True, K.HOST_OOM),
         ("RuntimeError: CUDA error: an illegal memory access was encountered", True, K.CUDA_ERROR),
@@ -126,6 +132,9 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         # a full disk outranks the missing file it makes swift report next
         ("OSError: [Errno 28] No space left on device\nFileNotFoundError: [Errno 2] No such file", True, K.DISK_FULL),
         ("Fatal Python error: Segmentation fault", True, K.CRASH),
+        # a shell's report of a process ended by a signal: no error word of its own
+        ("=> loading pretrained model w.pth\nIllegal instruction (core dumped)", False, K.CRASH),
+        ("step 3\nFloating point exception", True, K.CRASH),
     ],
 )
 def test_patterns(message: str, steps_seen: bool, kind: K) -> None:
