@@ -21,6 +21,8 @@ KNOWN_MISSES = {
     "`No space left on device` is inside a joblib UserWarning",
     "user_error__ostris-ai-toolkit-288.log": "`No module named 'torchao'` on a job runner's line, not an exception's; "
     "such lines also report optional imports in healthy runs, so they do not count",
+    "cuda_oom_load__zai-org-CogVideo-225.log": "a debugger's paste: the exception first, then its frames innermost "
+    "first, with no `Traceback` line; the frames of DeepSpeed's engine set-up are read as another traceback's",
 }
 
 
