@@ -17,6 +17,7 @@ from launcher.plan.slurm import SlurmEnv
 from launcher.plan.swift_args import SwiftArgs
 from launcher.units import parse_count
 
+TORCHRUN_PORT = 29500  # torchrun's --master-port default, which plain `swift sft` on several nodes uses
 LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
 # The least each variable can be (NODE_RANK: 0), and the least a fix suggests where the values between have
 # words of their own (NPROC_PER_NODE=0: a count, not GPU 0; MASTER_PORT=0: out of range).
@@ -80,9 +81,13 @@ def resolve_topology(
     master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", layers.slurm_master_addr()) or Sourced(
         "127.0.0.1", Source.DEFAULT
     )
-    master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or Sourced(
-        free_port, Source.DEFAULT, "a free local port"
+    # One node picks any free port; several must agree without talking, as torchrun's default lets them.
+    default_port = (
+        Sourced(free_port, Source.DEFAULT, "a free local port")
+        if nnodes.value <= 1
+        else Sourced(TORCHRUN_PORT, Source.DEFAULT, "torchrun's default, the same on every node")
     )
+    master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or default_port
     if master_port.source is Source.SLURM and layers.slurm is not None:
         master_port = Sourced(master_port.value, Source.SLURM, layers.slurm.master_port_rule)
 

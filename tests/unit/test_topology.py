@@ -392,3 +392,13 @@ def test_too_many_processes_for_the_gpus_says_so_in_nproc_per_nodes_terms() -> N
         resolve(TopologyRequest(), {"NPROC_PER_NODE": "16"})
     assert err.value.message == "NPROC_PER_NODE=16 (env) asks for 16 processes, one per GPU, but 4 GPU(s) are visible"
     assert err.value.hint == "set NPROC_PER_NODE to 1 to 4, the GPUs of this node"
+
+
+def test_several_nodes_without_master_port_take_torchruns_default_on_every_node() -> None:
+    """A free port picked on each node apart would differ between them, and no node would find node 0."""
+    for rank in (0, 1):
+        topo = resolve(TopologyRequest(), {"NNODES": "2", "NODE_RANK": str(rank), "MASTER_ADDR": "10.0.0.1"})
+        assert (topo.master_port.value, topo.master_port.source) == (29500, Source.DEFAULT)
+        assert topo.master_port.note == "torchrun's default, the same on every node"
+    single = resolve(TopologyRequest(), {})
+    assert single.master_port.note == "a free local port" and single.master_port.value != 29500
