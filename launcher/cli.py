@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from launcher.cli_values import YEAR, Seconds, click_error
-from launcher.errors import SafeSftError
+from launcher.errors import EXIT_LOST_NODE, EXIT_NOTHING_FITS, EXIT_TRAINING_FAILED, EXIT_USAGE, SafeSftError
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
     from launcher.plan.notice import NoticeMark, SlurmJob
@@ -50,10 +50,6 @@ LLAMAFACTORY_USAGE = (
     "use it as `safe-sft llamafactory train config.yaml [key=value ...]`; "
     "run llamafactory-cli itself for its other commands"
 )
-EXIT_TRAINING_FAILED = 1
-EXIT_USAGE = 2
-EXIT_NOTHING_FITS = 3
-EXIT_LOST_NODE = 4
 NOTHING_FITS_FIX = "take one of the options above, or pass --force to launch anyway"
 
 
@@ -529,11 +525,15 @@ def _supervise(
             raise _unwritable(output_dir, err) from None
         except SafeSftError as err:  # node 0 unreachable, a node that never started, a dir not shared, a signal
             _print_error(err)
-            return EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
+            code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
+            save([], RunResult("interrupted" if code > 128 else "failed", [], code, err.message))
+            return code
         if received:  # between two waits: stop before the first attempt all the same
             from launcher.run.poll import WaitInterrupted
 
-            raise WaitInterrupted(received[-1], "the first attempt")
+            stopped = WaitInterrupted(received[-1], "the first attempt")
+            save([], RunResult("interrupted", [], stopped.exit_code, stopped.message))
+            raise stopped
 
     if requeued is not None and job is not None:
         click.echo(

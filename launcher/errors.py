@@ -6,6 +6,12 @@ escapes is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+# What safe-sft exits with (docs/exit-codes.md), beside a training run's own 0 and 128 + a signal's number.
+EXIT_TRAINING_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOTHING_FITS = 3
+EXIT_LOST_NODE = 4
+
 
 class SafeSftError(Exception):
     """A problem the user can fix: `message` names the bad value, `hint` says what to do.

@@ -56,6 +56,17 @@ def errors(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if line.startswith("safe-sft: error:")]
 
 
+def ended_report(out: Path, rank: int) -> dict[str, object]:
+    """The node's report.json once it has ended: never `running`, and its disk reserve given back."""
+    import json
+
+    [run_dir] = (out / "safe-sft").glob(f"*-node{rank}")
+    assert not (run_dir / "report.reserve").exists()
+    report: dict[str, object] = json.loads((run_dir / "report.json").read_text())
+    assert report["attempts"] == []  # no training started
+    return report
+
+
 def test_unresolvable_master_addr_on_node_1_ends_with_exit_4_within_node_timeout(tmp_path: Path) -> None:
     node, log = start(tmp_path, 1, 29731, addr="no-such-host.invalid", timeout=6)
     waiting = wait_for_line(log, "safe-sft: node 1: waiting for node 0's safe-sft")
@@ -70,6 +81,9 @@ def test_unresolvable_master_addr_on_node_1_ends_with_exit_4_within_node_timeout
         "store at no-such-host.invalid:29732, run no-such-host.invalid:29731): cannot resolve "
         "MASTER_ADDR=no-such-host.invalid (Name or service not known)"
     ]
+    report = ended_report(tmp_path / "out", 1)
+    assert (report["outcome"], report["exit_code"]) == ("failed", 4)
+    assert "cannot resolve MASTER_ADDR=no-such-host.invalid" in str(report["give_up_reason"])
     assert "socket.cpp" not in text and "Traceback" not in text  # no C++ socket warnings, no traceback
 
 
@@ -85,6 +99,8 @@ def test_node_0_whose_peer_never_starts_gives_up_after_node_timeout(tmp_path: Pa
     ]
     assert SWIFT_STARTED not in log.read_text()  # no torchrun was left waiting for the peer
     assert not list((tmp_path / "out").glob("safe-sft/*/attempt-1"))
+    report = ended_report(tmp_path / "out", 0)
+    assert (report["outcome"], report["exit_code"]) == ("failed", 4)
 
 
 def test_two_nodes_of_different_runs_both_give_up_within_node_timeout(tmp_path: Path) -> None:
@@ -117,3 +133,5 @@ def test_ctrl_c_ends_a_wait_within_2_seconds(tmp_path: Path, rank: int, line: st
     assert code == 130
     assert errors(log)[0].startswith("safe-sft: error: SIGINT received while waiting for ")
     assert "Traceback" not in log.read_text()
+    report = ended_report(tmp_path / "out", rank)
+    assert (report["outcome"], report["exit_code"]) == ("interrupted", 130)
