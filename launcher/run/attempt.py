@@ -72,7 +72,8 @@ class AttemptRunner:
     def run(
         self, record: AttemptRecord, argv: list[str], env: dict[str, str], attempt_dir: Path, resume: Resume | None
     ) -> None:
-        """Run the attempt to its end and fill in the record: exit code, memory, last step, failure."""
+        """Run the attempt to its end and fill in the record: exit code, memory, last step, failure. A lost
+        node's CoordinationLost stops it, and is raised once the record is filled in."""
         oom_before = ev.oom_kill_count()
         log_before = ev.log_size(self.output_dir)
         checkpoints_before = snapshot(self.output_dir)
@@ -87,7 +88,11 @@ class AttemptRunner:
             output_dir=self.output_dir,
             log_bytes_before=log_before,
         )
-        hang = self._wait(process, watch, attempt_dir, record)
+        lost: CoordinationLost | None = None
+        try:
+            hang = self._wait(process, watch, attempt_dir, record)
+        except CoordinationLost as err:  # the attempt was stopped: record how far it got, then end the run
+            hang, lost = None, err
         code, tail = process.finish()
         record.memory = monitor.stop() if monitor else None
         record.duration_s = round(self.clock() - start, 3)
@@ -134,6 +139,8 @@ class AttemptRunner:
             record.failed_at_exit, record.failure = record.failure, None
         if resume is not None and record.failure is not None and not steps_seen:
             record.load_failure = load_failure_line(tail_lines[-400:])
+        if lost is not None:
+            raise lost
 
     def _start_monitor(self, pid: int) -> MemoryMonitor | None:
         if self.config.sample_interval <= 0:

@@ -82,7 +82,8 @@ class Coordinator:
                 "start node 0's safe-sft first, check MASTER_ADDR and that the port is free (--coord-port)",
             ) from None
         self.last_check = 0.0
-        self.departed: set[int] = set()
+        self.departed: set[int] = set()  # nodes that will not read node 0's decision
+        self.silent: set[int] = set()  # nodes whose report of the last attempt never came (node 0's view)
 
     # ---- waiting -------------------------------------------------------------------------------------
 
@@ -239,7 +240,8 @@ class Coordinator:
                 key = self._key(attempt, f"report-{node}")
                 if self._wait_for(key, self.report_timeout, f"node {node}'s report of attempt {attempt}"):
                     reports.append(decode_report(self._get(key), self.run_id, attempt, self.nnodes))
-            self.departed = {r.node for r in reports if r.kind == "interrupted"}
+            self.silent = set(range(self.nnodes)) - {r.node for r in reports}  # lost: they never reported
+            self.departed = {r.node for r in reports if r.kind == "interrupted"} | self.silent
             self._set(self._key(attempt, "decision"), encode(decide(reports)))
         key = self._key(attempt, "decision")
         if not self._wait_for(key, self.report_timeout + DECISION_SLACK, f"node 0's decision after attempt {attempt}"):
@@ -258,7 +260,7 @@ class Coordinator:
             self._set(self._key(attempt, f"ack-{self.node}"), "1")
             return
         for node in range(1, self.nnodes):
-            if node not in self.departed:  # an interrupted node reported and left without waiting
+            if node not in self.departed:  # an interrupted node reported and left; a lost one never reported
                 self._wait_for(self._key(attempt, f"ack-{node}"), timeout, f"node {node} to read the final decision")
 
     # ---- the shared output dir ---------------------------------------------------------------------

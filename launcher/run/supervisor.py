@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, BinaryIO
 
 from launcher.configs import config_dir, load_templates, write_config
-from launcher.errors import SafeSftError
+from launcher.errors import EXIT_LOST_NODE, EXIT_TRAINING_FAILED, SafeSftError
 from launcher.masking import mask_value
 from launcher.model import FailureKind, Strategy
 from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
@@ -46,7 +46,7 @@ from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
 from launcher.run.checkpoints import Snapshot, checkpoint_at, checkpoint_step, snapshot
 from launcher.run.child import TrainingProcess
-from launcher.run.coord import Coordinator
+from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
 from launcher.run.oom_figures import oom_figures
 from launcher.run.poll import WaitInterrupted, wait_until
@@ -302,7 +302,8 @@ class Supervisor:
                 return self._interrupted(attempts)
             if decision.action == "finish":
                 return RunResult("succeeded", attempts, 0)
-            return RunResult("failed", attempts, 1, decision.reason)
+            lost = bool(coordinator.silent)  # a node whose report never came is lost, as a node that never answered
+            return RunResult("failed", attempts, EXIT_LOST_NODE if lost else EXIT_TRAINING_FAILED, decision.reason)
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
         change = (decision.change or "no change", decision.reason)
         return decision.settings, change, decision.resume, kind, decision.predicted_need_bytes
@@ -546,7 +547,11 @@ class Supervisor:
         )
         self._announce(record)
         self.on_attempt([*self.attempts, record])  # the report shows the attempt under way, should we be killed
-        self.runner.run(record, argv, env, attempt_dir, resume)
+        try:
+            self.runner.run(record, argv, env, attempt_dir, resume)
+        except CoordinationLost:  # the run ends here: the attempt, filled in to its end, is still part of it
+            self.attempts.append(record)
+            raise
         return record
 
     def _config_of(self, rung: str | None) -> Mapping[str, Any] | None:

@@ -135,12 +135,39 @@ def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -
     report = node_reports(tmp_path / "out")[1]  # ends as the run ended, not "running"
     assert (report["outcome"], report["exit_code"]) == ("failed", 4)
     assert "lost node 0's safe-sft" in report["give_up_reason"]
+    assert len(report["attempts"]) == 1 and report["attempts"][0]["exit_code"] is not None  # the attempt it stopped
+    assert "failed after 1 attempt(s)" in log1 and "  run dir: " in log1
     assert waited < 2 * 5 + 10  # documented: within 2 x --grace-period + 10 s
     deadline = time.monotonic() + 15
     while _alive(sorted(pids)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(sorted(pids)) == []
     nodes[0].wait(timeout=5)
+
+
+def test_c2_losing_node_1_ends_node_0_with_exit_4_once_its_report_is_overdue(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """docs/exit-codes.md, 4: a node whose report never came is lost. Node 0 exited 1, after waiting 30 s more
+    for the lost node to read the decision."""
+    out, port, timeout = tmp_path / "out", 29725, 15
+    args = ["--allow-loopback-master", "--node-timeout", str(timeout),
+            *swift_args(tiny, out, max_steps=100000, save_steps=100000)]  # fmt: skip
+    nodes = [start_node(args, node_env(tmp_path, r, port, None), tmp_path / f"node{r}.log") for r in (0, 1)]
+    deadline = time.monotonic() + 180
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # training under way
+    nodes[1].kill()  # its ranks die with it (PR_SET_PDEATHSIG); node 0's ranks then lose their peer
+    start = time.monotonic()
+    code = nodes[0].wait(timeout=180)
+    waited = time.monotonic() - start
+    log0 = (tmp_path / "node0.log").read_text()
+    assert code == 4, log0[-2000:]
+    assert "node 0 decided: stop (node(s) [1] never reported)" in log0
+    assert "to read the final decision" not in log0
+    assert waited < timeout + 2 * 5 + 20, log0[-2000:]
+    report = node_reports(out)[0]
+    assert (report["outcome"], report["exit_code"], len(report["attempts"])) == ("failed", 4, 1)
+    nodes[1].wait(timeout=5)
 
 
 def test_d_an_output_dir_the_nodes_do_not_share_stops_node_1_with_exit_4(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
