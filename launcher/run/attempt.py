@@ -131,7 +131,11 @@ class AttemptRunner:
             )
         )
         interrupted = record.failure is not None and record.failure.kind is FailureKind.INTERRUPTED
-        if (
+        if interrupted and record.preempted is not None:
+            # every rank had saved on the notice and exited 0: a signal after that (another node's
+            # `scontrol requeue` cancels the step) stopped nothing
+            record.failure = None
+        elif (
             record.failure is not None
             and not interrupted
             and ev.ranks_finished(attempt_dir, self.node_rank, self.nproc_per_node)

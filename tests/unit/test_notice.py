@@ -81,9 +81,12 @@ class NoticedProcess(FakeProcess):
         super().__init__(0 if saves else 1, "", polls_before_exit=10_000)
         self.attempt_dir, self.out, self.step, self.saves = attempt_dir, out, step, saves
         self.on_poll = lambda: None
+        self.exited: int | None = None
 
     def poll(self) -> int | None:
         self.on_poll()
+        if self.exited is not None:  # a signal after the exit finds nothing to stop
+            return self.exited
         if self.signals:
             return -self.signals[-1]
         if not (self.attempt_dir / "notice").exists():
@@ -93,7 +96,11 @@ class NoticedProcess(FakeProcess):
             write_checkpoint(self.out, "v0-x", self.step)
             trainer_state = self.out / "v0-x" / f"checkpoint-{self.step}" / "trainer_state.json"
             trainer_state.write_text(json.dumps({"global_step": self.step, "max_steps": 8}))
+        self.exited = self.code
         return self.code
+
+    def finish(self) -> tuple[int, str]:
+        return (self.exited, self.tail) if self.exited is not None else super().finish()
 
 
 def test_sigusr1_is_not_forwarded_the_ranks_save_and_safe_sft_exits_preempted(tmp_path: Path) -> None:
@@ -110,6 +117,28 @@ def test_sigusr1_is_not_forwarded_the_ranks_save_and_safe_sft_exits_preempted(tm
     assert (data["outcome"], data["exit_code"], data["attempts"][0]["preempted"]["step"]) == ("preempted", 75, 4)
     shown = render_report({**data, "_path": "report.json"})
     assert f"attempt 1 preempted: checkpoint at step 4: {tmp_path / 'v0-x' / 'checkpoint-4'}" in shown
+
+
+def test_a_sigterm_after_the_ranks_saved_on_the_notice_is_no_failure_of_the_attempt(tmp_path: Path) -> None:
+    """Another node's `scontrol requeue` cancels the step: its SIGTERM reaches this node's safe-sft after the
+    ranks saved the notice's checkpoint and exited 0. The attempt was recorded as `interrupted` beside
+    `preempted`, and the summary named an interruption as its root cause."""
+    attempt_dir = tmp_path / "safe-sft" / "run" / "attempt-1"
+    process = NoticedProcess(attempt_dir, tmp_path, step=4)
+    sup = supervisor(tmp_path, [process], [])
+
+    def notice_then_requeue() -> None:
+        if not (attempt_dir / "notice").exists():
+            sup._on_signal(signal.SIGUSR1, None)
+        elif not (attempt_dir / "stopping.json").exists():  # this poll saves the checkpoint and exits 0
+            sup._on_signal(signal.SIGTERM, None)
+
+    process.on_poll = notice_then_requeue
+    result = sup.run()
+    assert (result.outcome, result.exit_code) == ("preempted", EXIT_PREEMPTED)
+    attempt = result.attempts[0]
+    assert attempt.preempted is not None and attempt.preempted["step"] == 4
+    assert attempt.failure is None
 
 
 def test_a_notice_without_a_saved_checkpoint_is_never_restarted(tmp_path: Path) -> None:
