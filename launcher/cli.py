@@ -501,6 +501,7 @@ def _supervise(
     if topology.nnodes.value > 1:
         import signal
 
+        from launcher.prepare import first_attempt_terms
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
         from launcher.run.supervisor import FORWARDED_SIGNALS
@@ -520,7 +521,7 @@ def _supervise(
                 signals=lambda: (len(received), received[-1] if received else None),
             )
             check_shared_output_dir(coordinator, output_dir)
-            coordinator.gather()
+            coordinator.gather(first_attempt_terms(prepared))
         except OSError as err:
             raise _unwritable(output_dir, err) from None
         except SafeSftError as err:  # node 0 unreachable, a node that never started, a dir not shared, a signal

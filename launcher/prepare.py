@@ -226,6 +226,16 @@ def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bo
     return NamedInputs(user_deepspeed, data)
 
 
+def first_attempt_terms(prepared: Prepared) -> dict[str, str]:
+    """What every node's first attempt must share (launcher.plan.consensus.launch_terms): the trainer's
+    options as given here, the planned strategy, the processes per node."""
+    from launcher.plan.consensus import launch_terms  # several nodes only
+
+    swift = prepared.swift
+    options = {swift.key_of(flag): " ".join(values) for flag, values in swift.items if flag.startswith("--")}
+    return launch_terms(options, prepared.plan.strategy, prepared.plan.topology.nproc_per_node.value)
+
+
 def refuse_assumptions(options: LaunchOptions) -> None:
     """The run path trains on the hardware that is here: `--assume-*` belongs to `safe-sft plan` alone."""
     for flag, value in (

@@ -36,6 +36,27 @@ class ProtocolError(SafeSftError):
     """A message that is malformed, out of bounds, or from another run."""
 
 
+# ---- the first attempt's terms: what every node must start with -----------------------------------
+
+
+def launch_terms(options: Mapping[str, str], strategy: str | None, nproc_per_node: int) -> dict[str, str]:
+    """What the nodes' first attempts must agree on: the trainer's options as each node was given them, the
+    ZeRO strategy its plan chose (free memory differs between nodes) and its processes per node."""
+    return {**{f"--{key}": value for key, value in options.items()},
+            "the planned strategy": strategy or "none", "processes per node": str(nproc_per_node)}  # fmt: skip
+
+
+def terms_difference(node: int, terms: Mapping[str, str], node0: Mapping[str, str]) -> str | None:
+    """The first term in which `node`'s differ from node 0's, as a sentence; None when they agree."""
+    for key in sorted(set(terms) | set(node0)):
+        mine, theirs = terms.get(key), node0.get(key)
+        if mine != theirs:
+            shown = [f"{value!r} on node {n}" if value is not None else f"not given on node {n}"
+                     for n, value in ((0, theirs), (node, mine))]  # fmt: skip
+            return f"the nodes would start differently: {key} is {shown[0]}, {shown[1]}"
+    return None
+
+
 @dataclass(frozen=True)
 class NodeReport:
     run_id: str

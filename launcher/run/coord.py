@@ -5,7 +5,8 @@ values are JSON messages that launcher.plan.consensus validates. Bounds, documen
 - a node that cannot resolve MASTER_ADDR or reach node 0's store at start gives up after `connect_timeout`
   (--node-timeout);
 - before the first attempt every node checks in (`gather`): node 0 waits `report_timeout` for all of
-  them, so no torchrun starts to wait for a peer that never came;
+  them, so no torchrun starts to wait for a peer that never came, and stops them all when a node's terms
+  (its arguments, planned strategy, processes per node) differ from its own;
 - while training, each node checks the store every POLL_SECONDS: if node 0's safe-sft is gone, the
   check fails at once (the connection closes) and the node stops its training and exits with an error;
 - node 0 waits `report_timeout` for every node's report of an attempt, then stops the job;
@@ -16,20 +17,33 @@ then every 30 s), and ends within about a second when a signal arrives (`signals
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from launcher.errors import SafeSftError
-from launcher.plan.consensus import Decision, NodeReport, decode_decision, decode_report, encode
+from launcher.plan.consensus import (
+    SAME_VERSION,
+    Decision,
+    NodeReport,
+    decode_decision,
+    decode_report,
+    encode,
+    terms_difference,
+)
 from launcher.run.poll import wait_until
 
 POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
 PROBE_SECONDS = 1.0  # one TCP connect try to node 0's store; a signal waits at most this long
+VERDICT_READ_SECONDS = 10.0  # node 0 keeps its store up this long for the nodes to read why none starts
+DIFFERENT_TERMS_FIX = (
+    "start every node with the same arguments; where their plans differ, set --deepspeed and NPROC_PER_NODE"
+)
 
 # The signals received so far, as (how many, the last one): a wait ends when the count grows.
 Signals = Callable[[], tuple[int, int | None]]
@@ -192,12 +206,14 @@ class Coordinator:
 
     # ---- before the first attempt ------------------------------------------------------------------
 
-    def gather(self) -> None:
-        """Every node's safe-sft checks in before any torchrun starts; node 0 waits --node-timeout for all.
+    def gather(self, terms: Mapping[str, str]) -> None:
+        """Every node's safe-sft checks in before any torchrun starts, with its first attempt's terms
+        (consensus.launch_terms); node 0 waits --node-timeout for all, and stops every node when any
+        node's terms differ from its own: nodes given different arguments would train neither plan.
 
         Without it node 0's torchrun would wait, silent, for a peer that never started.
         """
-        self._set(f"safe-sft/{self.run_id}/joined-{self.node}", "1")
+        self._set(f"safe-sft/{self.run_id}/joined-{self.node}", json.dumps(dict(terms)))
         go = f"safe-sft/{self.run_id}/all-joined"
         if self.node == 0:
             missing = list(range(1, self.nnodes))
@@ -216,7 +232,12 @@ class Coordinator:
                     "start safe-sft on every node with the same MASTER_ADDR, MASTER_PORT and run id "
                     "(srun --ntasks-per-node=1 does); raise --node-timeout when nodes start late",
                 )
-            self._set(go, "1")
+            differ = next(filter(None, (self._differs(n, terms) for n in range(1, self.nnodes))), None)
+            self._set(go, differ or "1")
+            if differ:
+                for node in range(1, self.nnodes):  # the store goes with node 0: let each node read why first
+                    self._wait_for(f"{go}-read-{node}", VERDICT_READ_SECONDS, f"node {node} to read why")
+                raise CoordinationLost(differ, DIFFERENT_TERMS_FIX)
             return
         if not self._wait_for(
             go, self.report_timeout + DECISION_SLACK, f"every node to start (node 0 gathers them, run {self.run_id})"
@@ -225,6 +246,19 @@ class Coordinator:
                 f"node 0 did not see every node start within {self.report_timeout + DECISION_SLACK:.0f} s",
                 "see node 0's terminal",
             )
+        verdict = self._get(go)
+        if verdict != "1":
+            self._set(f"{go}-read-{self.node}", "1")
+            raise CoordinationLost(verdict, DIFFERENT_TERMS_FIX)
+
+    def _differs(self, node: int, node0: Mapping[str, str]) -> str | None:
+        try:
+            terms = json.loads(self._get(f"safe-sft/{self.run_id}/joined-{node}"))
+        except ValueError:
+            terms = None
+        if not isinstance(terms, dict):
+            return f"node {node}'s safe-sft sent no terms node 0 can read: {SAME_VERSION}"
+        return terms_difference(node, {str(k): str(v) for k, v in terms.items()}, node0)
 
     def exchange(
         self,

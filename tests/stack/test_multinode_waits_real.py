@@ -32,13 +32,20 @@ def _no_node_left_behind() -> Iterator[None]:
 
 
 def start(
-    tmp: Path, rank: int, port: int, *, addr: str = "127.0.0.1", timeout: float = 6, run_id: str | None = None
+    tmp: Path,
+    rank: int,
+    port: int,
+    *,
+    addr: str = "127.0.0.1",
+    timeout: float = 6,
+    run_id: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[str], Path]:
     env = {**os.environ, "NNODES": "2", "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "MASTER_ADDR": addr,
            "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}  # fmt: skip
     log = tmp / f"node{rank}.log"
     own = ["--allow-loopback-master", "--node-timeout", str(timeout), *(["--run-id", run_id] if run_id else [])]
-    cmd = [sys.executable, "-m", "launcher", *own, *CPU_ARGS, "--output_dir", str(tmp / "out")]
+    cmd = [sys.executable, "-m", "launcher", *own, *CPU_ARGS, "--output_dir", str(tmp / "out"), *extra]
     STARTED.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True))
     return STARTED[-1], log
 
@@ -114,6 +121,25 @@ def test_two_nodes_of_different_runs_both_give_up_within_node_timeout(tmp_path: 
     assert "safe-sft: node 1: waiting for node 0's shared-filesystem token, until " in log1.read_text()
     assert "lost node 0's safe-sft" in errors(log1)[0] or "never published" in errors(log1)[0]  # whichever came first
     assert SWIFT_STARTED not in log0.read_text() + log1.read_text()
+
+
+def test_nodes_given_different_arguments_both_stop_before_training_naming_the_difference(tmp_path: Path) -> None:
+    """They would train neither node's plan: a global batch of both, and after an OOM node 1 would take
+    node 0's settings as its own; with different --max_steps one node would wait in a collective until
+    the watchdog's timeout."""
+    node0, log0 = start(tmp_path, 0, 29771, timeout=20, extra=("--per_device_train_batch_size", "2"))
+    node1, log1 = start(tmp_path, 1, 29771, timeout=20, extra=("--per_device_train_batch_size", "4"))
+    codes = [node0.wait(timeout=90), node1.wait(timeout=90)]
+    assert codes == [4, 4], log0.read_text()[-1500:] + log1.read_text()[-1500:]
+    line = (
+        "safe-sft: error: the nodes would start differently: --per_device_train_batch_size is '2' on node 0, "
+        "'4' on node 1"
+    )
+    assert errors(log0) == [line] and errors(log1) == [line]
+    assert SWIFT_STARTED not in log0.read_text() + log1.read_text()
+    for rank in (0, 1):
+        report = ended_report(tmp_path / "out", rank)
+        assert (report["outcome"], report["exit_code"]) == ("failed", 4)
 
 
 @pytest.mark.parametrize(
