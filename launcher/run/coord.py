@@ -45,6 +45,13 @@ DIFFERENT_TERMS_FIX = (
     "start every node with the same arguments; where their plans differ, set --deepspeed and NPROC_PER_NODE"
 )
 
+TWICE_FIX = "give each node its own NODE_RANK, from 0 to NNODES - 1"
+
+
+def _twice(node: int, run_id: str) -> str:
+    return f"two safe-sft processes joined run {run_id} as node {node} (NODE_RANK={node} given twice)"
+
+
 # The signals received so far, as (how many, the last one): a wait ends when the count grows.
 Signals = Callable[[], tuple[int, int | None]]
 
@@ -178,6 +185,14 @@ class Coordinator:
                 f"lost node 0's safe-sft (coordination store {self.where})", "restart the job"
             ) from None
 
+    def _add(self, key: str, amount: int) -> int:
+        try:
+            return int(self.store.add(key, amount))
+        except Exception:
+            raise CoordinationLost(
+                f"lost node 0's safe-sft (coordination store {self.where})", "restart the job"
+            ) from None
+
     def _set(self, key: str, value: str) -> None:
         try:
             self.store.set(key, value)
@@ -213,6 +228,8 @@ class Coordinator:
 
         Without it node 0's torchrun would wait, silent, for a peer that never started.
         """
+        if self._add(self._joined_count(self.node), 1) > 1:  # a second node with this rank: keep out
+            raise CoordinationLost(_twice(self.node, self.run_id), TWICE_FIX)
         self._set(f"safe-sft/{self.run_id}/joined-{self.node}", json.dumps(dict(terms)))
         go = f"safe-sft/{self.run_id}/all-joined"
         if self.node == 0:
@@ -232,7 +249,9 @@ class Coordinator:
                     "start safe-sft on every node with the same MASTER_ADDR, MASTER_PORT and run id "
                     "(srun --ntasks-per-node=1 does); raise --node-timeout when nodes start late",
                 )
-            differ = next(filter(None, (self._differs(n, terms) for n in range(1, self.nnodes))), None)
+            twice = next((n for n in range(1, self.nnodes) if self._add(self._joined_count(n), 0) > 1), None)
+            differ = _twice(twice, self.run_id) if twice is not None else None
+            differ = differ or next(filter(None, (self._differs(n, terms) for n in range(1, self.nnodes))), None)
             self._set(go, differ or "1")
             if differ:
                 for node in range(1, self.nnodes):  # the store goes with node 0: let each node read why first
@@ -250,6 +269,9 @@ class Coordinator:
         if verdict != "1":
             self._set(f"{go}-read-{self.node}", "1")
             raise CoordinationLost(verdict, DIFFERENT_TERMS_FIX)
+
+    def _joined_count(self, node: int) -> str:
+        return f"safe-sft/{self.run_id}/joined-count-{node}"
 
     def _differs(self, node: int, node0: Mapping[str, str]) -> str | None:
         try:

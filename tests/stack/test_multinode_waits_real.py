@@ -40,10 +40,12 @@ def start(
     timeout: float = 6,
     run_id: str | None = None,
     extra: tuple[str, ...] = (),
+    nnodes: int = 2,
+    log_name: str | None = None,
 ) -> tuple[subprocess.Popen[str], Path]:
-    env = {**os.environ, "NNODES": "2", "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "MASTER_ADDR": addr,
+    env = {**os.environ, "NNODES": str(nnodes), "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "MASTER_ADDR": addr,
            "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}  # fmt: skip
-    log = tmp / f"node{rank}.log"
+    log = tmp / (log_name or f"node{rank}.log")
     own = ["--allow-loopback-master", "--node-timeout", str(timeout), *(["--run-id", run_id] if run_id else [])]
     cmd = [sys.executable, "-m", "launcher", *own, *CPU_ARGS, "--output_dir", str(tmp / "out"), *extra]
     STARTED.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True))
@@ -140,6 +142,19 @@ def test_nodes_given_different_arguments_both_stop_before_training_naming_the_di
     for rank in (0, 1):
         report = ended_report(tmp_path / "out", rank)
         assert (report["outcome"], report["exit_code"]) == ("failed", 4)
+
+
+def test_a_node_rank_given_twice_keeps_the_second_process_out(tmp_path: Path) -> None:
+    """Three nodes, and NODE_RANK=1 given to two of them (node 2 never starts): both were let in, and both
+    would have started torchrun as node 1."""
+    node0, log0 = start(tmp_path, 0, 29781, timeout=8, nnodes=3)
+    wait_for_line(log0, "waiting for node(s) 1,2 of 3")
+    ones = [start(tmp_path, 1, 29781, timeout=8, nnodes=3, log_name=f"node1{tag}.log") for tag in "ab"]
+    codes = [node.wait(timeout=90) for node in (node0, *(node for node, _ in ones))]
+    assert codes == [4, 4, 4], "".join(log.read_text()[-1500:] for log in (log0, *(log for _, log in ones)))
+    twice = "safe-sft: error: two safe-sft processes joined run 127.0.0.1:29781 as node 1 (NODE_RANK=1 given twice)"
+    assert sorted(errors(log) == [twice] for _, log in ones) == [False, True]  # the one that came second
+    assert SWIFT_STARTED not in "".join(log.read_text() for log in (log0, *(log for _, log in ones)))
 
 
 @pytest.mark.parametrize(
