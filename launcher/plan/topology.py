@@ -8,6 +8,7 @@ one process over them (device_map), kept as such.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,7 +19,6 @@ from launcher.plan.swift_args import SwiftArgs
 from launcher.units import parse_count
 
 TORCHRUN_PORT = 29500  # torchrun's --master-port default, which plain `swift sft` on several nodes uses
-LOOPBACK_ADDRS = frozenset({"127.0.0.1", "localhost", "::1"})
 # The least each variable can be (NODE_RANK: 0), and the least a fix suggests where the values between have
 # words of their own (NPROC_PER_NODE=0: a count, not GPU 0; MASTER_PORT=0: out of range).
 LEAST = {"NNODES": 1}
@@ -108,7 +108,7 @@ def resolve_topology(
             f"MASTER_ADDR={master_addr.value!r} ({master_addr.source.value}) is no address",
             "set MASTER_ADDR to node 0's address or host name, or unset it on a single node",
         )
-    if nnodes.value > 1 and master_addr.value in LOOPBACK_ADDRS and not request.allow_loopback_master:
+    if nnodes.value > 1 and _only_here(master_addr.value) and not request.allow_loopback_master:
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
             "other nodes cannot reach a loopback address",
@@ -392,3 +392,15 @@ class _Layers:
                 f"SLURM_NTASKS={slurm.ntasks} on {slurm.nnodes} node(s): safe-sft runs one task per node",
                 "use `srun --ntasks-per-node=1 safe-sft ...`; safe-sft starts one process per GPU itself",
             )
+
+
+def _only_here(addr: str) -> bool:
+    """An address no other node can reach this one at: localhost, any of 127.0.0.0/8 or ::1, or 0.0.0.0 and
+    :: (which a connecting node takes for its own host). A host name is not resolved here."""
+    if addr.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        ip = ipaddress.ip_address(addr.strip("[]"))
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified

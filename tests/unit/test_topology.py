@@ -162,6 +162,10 @@ def test_cpu_training_takes_nproc_from_env() -> None:
         pytest.param(TopologyRequest(gpus="0,9"), {}, "GPU '9'", id="gpu-index-missing"),
         pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": "5"}, "GPU '5'", id="visible-missing"),
         pytest.param(TopologyRequest(nnodes=2), {}, "MASTER_ADDR=127.0.0.1", id="loopback-multinode"),
+        *(
+            pytest.param(TopologyRequest(nnodes=2, master_addr=a), {}, f"MASTER_ADDR={a} (flag)", id=f"here-{a}")
+            for a in ("127.0.0.2", "127.1.2.3", "0.0.0.0", "::", "[::1]", "LOCALHOST")
+        ),
         pytest.param(TopologyRequest(), {"NPROC_PER_NODE": "four"}, "NPROC_PER_NODE='four'", id="non-integer"),
         pytest.param(TopologyRequest(), {"NNODES": "x"}, "NNODES='x'", id="non-integer-nnodes"),
         pytest.param(TopologyRequest(gpus="2", nproc=3), {}, "NPROC_PER_NODE=3", id="nproc-gpus-disagree"),
