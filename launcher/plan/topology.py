@@ -94,6 +94,13 @@ def resolve_topology(
     if nnodes.value < 1:
         raise SafeSftError(f"NNODES={nnodes.value} ({nnodes.source.value})", "NNODES must be at least 1")
     if node_rank.value >= nnodes.value:
+        slurm_nodes = layers.slurm_nnodes()
+        if slurm is not None and slurm_nodes is not None and slurm_nodes != nnodes.value:  # a stale NNODES
+            raise SafeSftError(
+                f"NODE_RANK={node_rank.value} ({node_rank.source.value}) is not below NNODES={nnodes.value} "
+                f"({nnodes.source.value}), which overrides Slurm's {slurm.nnodes_var}={slurm_nodes}",
+                "unset NNODES (a value left in the shell, say) to take the job's nodes from Slurm",
+            )
         raise SafeSftError(
             f"NODE_RANK={node_rank.value} ({node_rank.source.value}) is not below NNODES={nnodes.value}",
             f"give each node a rank from 0 to {nnodes.value - 1}",

@@ -406,3 +406,17 @@ def test_several_nodes_without_master_port_take_torchruns_default_on_every_node(
         assert topo.master_port.note == "torchrun's default, the same on every node"
     single = resolve(TopologyRequest(), {})
     assert single.master_port.note == "a free local port" and single.master_port.value != 29500
+
+
+def test_a_stale_nnodes_that_overrides_slurm_is_named_with_slurms_count() -> None:
+    """Task 1 of a two-node step with NNODES=1 left in the shell: the fix was 'give each node a rank from 0
+    to 0', which no srun task can follow."""
+    env = {"SLURM_JOB_ID": "4711", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2",
+           "SLURM_NODEID": "1", "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "n[1-2]",
+           "SLURM_STEP_NUM_NODES": "2", "NNODES": "1"}  # fmt: skip
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), env)
+    assert err.value.message == (
+        "NODE_RANK=1 (slurm) is not below NNODES=1 (env), which overrides Slurm's SLURM_JOB_NUM_NODES=2"
+    )
+    assert err.value.hint.startswith("unset NNODES")
