@@ -48,11 +48,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def port_in_use(port: int) -> bool:
-    """True when a socket on this host already holds `port` (as torchrun's store on node 0 would bind it).
+def port_taken(port: int) -> str | None:
+    """Why torchrun's store on node 0 could not listen on `port` here: "in use" when a socket on this host
+    already holds it (any listener, on any address, IPv4 or IPv6), "privileged" when this user may not
+    listen there (a port below the system's unprivileged start, 1024 by default, without root); else None.
 
-    SO_REUSEADDR as the store sets it, so a port with only closing connections counts as free; any
-    listener, on any address, IPv4 or IPv6, counts as in use.
+    SO_REUSEADDR as the store sets it, so a port with only closing connections counts as free.
     """
     for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
         try:
@@ -61,5 +62,7 @@ def port_in_use(port: int) -> bool:
                 sock.bind((host, port))
         except OSError as err:
             if err.errno == errno.EADDRINUSE:
-                return True
-    return False
+                return "in use"
+            if err.errno == errno.EACCES:
+                return "privileged"
+    return None

@@ -1,7 +1,8 @@
 """Before launch on node 0: the ports torchrun and safe-sft will listen on must be free on this host.
 
-A port in use is the user's to fix (another job, a stale torchrun), not a network fault to retry: one
-line naming the port, where its number came from, and the fix (exit 2). Only node 0 listens, so only
+A port in use (another job, a stale torchrun) or one below those this user may listen on is the user's to
+fix, not a network fault to retry: one line naming the port, where its number came from, and the fix
+(exit 2). Only node 0 listens, so only
 node 0 checks.
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 from launcher.errors import SafeSftError
 from launcher.model import Topology
-from launcher.probe.network import port_in_use
+from launcher.probe.network import port_taken
+
+TAKEN = {"in use": "is already in use on this host", "privileged": "is below the ports this user may listen on"}
 
 
 def coord_port_of(topology: Topology, flag: int | None) -> int:
@@ -30,18 +33,20 @@ def check_ports_free(topology: Topology, coord_port: int | None) -> None:
     if topology.node_rank.value != 0:
         return
     master = topology.master_port
-    if port_in_use(master.value):
-        note = f": {master.note}" if master.note else ""
+    taken = port_taken(master.value)
+    note = f": {master.note}" if master.note else ""
+    if taken:
+        held = "another job or a leftover torchrun holds it (`ss -ltnp` shows which); " if taken == "in use" else ""
         raise SafeSftError(
-            f"MASTER_PORT={master.value} (from {master.source.value}{note}) is already in use on this host",
-            "another job or a leftover torchrun holds it (`ss -ltnp` shows which); set MASTER_PORT or "
-            "--master-port to a free port on every node",
+            f"MASTER_PORT={master.value} (from {master.source.value}{note}) {TAKEN[taken]}",
+            f"{held}set MASTER_PORT or --master-port to a free port of 1024 or more on every node",
         )
     if topology.nnodes.value > 1:
         coord = coord_port_of(topology, coord_port)
-        if port_in_use(coord):
+        taken = port_taken(coord)
+        if taken:
             where = "--coord-port" if coord_port is not None else f"MASTER_PORT {master.value} + 1"
             raise SafeSftError(
-                f"the coordination port {coord} ({where}) is already in use on this host",
+                f"the coordination port {coord} ({where}) {TAKEN[taken]}",
                 "pass --coord-port with a free port (the same on every node), or choose another MASTER_PORT",
             )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.probe.network import free_port
 
 
@@ -141,3 +142,23 @@ def test_2_a_requeued_job_whose_notice_checkpoint_is_incomplete(tmp_path: Path) 
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in (out / "safe-sft").iterdir()) == ["notice-4243.json"]  # nothing written
     assert sorted(p.name for p in checkpoint.iterdir()) == ["config.json"]  # the checkpoint left as it was
+
+
+def test_2_a_master_port_this_user_may_not_listen_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a user without root, binding below 1024 fails with EACCES (not EADDRINUSE): the port was called
+    free and torchrun's store failed after the start. Root here, so bind's refusal is stood in for."""
+    import errno
+
+    from launcher.errors import SafeSftError
+    from launcher.run.ports import check_ports_free
+    from tests.conftest import gpus
+
+    def refuse(self: socket.socket, address: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(socket.socket, "bind", refuse)
+    topology = resolve_topology(TopologyRequest(master_port=80), {}, gpus(1, 24), free_port=45678)
+    with pytest.raises(SafeSftError) as err:
+        check_ports_free(topology, None)
+    assert err.value.message == "MASTER_PORT=80 (from flag) is below the ports this user may listen on"
+    assert err.value.hint == "set MASTER_PORT or --master-port to a free port of 1024 or more on every node"
