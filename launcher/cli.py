@@ -425,8 +425,10 @@ def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
     here, before anything starts."""
     if job is None:
         return None
+    from dataclasses import replace
+
     from launcher.plan.notice import requeued_resume
-    from launcher.run.checkpoints import checkpoint_at
+    from launcher.run.checkpoints import checkpoint_at, saved_after
     from launcher.run.notice import mark_path, read_mark
 
     mark = requeued_resume(read_mark(output_dir, job.job_id), job.job_id, job.restarts)
@@ -435,6 +437,12 @@ def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
             f"the checkpoint {mark.checkpoint} that job {job.job_id} saved on notice is not complete",
             f"resume by hand with --resume-latest, or move {mark_path(output_dir, job.job_id)} away",
         )
+    if mark is not None and job.restarts > mark.restart_count + 1:
+        # not the restart right after the notice: a later one of this job went on from the mark, and may
+        # have saved since (then been requeued for another cause, a node failure say): go on from there
+        later = saved_after(Path(mark.checkpoint), mark.step)
+        if later is not None:
+            mark = replace(mark, checkpoint=str(later.path), step=later.step)
     return mark
 
 

@@ -202,6 +202,24 @@ def run_dirs(output_dir: Path) -> list[Path]:
     return sorted(p for p in output_dir.iterdir() if p.is_dir() and _RUN_DIR_RE.match(p.name))
 
 
+def saved_after(checkpoint: Path, step: int) -> Checkpoint | None:
+    """The newest complete checkpoint saved after `checkpoint` (at `step`) by a later run that went on from
+    it: at a higher step in its own dir, or in a swift run dir of a higher version beside it (v<N>-<time>,
+    N counting up run by run). None when there is none. Steps and names only, no clock."""
+    run_dir = checkpoint.parent
+    roots = [run_dir]
+    version = _version(run_dir.name)
+    if version is not None:
+        roots += [d for d in run_dirs(run_dir.parent) if (_version(d.name) or -1) > version]
+    found = [c for root in roots if (c := latest_complete(root)[0]) is not None and c.step > step]
+    return max(found, key=lambda c: c.step, default=None)
+
+
+def _version(name: str) -> int | None:
+    head = name.split("-", 1)[0]
+    return int(head[1:]) if _RUN_DIR_RE.match(name) and head[1:].isdigit() else None
+
+
 def candidate_dirs(output_dir: Path) -> list[Path]:
     """checkpoint-N dirs directly in output_dir and in its v*-* run dirs."""
     if not output_dir.is_dir():

@@ -208,6 +208,23 @@ def test_a_requeued_job_resumes_its_first_attempt_from_the_mark(tmp_path: Path) 
         sup.run()
 
 
+def test_a_later_restart_goes_on_from_what_the_jobs_later_runs_saved_after_the_mark(tmp_path: Path) -> None:
+    """Restart 0 saved checkpoint-6 on notice; restart 1 resumed from it, saved 9, 12 and 15 in its own run
+    dir, and died (a node failure): restart 2 went back to checkpoint-6 again, even with --resume-latest."""
+    from launcher.cli import requeued_mark
+
+    write_checkpoint(tmp_path, "v0-a", 6)
+    (tmp_path / "safe-sft").mkdir()
+    write_mark(tmp_path, NoticeMark("900", 0, str(tmp_path / "v0-a" / "checkpoint-6"), 6))
+    for step in (9, 12, 15):
+        write_checkpoint(tmp_path, "v1-b", step)
+    (tmp_path / "v1-b" / "checkpoint-15" / "trainer_state.json").write_text("{")  # cut short: never resumed
+    restart1 = requeued_mark(tmp_path, SlurmJob("900", 1))
+    assert restart1 is not None and (restart1.checkpoint, restart1.step) == (str(tmp_path / "v0-a/checkpoint-6"), 6)
+    restart2 = requeued_mark(tmp_path, SlurmJob("900", 2))
+    assert restart2 is not None and (restart2.checkpoint, restart2.step) == (str(tmp_path / "v1-b/checkpoint-12"), 12)
+
+
 def test_the_training_tree_starts_with_sigusr1_ignored(tmp_path: Path) -> None:
     """torchrun and the swift process would die of a notice Slurm sends to every process of the step."""
     import sys
