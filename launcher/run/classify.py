@@ -212,6 +212,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"error: invalid choice|remaining_argv|Batch job submission failed|Invalid account|invalid partition|"
         r"Unable to allocate resources|Unable to create step|Invalid generic resource|Invalid (?:gres|qos)|"
         r"validation errors? for|ValidationError|MisconfigurationException|ConfigurationError|You requested gpu|"
+        r"DDP expects same model across all ranks|"  # the nodes were given different models
         r"The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
         r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error|Cannot access gated repo",
     ),

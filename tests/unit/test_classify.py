@@ -132,6 +132,12 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         # a full disk outranks the missing file it makes swift report next
         ("OSError: [Errno 28] No space left on device\nFileNotFoundError: [Errno 2] No such file", True, K.DISK_FULL),
         ("Fatal Python error: Segmentation fault", True, K.CRASH),
+        (
+            "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 39 params, while rank 0 has "
+            "inconsistent 27 params.",
+            False,
+            K.USER_ERROR,
+        ),
         # a shell's report of a process ended by a signal: no error word of its own
         ("=> loading pretrained model w.pth\nIllegal instruction (core dumped)", False, K.CRASH),
         ("step 3\nFloating point exception", True, K.CRASH),
