@@ -115,14 +115,19 @@ def _tree(pid: int) -> list[int]:
         return []
 
 
-def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    out, port = tmp_path / "out", 29720
-    args = ["--allow-loopback-master", *swift_args(tiny, out, max_steps=100000, save_steps=100000)]
+def training_nodes(tiny, tmp_path: Path, port: int, *own: str) -> list[subprocess.Popen[str]]:  # type: ignore[no-untyped-def]
+    """Two nodes training without end (no checkpoint either), once both ranks have been training a while."""
+    args = ["--allow-loopback-master", *own, *swift_args(tiny, tmp_path / "out", max_steps=100000, save_steps=100000)]
     nodes = [start_node(args, node_env(tmp_path, r, port, None), tmp_path / f"node{r}.log") for r in (0, 1)]
     deadline = time.monotonic() + 180
     while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     time.sleep(3)  # training under way
+    return nodes
+
+
+def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    nodes = training_nodes(tiny, tmp_path, 29720)
     pids = set(_tree(nodes[0].pid)) | set(_tree(nodes[1].pid))
     pids |= {json.loads(p.read_text())["pid"] for p in (tmp_path / "ranks").glob("rank-*.json")}
     nodes[0].kill()
@@ -148,14 +153,8 @@ def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -
 def test_c2_losing_node_1_ends_node_0_with_exit_4_once_its_report_is_overdue(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """docs/exit-codes.md, 4: a node whose report never came is lost. Node 0 exited 1, after waiting 30 s more
     for the lost node to read the decision."""
-    out, port, timeout = tmp_path / "out", 29725, 15
-    args = ["--allow-loopback-master", "--node-timeout", str(timeout),
-            *swift_args(tiny, out, max_steps=100000, save_steps=100000)]  # fmt: skip
-    nodes = [start_node(args, node_env(tmp_path, r, port, None), tmp_path / f"node{r}.log") for r in (0, 1)]
-    deadline = time.monotonic() + 180
-    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(3)  # training under way
+    timeout = 15
+    nodes = training_nodes(tiny, tmp_path, 29725, "--node-timeout", str(timeout))
     nodes[1].kill()  # its ranks die with it (PR_SET_PDEATHSIG); node 0's ranks then lose their peer
     start = time.monotonic()
     code = nodes[0].wait(timeout=180)
@@ -165,7 +164,7 @@ def test_c2_losing_node_1_ends_node_0_with_exit_4_once_its_report_is_overdue(tin
     assert "node 0 decided: stop (node(s) [1] never reported)" in log0
     assert "to read the final decision" not in log0
     assert waited < timeout + 2 * 5 + 20, log0[-2000:]
-    report = node_reports(out)[0]
+    report = node_reports(tmp_path / "out")[0]
     assert (report["outcome"], report["exit_code"], len(report["attempts"])) == ("failed", 4, 1)
     nodes[1].wait(timeout=5)
 
