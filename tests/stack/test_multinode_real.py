@@ -126,15 +126,19 @@ def training_nodes(tiny, tmp_path: Path, port: int, *own: str) -> list[subproces
     return nodes
 
 
+def lose(nodes: list[subprocess.Popen[str]], lost: int, tmp_path: Path) -> tuple[int, float, str]:
+    """SIGKILL node `lost`'s safe-sft; the other's exit code, how long it took to end, and its log."""
+    nodes[lost].kill()
+    start = time.monotonic()
+    code = nodes[1 - lost].wait(timeout=180)
+    return code, time.monotonic() - start, (tmp_path / f"node{1 - lost}.log").read_text()
+
+
 def test_c_losing_node_0_stops_node_1_with_a_clear_error(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     nodes = training_nodes(tiny, tmp_path, 29720)
     pids = set(_tree(nodes[0].pid)) | set(_tree(nodes[1].pid))
     pids |= {json.loads(p.read_text())["pid"] for p in (tmp_path / "ranks").glob("rank-*.json")}
-    nodes[0].kill()
-    start = time.monotonic()
-    code = nodes[1].wait(timeout=60)
-    waited = time.monotonic() - start
-    log1 = (tmp_path / "node1.log").read_text()
+    code, waited, log1 = lose(nodes, 0, tmp_path)
     assert code == 4, log1[-2000:]
     assert "lost node 0's safe-sft" in log1
     report = node_reports(tmp_path / "out")[1]  # ends as the run ended, not "running"
@@ -155,11 +159,7 @@ def test_c2_losing_node_1_ends_node_0_with_exit_4_once_its_report_is_overdue(tin
     for the lost node to read the decision."""
     timeout = 15
     nodes = training_nodes(tiny, tmp_path, 29725, "--node-timeout", str(timeout))
-    nodes[1].kill()  # its ranks die with it (PR_SET_PDEATHSIG); node 0's ranks then lose their peer
-    start = time.monotonic()
-    code = nodes[0].wait(timeout=180)
-    waited = time.monotonic() - start
-    log0 = (tmp_path / "node0.log").read_text()
+    code, waited, log0 = lose(nodes, 1, tmp_path)  # node 1's ranks die with it (PR_SET_PDEATHSIG)
     assert code == 4, log0[-2000:]
     assert "node 0 decided: stop (node(s) [1] never reported)" in log0
     assert "to read the final decision" not in log0
