@@ -226,14 +226,14 @@ def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bo
     return NamedInputs(user_deepspeed, data)
 
 
-def first_attempt_terms(prepared: Prepared) -> dict[str, str]:
+def first_attempt_terms(prepared: Prepared, resume_latest: bool) -> dict[str, str]:
     """What every node's first attempt must share (launcher.plan.consensus.launch_terms): the trainer's
-    options as given here, the planned strategy, the processes per node."""
+    options as given here, the planned strategy, the processes per node, --resume-latest."""
     from launcher.plan.consensus import launch_terms  # several nodes only
 
     swift = prepared.swift
     options = {swift.key_of(flag): " ".join(values) for flag, values in swift.items if flag.startswith("--")}
-    return launch_terms(options, prepared.plan.strategy, prepared.plan.topology.nproc_per_node.value)
+    return launch_terms(options, prepared.plan.strategy, prepared.plan.topology.nproc_per_node.value, resume_latest)
 
 
 def refuse_assumptions(options: LaunchOptions) -> None:

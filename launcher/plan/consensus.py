@@ -39,11 +39,16 @@ class ProtocolError(SafeSftError):
 # ---- the first attempt's terms: what every node must start with -----------------------------------
 
 
-def launch_terms(options: Mapping[str, str], strategy: str | None, nproc_per_node: int) -> dict[str, str]:
+def launch_terms(
+    options: Mapping[str, str], strategy: str | None, nproc_per_node: int, resume_latest: bool
+) -> dict[str, str]:
     """What the nodes' first attempts must agree on: the trainer's options as each node was given them, the
-    ZeRO strategy its plan chose (free memory differs between nodes) and its processes per node."""
+    ZeRO strategy its plan chose (free memory differs between nodes), its processes per node, and whether
+    it resumes from the newest checkpoint (one node at step 8 and one at 0 would hang at the first
+    collective that differs)."""
     return {**{f"--{key}": value for key, value in options.items()},
-            "the planned strategy": strategy or "none", "processes per node": str(nproc_per_node)}  # fmt: skip
+            "the planned strategy": strategy or "none", "processes per node": str(nproc_per_node),
+            "safe-sft's --resume-latest": "given" if resume_latest else "not given"}  # fmt: skip
 
 
 def terms_difference(node: int, terms: Mapping[str, str], node0: Mapping[str, str]) -> str | None:

@@ -40,13 +40,15 @@ def start(
     timeout: float = 6,
     run_id: str | None = None,
     extra: tuple[str, ...] = (),
+    own_extra: tuple[str, ...] = (),
     nnodes: int = 2,
     log_name: str | None = None,
 ) -> tuple[subprocess.Popen[str], Path]:
     env = {**os.environ, "NNODES": str(nnodes), "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "MASTER_ADDR": addr,
            "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}  # fmt: skip
     log = tmp / (log_name or f"node{rank}.log")
-    own = ["--allow-loopback-master", "--node-timeout", str(timeout), *(["--run-id", run_id] if run_id else [])]
+    own = ["--allow-loopback-master", "--node-timeout", str(timeout), *(["--run-id", run_id] if run_id else []),
+           *own_extra]  # fmt: skip
     cmd = [sys.executable, "-m", "launcher", *own, *CPU_ARGS, "--output_dir", str(tmp / "out"), *extra]
     STARTED.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True))
     return STARTED[-1], log
@@ -125,18 +127,34 @@ def test_two_nodes_of_different_runs_both_give_up_within_node_timeout(tmp_path: 
     assert SWIFT_STARTED not in log0.read_text() + log1.read_text()
 
 
-def test_nodes_given_different_arguments_both_stop_before_training_naming_the_difference(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("node0", "node1", "named"),
+    [
+        pytest.param(
+            {"extra": ("--per_device_train_batch_size", "2")},
+            {"extra": ("--per_device_train_batch_size", "4")},
+            "--per_device_train_batch_size is '2' on node 0, '4' on node 1",
+            id="batch",
+        ),
+        pytest.param(
+            {},
+            {"own_extra": ("--resume-latest",)},
+            "safe-sft's --resume-latest is 'not given' on node 0, 'given' on node 1",
+            id="resume-latest",
+        ),
+    ],
+)
+def test_nodes_given_different_arguments_both_stop_before_training_naming_the_difference(
+    tmp_path: Path, node0: dict[str, tuple[str, ...]], node1: dict[str, tuple[str, ...]], named: str
+) -> None:
     """They would train neither node's plan: a global batch of both, and after an OOM node 1 would take
-    node 0's settings as its own; with different --max_steps one node would wait in a collective until
-    the watchdog's timeout."""
-    node0, log0 = start(tmp_path, 0, 29771, timeout=20, extra=("--per_device_train_batch_size", "2"))
-    node1, log1 = start(tmp_path, 1, 29771, timeout=20, extra=("--per_device_train_batch_size", "4"))
-    codes = [node0.wait(timeout=90), node1.wait(timeout=90)]
+    node 0's settings as its own; with different --max_steps, or one node resuming at step 8 and the other
+    starting at 0, one node would wait in a collective until the watchdog's timeout."""
+    zero, log0 = start(tmp_path, 0, 29771, timeout=20, **node0)  # type: ignore[arg-type]
+    one, log1 = start(tmp_path, 1, 29771, timeout=20, **node1)  # type: ignore[arg-type]
+    codes = [zero.wait(timeout=90), one.wait(timeout=90)]
     assert codes == [4, 4], log0.read_text()[-1500:] + log1.read_text()[-1500:]
-    line = (
-        "safe-sft: error: the nodes would start differently: --per_device_train_batch_size is '2' on node 0, "
-        "'4' on node 1"
-    )
+    line = f"safe-sft: error: the nodes would start differently: {named}"
     assert errors(log0) == [line] and errors(log1) == [line]
     assert SWIFT_STARTED not in log0.read_text() + log1.read_text()
     for rank in (0, 1):

@@ -174,15 +174,19 @@ def test_guided_ladder_decides_on_the_worst_nodes_figures() -> None:
 def test_the_first_attempts_terms_name_the_first_option_two_nodes_differ_in() -> None:
     from launcher.plan.consensus import launch_terms, terms_difference
 
-    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8)
+    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False)
     assert terms_difference(1, dict(node0), node0) is None
-    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8)
+    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8, False)
     assert terms_difference(1, node1, node0) == (
         "the nodes would start differently: --per_device_train_batch_size is '2' on node 0, '4' on node 1"
     )
-    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8)
+    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8, False)
     assert terms_difference(2, extra, node0) == (
         "the nodes would start differently: --max_steps is not given on node 0, '30' on node 2"
     )
-    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8)
+    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8, False)
     assert "the planned strategy is 'zero2' on node 0, 'zero3' on node 1" in str(terms_difference(1, planned, node0))
+    resuming = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, True)
+    assert terms_difference(1, resuming, node0) == (
+        "the nodes would start differently: safe-sft's --resume-latest is 'not given' on node 0, 'given' on node 1"
+    )
