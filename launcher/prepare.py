@@ -34,7 +34,7 @@ from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.dataset import check_sample_count, probe_datasets
 from launcher.probe.model_size import probe_model
-from launcher.probe.network import route_interface
+from launcher.probe.network import loopback_address, route_interface
 from launcher.units import parse_param_count, parse_size
 
 WORKER = SWIFT.worker
@@ -167,6 +167,8 @@ def prepare(
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     probe_route = topology.nnodes.value > 1 and host.network.known
+    if probe_route and topology.node_rank.value > 0 and not request.allow_loopback_master:
+        check_master_reachable(topology.master_addr.value, topology.node_rank.value)
     iface = route_interface(topology.master_addr.value) if probe_route else None
     plan = build_plan(
         swift,
@@ -279,6 +281,20 @@ def check_trainer_installed(backend: Backend) -> None:
         raise SafeSftError(
             f"{backend.command}: no {module} package for {sys.executable}, the Python every rank runs",
             f"run safe-sft from the environment that has {distribution} installed (pip install safe-sft there)",
+        )
+
+
+def check_master_reachable(master_addr: str, node_rank: int) -> None:
+    """On a node other than node 0, a MASTER_ADDR name that resolves to this host's loopback (a host name
+    /etc/hosts maps to 127.0.1.1) leads nowhere: node 0's store is on another host. (On node 0 it may:
+    the store listens on every address.)"""
+    loopback = loopback_address(master_addr)
+    if loopback is not None:
+        raise SafeSftError(
+            f"MASTER_ADDR={master_addr} resolves to {loopback} on this host, node {node_rank}: its own loopback, "
+            "where node 0's safe-sft is not",
+            "set MASTER_ADDR to node 0's address (its IP, or a name every node resolves to it), or pass "
+            "--allow-loopback-master when every node runs on this one machine",
         )
 
 

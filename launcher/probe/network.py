@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 from pathlib import Path
 
@@ -39,6 +40,20 @@ def route_interface(master_addr: str, port: int = 9) -> str | None:
     for name, addrs in psutil.net_if_addrs().items():
         if any(addr.address.split("%")[0] == local_ip for addr in addrs):
             return name
+    return None
+
+
+def loopback_address(name: str) -> str | None:
+    """The loopback address `name` resolves to on this host (Debian's host name at 127.0.1.1, say); None
+    when it resolves elsewhere or not at all."""
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for *_, sockaddr in infos:
+        address = str(sockaddr[0]).split("%")[0]
+        if ipaddress.ip_address(address).is_loopback:
+            return address
     return None
 
 

@@ -420,3 +420,18 @@ def test_a_stale_nnodes_that_overrides_slurm_is_named_with_slurms_count() -> Non
         "NODE_RANK=1 (slurm) is not below NNODES=1 (env), which overrides Slurm's SLURM_JOB_NUM_NODES=2"
     )
     assert err.value.hint.startswith("unset NNODES")
+
+
+def test_a_master_name_that_resolves_to_this_hosts_loopback_is_refused_on_a_node_other_than_0() -> None:
+    """Debian maps the host name to 127.0.1.1: MASTER_ADDR=$(hostname) passed the literal check, and node 1
+    then waited --node-timeout for a store on its own loopback."""
+    from launcher.prepare import check_master_reachable
+    from launcher.probe.network import loopback_address
+
+    assert loopback_address("localhost") in ("127.0.0.1", "::1")
+    assert loopback_address("10.1.2.3") is None and loopback_address("no-such-host.invalid") is None
+    with pytest.raises(SafeSftError) as err:
+        check_master_reachable("localhost", 1)
+    assert err.value.message.startswith("MASTER_ADDR=localhost resolves to ")
+    assert err.value.message.endswith(" on this host, node 1: its own loopback, where node 0's safe-sft is not")
+    check_master_reachable("10.1.2.3", 1)  # resolves elsewhere: no error
