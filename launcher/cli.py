@@ -226,11 +226,12 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     from launcher.doctor import Status, as_the_run_reads, run_checks
     from launcher.plan.build import output_dir_of
     from launcher.plan.topology import one_per_gpu
+    from launcher.prepare import with_home_expanded
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
     from launcher.units import parse_count
 
-    swift = read(swift_argv).args if swift_argv else None
+    swift = with_home_expanded(read(swift_argv).args) if swift_argv else None
     if check_dir is None and swift is not None:
         check_dir = output_dir_of(swift)
     nproc_text = os.environ.get("NPROC_PER_NODE")

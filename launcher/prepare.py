@@ -5,6 +5,7 @@ The glue between the impure probes and the pure planner, shared by `safe-sft pla
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -152,7 +153,7 @@ def prepare(
 ) -> Prepared:
     """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
     read = backend.read(list(swift_argv))
-    swift = read.args
+    swift = with_home_expanded(read.args)
     # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
     named = read_named_inputs(swift, backend, assumed=options.assumes_machine)
     user_deepspeed, data = named.user_deepspeed, named.data
@@ -200,6 +201,17 @@ def prepare(
         data=data,
     )
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed, backend=backend)
+
+
+HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these
+
+
+def with_home_expanded(swift: SwiftArgs) -> SwiftArgs:
+    """The output and resume dirs with a `~` that no shell expanded (`--output_dir=~/out`, a config file's
+    value) expanded, as the trainers do themselves: safe-sft's lock, report, checkpoint checks and overwrite
+    guard then look where the trainer writes, not at a `./~` dir of their own."""
+    updates = {key: os.path.expanduser(value) for key in HOME_PATHS if (value := swift.get(key)) and value[:1] == "~"}
+    return swift.with_values(updates) if updates else swift
 
 
 @dataclass(frozen=True)

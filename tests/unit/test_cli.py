@@ -471,3 +471,25 @@ def test_an_error_naming_a_path_with_a_line_break_stays_one_line(tmp_path: Path)
         f"safe-sft: error: {tmp_path}/new\\nline does not exist",
         "safe-sft: fix: give a run dir, or the output dir of a safe-sft run",
     ]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["--output_dir=~/out", "--resume_from_checkpoint", "~/out/checkpoint-4"], ["--output_dir", "~/out"]],
+    ids=["both", "output-dir"],
+)
+def test_a_tilde_no_shell_expanded_is_where_the_trainer_writes(  # type: ignore[no-untyped-def]
+    fake_host, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: list[str]
+) -> None:
+    """swift and transformers expand `~` in the output dir themselves: safe-sft put its lock and report under
+    ./~/out and guarded the wrong dir, so a rerun with --add_version false wrote over checkpoint-2."""
+    from launcher.prepare import LaunchOptions, prepare
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    prepared = prepare(["--model", "m", "--use_cpu", "true", *given], LaunchOptions(), {}, host=fake_host())
+    assert prepared.output_dir == tmp_path / "out"
+    assert prepared.swift.get("output_dir") == str(tmp_path / "out")
+    if "--resume_from_checkpoint" in given:
+        assert prepared.swift.get("resume_from_checkpoint") == str(tmp_path / "out" / "checkpoint-4")
+    assert "~" not in " ".join(prepared.plan.swift_argv)
