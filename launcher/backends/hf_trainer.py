@@ -7,7 +7,9 @@ uses too, so the planner reads them as they are. What differs is the trainer's d
 8, accumulation 1, checkpointing off, no dataloader workers, output to trainer_output) and the knobs it
 lacks: no max_length, no image budget, no device_map, no resume_only_model (transformers loads whatever
 a checkpoint holds: weights alone after save_only_model), no add_version (a later attempt that would
-save over a checkpoint gets a fresh `<output_dir>/v<N>-safe-sft` as its --output_dir instead).
+save over a checkpoint gets a fresh `<output_dir>/v<N>-safe-sft` as its --output_dir instead). A script
+may ignore --resume_from_checkpoint (a plain `trainer.train()`): its resume point guards nothing, so an
+attempt into a dir that holds any checkpoint gets the fresh dir.
 """
 
 from __future__ import annotations
@@ -58,4 +60,5 @@ HF_TRAINER = Backend(
     model_key="model_name_or_path",
     dataset_key=None,  # a script's data arguments are its own
     device_map=False,
+    resumes_as_told=False,
 )

@@ -451,7 +451,8 @@ class Supervisor:
         """
         if base.get_bool("add_version", True):
             return None
-        floor = resume.step if resume else 0
+        # a script that ignores its resume point trains from step 0 and saves over every checkpoint there
+        floor = resume.step if resume and self.prepared.backend.resumes_as_told else 0
         at_risk = sorted(
             (step, p)
             for p in self.output_dir.glob("checkpoint-*")

@@ -367,6 +367,26 @@ def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Pat
     assert sorted(p.name for p in (tmp_path / "checkpoint-6").iterdir()) == before
 
 
+def test_a_users_script_that_may_ignore_its_resume_point_never_retries_into_its_checkpoints(tmp_path: Path) -> None:
+    """`safe-sft torchrun`: a script with a plain trainer.train() trained attempt 2 from step 1 in the same
+    dir and saved checkpoint-3 over attempt 1's. Its resume point guards nothing: attempt 2 gets a fresh dir."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+
+    result, spawned = run_scripted(
+        tmp_path,
+        replace(prepared(tmp_path, "--add_version", "false"), backend=HF_TRAINER),
+        [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    first, second = result.attempts  # type: ignore[attr-defined]
+    assert value(spawned[0], "--output_dir") == str(tmp_path) and first.versioned_because is None
+    assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-3'}"
+    assert value(spawned[1], "--output_dir") != str(tmp_path)
+    assert value(spawned[1], "--resume_from_checkpoint") == str(tmp_path / "checkpoint-3")
+
+
 def test_add_version_false_writes_where_swift_would_when_no_checkpoint_is_in_the_way(tmp_path: Path) -> None:
     result, spawned = run_scripted(tmp_path, prepared(tmp_path, "--add_version", "false"), [(FakeProcess(0, ""), [])])
     assert result.outcome == "succeeded"  # type: ignore[attr-defined]
