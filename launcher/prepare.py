@@ -28,7 +28,7 @@ from launcher.model import (
     Plan,
 )
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
-from launcher.plan.ds_config import UserConfig
+from launcher.plan.ds_config import RUNG_NAMES, UserConfig
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
@@ -227,6 +227,7 @@ def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bo
     --deepspeed config, the model's path, the datasets' sample counts and files (SafeSftError at the first
     bad one). `assumed`: a plan for another machine, whose model and dataset files need not be here."""
     swift.check_values()
+    check_deepspeed_name(swift, backend)
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
     model_name = swift.get(backend.model_key)
     if model_name and not assumed:
@@ -294,6 +295,20 @@ def check_trainer_installed(backend: Backend) -> None:
             f"{backend.command}: no {module} package for {sys.executable}, the Python every rank runs",
             f"run safe-sft from the environment that has {distribution} installed (pip install safe-sft there)",
         )
+
+
+def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:
+    """swift's names for a ZeRO config (`--deepspeed zero2`) are swift's own: transformers under another
+    trainer takes a file or inline JSON, and stops on the name in every rank after the start."""
+    name = swift.get("deepspeed")
+    if backend.deepspeed_names or name not in RUNG_NAMES:
+        return
+    shipped = sorted(p.name for p in config_dir().glob("*.json"))
+    key = "deepspeed" if swift.spelling else "--deepspeed"
+    raise SafeSftError(
+        f"{key} {name} is one of swift's names, which {backend.command} does not take (a file or inline JSON)",
+        f"give a config file: safe-sft ships {', '.join(shipped)} in {config_dir()}",
+    )
 
 
 def check_master_reachable(master_addr: str, node_rank: int) -> None:

@@ -66,6 +66,8 @@ class Backend:
     # the trainer resumes where it is told (--resume_from_checkpoint): False for a user's own script, which may
     # never hand it to trainer.train() and so train from step 0 over the checkpoints it was to resume from
     resumes_as_told: bool = True
+    # --deepspeed takes swift's names (zero2, zero3_offload, ...) as well as a file or inline JSON
+    deepspeed_names: bool = False
     # an image budget the trainer reads as an argument, not from the environment: swift's variable -> its argument
     budget_args: Mapping[str, str] = field(default_factory=dict)
     # what the trainer's own launcher sets in its ranks' environment (from the user's): safe-sft sets it too

@@ -101,5 +101,10 @@ def check_tuner(swift: SwiftArgs) -> None:
 
 
 SWIFT = Backend(
-    name="swift", command="safe-sft", worker=WORKER_DIR / "worker.py", read=read, trainer=("swift", "ms-swift")
+    name="swift",
+    command="safe-sft",
+    worker=WORKER_DIR / "worker.py",
+    read=read,
+    trainer=("swift", "ms-swift"),
+    deepspeed_names=True,
 )

@@ -549,3 +549,22 @@ def test_a_deepspeed_mapping_in_a_config_file_reads_as_the_json_swift_receives(t
     expected = '{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}'
     assert args.get("deepspeed") == expected
     assert args.argv()[args.argv().index("--deepspeed") + 1] == expected
+
+
+def test_swifts_deepspeed_names_are_refused_where_the_trainer_takes_a_file_or_json(tmp_path: Path) -> None:
+    """`--deepspeed zero2` under transformers' own parser: every rank stopped on 'Expected a string path to an
+    existing deepspeed config' after the start."""
+    from launcher.backends.swift import SWIFT
+    from launcher.errors import SafeSftError
+    from launcher.prepare import read_named_inputs
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    args = HF_TRAINER.read([str(script), "--deepspeed", "zero2"]).args
+    with pytest.raises(SafeSftError) as err:
+        read_named_inputs(args, HF_TRAINER)
+    assert err.value.message == (
+        "--deepspeed zero2 is one of swift's names, which safe-sft torchrun does not take (a file or inline JSON)"
+    )
+    assert "zero2.json, zero3.json, zero3_offload.json" in err.value.hint
+    assert read_named_inputs(SWIFT.read(["--deepspeed", "zero2"]).args, SWIFT).user_deepspeed is None  # swift's own
