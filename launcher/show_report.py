@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 
 from launcher.errors import SafeSftError
 from launcher.masking import mask_text
+from launcher.run.lost_work import lost_line
 from launcher.units import GiB, fmt_bytes
 
 
@@ -294,16 +295,15 @@ def render_report(data: dict[str, Any]) -> str:
     for a in data["attempts"]:
         lost = a.get("lost")
         if lost:
+            reloading = lost["reload_seconds"]  # 0 for the last attempt: nothing restarted after it
+            reload = f", {reloading:.0f} s of it restarting and reloading" if reloading else ""
             lines.append(
                 f"  attempt {a['number']} lost {lost['steps']} steps, {lost['seconds']:.0f} s (back to step "
-                f"{lost['back_to_step']}, {lost['reload_seconds']:.0f} s of it restarting and reloading)"
+                f"{lost['back_to_step']}{reload})"
             )
     total = data.get("lost_work") or {}
     if total.get("failures"):
-        hours = f" = {total['gpu_hours']:.2f} GPU-hours" if total.get("gpu_hours") is not None else ""
-        lines.append(
-            f"  lost to {total['failures']} failure(s): {total['steps']} steps, {total['seconds']:.0f} s{hours}"
-        )
+        lines.append(lost_line(total, interrupted=data.get("outcome") == "interrupted"))
     if data.get("give_up_reason"):
         lines.append(f"  gave up: {data['give_up_reason']}")
     return "\n".join(lines)

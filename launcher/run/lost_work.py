@@ -14,8 +14,9 @@ late; a checkpoint is written right after its step is logged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.run.records import AttemptRecord
 
@@ -59,3 +60,13 @@ def gpu_hours(lost: Sequence[Lost], attempts: Sequence[AttemptRecord], gpus_used
         return None
     world = {a.number: a.settings.world_size for a in attempts}
     return round(sum(x.seconds * world.get(x.attempt, 1) for x in lost) / 3600, 4)
+
+
+def lost_line(lost: Mapping[str, Any], interrupted: bool) -> str:
+    """The line for a run's lost work (report.json's `lost_work` sums), in the run's summary and in `safe-sft
+    report`. An interrupt's steps since the last checkpoint are the user's own stop, not a failure's cost."""
+    hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost.get("gpu_hours") is not None else ""
+    what = "lost to failures"
+    if interrupted:
+        what = "lost to failures and the interrupt" if lost["failures"] > 1 else "not saved when interrupted"
+    return f"  {what}: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}"

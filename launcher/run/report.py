@@ -20,7 +20,7 @@ from launcher.model import Failure, GlobalBatch
 from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
-from launcher.run.lost_work import Lost, gpu_hours, lost_work
+from launcher.run.lost_work import Lost, gpu_hours, lost_line, lost_work
 from launcher.run.records import AttemptRecord, RunResult
 from launcher.units import fmt_bytes
 
@@ -197,16 +197,6 @@ def lost_json(lost: list[Lost], attempts: list[AttemptRecord]) -> dict[str, Any]
         "seconds": round(sum(x.seconds for x in lost), 3),
         "gpu_hours": gpu_hours(lost, attempts, used),
     }
-
-
-def lost_line(lost: dict[str, Any], interrupted: bool) -> str:
-    """The summary's line for lost_json's sums. An interrupt's steps since the last checkpoint are the
-    user's own stop, not a failure's cost: the line says so."""
-    hours = f", {lost['gpu_hours']:.2f} GPU-hours" if lost["gpu_hours"] is not None else ""
-    what = "lost to failures"
-    if interrupted:
-        what = "lost to failures and the interrupt" if lost["failures"] > 1 else "not saved when interrupted"
-    return f"  {what}: {lost['steps']} steps, {lost['seconds']:.0f} s{hours}"
 
 
 def write_report(path: Path, text: str) -> None:

@@ -4,9 +4,9 @@ was logged, plus the next attempt's time to its first logged step."""
 from launcher.model import Failure, FailureKind
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
-from launcher.run.lost_work import gpu_hours, lost_work
+from launcher.run.lost_work import gpu_hours, lost_line, lost_work
 from launcher.run.records import AttemptRecord
-from launcher.run.report import lost_json, lost_line
+from launcher.run.report import lost_json
 from launcher.show_report import render_report
 
 S = Settings(micro_batch=2, grad_accum=2, world_size=4)
@@ -53,7 +53,8 @@ def test_report_shows_the_sum() -> None:
         "attempts": [],
         "lost_work": {"failures": 2, "steps": 3, "seconds": 50.0, "gpu_hours": 0.0556},
     }
-    assert "lost to 2 failure(s): 3 steps, 50 s = 0.06 GPU-hours" in render_report(data)
+    assert "  lost to failures: 3 steps, 50 s, 0.06 GPU-hours" in render_report(data)  # the summary's words
+    assert "  lost to failures and the interrupt: 3 steps" in render_report({**data, "outcome": "interrupted"})
 
 
 def test_an_attempt_stopped_on_a_notice_loses_nothing() -> None:
