@@ -93,5 +93,9 @@ def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise SafeSftError(f"config file {path} is not valid YAML{at}: {problem}", "fix the YAML") from None
     if not isinstance(loaded, dict):
-        raise SafeSftError(f"config file {path} does not hold a mapping of arguments", "see swift's examples")
+        examples = "LLaMA-Factory's examples/train_lora" if omegaconf else "swift's examples"  # omegaconf: its reader
+        raise SafeSftError(
+            f"config file {path} does not hold a mapping of arguments",
+            f"write one `key: value` line per argument, as {examples} do",
+        )
     return loaded

@@ -41,6 +41,8 @@ def read(argv: list[str]) -> BackendArgs:
     if script.startswith("-"):
         raise SafeSftError(f"{script} where the training script should come first", USAGE)
     path = Path(script)
+    if path.is_dir():
+        raise SafeSftError(f"training script {script} is a directory, not a script", USAGE)
     if not path.is_file():
         raise SafeSftError(f"training script {script} does not exist", USAGE)
     if rest and is_config_file(rest[0]):

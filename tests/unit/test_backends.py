@@ -64,6 +64,7 @@ def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
         pytest.param([], "no training script given", id="nothing"),
         pytest.param(["--output_dir", "o"], "--output_dir where the training script should come first", id="flag"),
         pytest.param(["missing.py"], "training script missing.py does not exist", id="missing"),
+        pytest.param(["."], "training script . is a directory, not a script", id="a-dir"),
         pytest.param(["SCRIPT", "args.json"], "argument file is not read by safe-sft yet", id="json-args"),
     ],
 )
@@ -568,3 +569,15 @@ def test_swifts_deepspeed_names_are_refused_where_the_trainer_takes_a_file_or_js
     )
     assert "zero2.json, zero3.json, zero3_offload.json" in err.value.hint
     assert read_named_inputs(SWIFT.read(["--deepspeed", "zero2"]).args, SWIFT).user_deepspeed is None  # swift's own
+
+
+@pytest.mark.parametrize("text", ["", "- a\n- b\n"], ids=["empty", "list"])
+def test_a_llamafactory_config_that_holds_no_mapping_points_at_llamafactorys_examples(
+    tmp_path: Path, text: str
+) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(text)
+    with pytest.raises(SafeSftError) as err:
+        LLAMAFACTORY.read([str(config)])
+    assert err.value.message == f"config file {config} does not hold a mapping of arguments"
+    assert err.value.hint == "write one `key: value` line per argument, as LLaMA-Factory's examples/train_lora do"
