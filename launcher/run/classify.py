@@ -411,7 +411,22 @@ def _first(pattern: _Pattern, lines: Sequence[str]) -> tuple[int, str] | None:
     if not hits:
         return None
     index = next((i for i, exc in hits if exc), hits[0][0])
+    if pattern.kind is FailureKind.USER_ERROR:
+        index = _end_of_chain(index, [i for i, exc in hits if exc], lines)
     return index, lines[index]
+
+
+_CHAINED = re.compile(r"During handling of the above exception|The above exception was the direct cause")
+
+
+def _end_of_chain(index: int, exceptions: Sequence[int], lines: Sequence[str]) -> int:
+    """A user error raised while handling another (`ValueError: Cannot open dataset_info.json` around the
+    JSONDecodeError that names no file): the last exception of the chain says what the user gave."""
+    for later in (i for i in exceptions if i > index):
+        if not any(_CHAINED.search(line) for line in lines[index:later]):
+            break
+        index = later
+    return index
 
 
 def classify_text(lines: Sequence[str], steps_seen: bool) -> tuple[FailureKind, tuple[str, ...]] | None:

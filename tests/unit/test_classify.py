@@ -380,3 +380,25 @@ def test_a_ranks_own_communication_error_is_still_the_root_cause() -> None:
         AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, rank0), RankFailure(1, -15, rank1)))
     )
     assert failure is not None and (failure.kind, failure.rank) == (K.COMM_ERROR, 0)
+
+
+def test_a_user_error_raised_while_handling_another_is_quoted_at_the_end_of_its_chain() -> None:
+    """LLaMA-Factory wraps a dataset_info.json that is not JSON: the JSONDecodeError names no file, the
+    ValueError raised around it does."""
+    message = "\n".join(
+        [
+            "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "llamafactory/data/parser.py", line 120, in get_dataset_list',
+            "ValueError: Cannot open data/dataset_info.json due to Expecting property name.",
+        ]
+    )
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, message),)))
+    assert failure is not None and failure.kind is K.USER_ERROR
+    assert failure.evidence[0] == "ValueError: Cannot open data/dataset_info.json due to Expecting property name."
+    unchained = "KeyError: 'a'\nsomething else\nValueError: later, unrelated"
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, unchained),)))
+    assert failure is not None and failure.evidence[0] == "KeyError: 'a'"
