@@ -170,14 +170,29 @@ def _read_stream(stream: BinaryIO, name: str) -> _Scanner:
 
 
 def _files_of(path: Path) -> list[Path]:
-    """The logs in an attempt's folder (console.log) or any folder of logs."""
+    """The logs in an attempt's folder (console.log) or any folder of logs. An output dir or a run's folder
+    of safe-sft's holds whole runs, each attempt's failure with it (recovered from or not): refused, with the
+    newest attempt's folder named, and `safe-sft report` for the runs."""
     console = path / "console.log"
     if console.is_file():
         return [console]
+    attempts = sorted([*path.glob("safe-sft/*/attempt-*"), *path.glob("attempt-*")], key=_attempt_order)
+    if (path / "report.json").is_file() or attempts:
+        newest = f"safe-sft explain {attempts[-1]}" if attempts else "give an attempt's folder"
+        raise SafeSftError(
+            f"{path} holds safe-sft runs, not one failure (a run may have failed, then recovered)",
+            f"`safe-sft report {path}` tells how each run ended; to explain one attempt: {newest}",
+        )
     found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _LOG_SUFFIXES)
     if not found and not any(path.glob("**/error.json")):
         raise SafeSftError(f"{path} holds no log (*.log, *.out, *.err, *.txt) and no error.json", "give a log file")
     return found
+
+
+def _attempt_order(attempt: Path) -> tuple[str, int]:
+    """By run (its folder's name starts with the time it began), then by attempt number."""
+    number = attempt.name.removeprefix("attempt-")
+    return attempt.parent.name, int(number) if number.isdigit() else 0
 
 
 def _open_checked(path: Path) -> Iterator[tuple[str, BinaryIO]]:

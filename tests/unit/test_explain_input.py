@@ -55,6 +55,25 @@ def test_an_attempt_folder_reads_its_console_log_and_error_files(tmp_path: Path)
     assert data["fix"] == "ValueError: remaining_argv: ['--bogus']"
 
 
+@pytest.mark.parametrize("given", ["out", "out/safe-sft/20261127-120000-000001"], ids=["output-dir", "run-dir"])
+def test_an_output_or_run_dir_of_safe_sfts_is_sent_to_report_and_to_an_attempt(tmp_path: Path, given: str) -> None:
+    """Every attempt's error.json under it, merged: a run that recovered from an OOM was explained as an OOM."""
+    for run, attempt in (("20261127-110000-000001", 1), ("20261127-120000-000001", 1), ("20261127-120000-000001", 2)):
+        folder = tmp_path / "out" / "safe-sft" / run / f"attempt-{attempt}"
+        folder.mkdir(parents=True)
+        (folder / "console.log").write_text(OOM_LINES)
+    (tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "report.json").write_text("{}")
+    result = explain(str(tmp_path / given))
+    assert result.returncode == 2
+    newest = tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "attempt-2"
+    assert result.stderr.decode().splitlines() == [
+        f"safe-sft: error: {tmp_path / given} holds safe-sft runs, not one failure (a run may have failed, then "
+        "recovered)",
+        f"safe-sft: fix: `safe-sft report {tmp_path / given}` tells how each run ended; to explain one attempt: "
+        f"safe-sft explain {newest}",
+    ]
+
+
 def test_stdin(tmp_path: Path) -> None:
     result = explain("-", stdin=OOM_LINES.encode())
     assert result.returncode == 0
