@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.run.records import AttemptRecord
+if TYPE_CHECKING:  # annotations only: `safe-sft report` imports this module for lost_line, and stays light
+    from launcher.run.records import AttemptRecord
 
 
 @dataclass(frozen=True)
