@@ -5,8 +5,9 @@ values are JSON messages that launcher.plan.consensus validates. Bounds, documen
 - a node that cannot resolve MASTER_ADDR or reach node 0's store at start gives up after `connect_timeout`
   (--node-timeout);
 - before the first attempt every node checks in (`gather`): node 0 waits `report_timeout` for all of
-  them, so no torchrun starts to wait for a peer that never came, and stops them all when a node's terms
-  (its arguments, planned strategy, processes per node) differ from its own;
+  them, so no torchrun starts to wait for a peer that never came, and stops them all when a NODE_RANK
+  was given twice or a node's terms (its arguments, planned strategy, processes per node, --resume-latest)
+  differ from its own;
 - while training, each node checks the store every POLL_SECONDS: if node 0's safe-sft is gone, the
   check fails at once (the connection closes) and the node stops its training and exits with an error;
 - node 0 waits `report_timeout` for every node's report of an attempt, then stops the job;
@@ -230,13 +231,13 @@ class Coordinator:
         """
         if self._add(self._joined_count(self.node), 1) > 1:  # a second node with this rank: keep out
             raise CoordinationLost(_twice(self.node, self.run_id), TWICE_FIX)
-        self._set(f"safe-sft/{self.run_id}/joined-{self.node}", json.dumps(dict(terms)))
+        self._set(self._joined(self.node), json.dumps(dict(terms)))
         go = f"safe-sft/{self.run_id}/all-joined"
         if self.node == 0:
             missing = list(range(1, self.nnodes))
 
             def everyone() -> bool:
-                missing[:] = [n for n in missing if not self._check(f"safe-sft/{self.run_id}/joined-{n}")]
+                missing[:] = [n for n in missing if not self._check(self._joined(n))]
                 return not missing
 
             def what() -> str:
@@ -249,9 +250,7 @@ class Coordinator:
                     "start safe-sft on every node with the same MASTER_ADDR, MASTER_PORT and run id "
                     "(srun --ntasks-per-node=1 does); raise --node-timeout when nodes start late",
                 )
-            twice = next((n for n in range(1, self.nnodes) if self._add(self._joined_count(n), 0) > 1), None)
-            differ = _twice(twice, self.run_id) if twice is not None else None
-            differ = differ or next(filter(None, (self._differs(n, terms) for n in range(1, self.nnodes))), None)
+            differ = self._first_disagreement(terms)
             self._set(go, differ or "1")
             if differ:
                 for node in range(1, self.nnodes):  # the store goes with node 0: let each node read why first
@@ -270,12 +269,23 @@ class Coordinator:
             self._set(f"{go}-read-{self.node}", "1")
             raise CoordinationLost(verdict, DIFFERENT_TERMS_FIX)
 
-    def _joined_count(self, node: int) -> str:
+    def _joined(self, node: int) -> str:  # the node's terms, once it checked in
+        return f"safe-sft/{self.run_id}/joined-{node}"
+
+    def _joined_count(self, node: int) -> str:  # how many processes checked in as this node
         return f"safe-sft/{self.run_id}/joined-count-{node}"
+
+    def _first_disagreement(self, node0: Mapping[str, str]) -> str | None:
+        """Node 0's view once every node checked in: a rank taken twice, else the first node whose terms
+        differ from node 0's; None when they all may start."""
+        for node in range(1, self.nnodes):
+            if self._add(self._joined_count(node), 0) > 1:
+                return _twice(node, self.run_id)
+        return next(filter(None, (self._differs(n, node0) for n in range(1, self.nnodes))), None)
 
     def _differs(self, node: int, node0: Mapping[str, str]) -> str | None:
         try:
-            terms = json.loads(self._get(f"safe-sft/{self.run_id}/joined-{node}"))
+            terms = json.loads(self._get(self._joined(node)))
         except ValueError:
             terms = None
         if not isinstance(terms, dict):

@@ -2,8 +2,7 @@
 
 A port in use (another job, a stale torchrun) or one below those this user may listen on is the user's to
 fix, not a network fault to retry: one line naming the port, where its number came from, and the fix
-(exit 2). Only node 0 listens, so only
-node 0 checks.
+(exit 2). Only node 0 listens, so only node 0 checks.
 """
 
 from __future__ import annotations
