@@ -7,6 +7,7 @@ mistaken for one of swift's, whatever swift adds.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -729,6 +730,31 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
         sys.exit(130)
 
 
+def _backend_command(name: str, metavar: str, summary: str) -> click.Command:
+    """run_command as `safe-sft torchrun` and `safe-sft llamafactory train` present it: their own name in
+    usage, help and errors, and --backend hidden (main passes it)."""
+    command = copy.copy(run_command)
+    command.name, command.options_metavar, command.help = name, metavar, summary
+    command.params = [copy.copy(param) for param in run_command.params]
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name == "backend":
+            param.hidden = True
+    return command
+
+
+TORCHRUN_COMMAND = _backend_command(
+    "torchrun",
+    "[OPTIONS] [--] SCRIPT ARGS...",
+    "Run an HF-Trainer script (TrainingArguments) under torchrun as `torchrun SCRIPT ARGS` would, and survive "
+    "memory failures. Its plan: `safe-sft plan --backend torchrun SCRIPT ARGS...`.",
+)
+LLAMAFACTORY_COMMAND = _backend_command(
+    "llamafactory train",
+    "[OPTIONS] CONFIG [key=value ...]",
+    "Train as `llamafactory-cli train CONFIG [key=value ...]` would, and survive memory failures. Its plan: "
+    "`safe-sft plan --backend llamafactory CONFIG ...`.",
+)
+
 COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "run": (run_command, True),
     "plan": (plan_command, True),
@@ -749,14 +775,17 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"safe-sft {__version__}")
         return
     if args[0] == "torchrun":  # `safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS`: the run path, HF-Trainer backend
-        _invoke(run_command, ["--backend", "torchrun", *args[1:]], True)
+        _invoke(TORCHRUN_COMMAND, ["--backend", "torchrun", *args[1:]], True)
         return
     if args[0] == "llamafactory":  # `safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]`
+        if args[1:2] in (["--help"], ["-h"]):
+            _invoke(LLAMAFACTORY_COMMAND, ["--help"], False)
+            return
         if args[1:2] != ["train"]:
             given = f"`{args[1]}`" if len(args) > 1 else "nothing"
             _print_error(SafeSftError(f"safe-sft llamafactory takes `train`, not {given}", LLAMAFACTORY_USAGE))
             sys.exit(EXIT_USAGE)
-        _invoke(run_command, ["--backend", "llamafactory", *args[2:]], True)
+        _invoke(LLAMAFACTORY_COMMAND, ["--backend", "llamafactory", *args[2:]], True)
         return
     if args[0] in COMMANDS:
         command, takes_swift_args = COMMANDS[args[0]]

@@ -321,6 +321,32 @@ def test_llamafactory_without_train_is_one_line_exit_2(argv: list[str]) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["torchrun", "--help"], "Usage: safe-sft torchrun [OPTIONS] [--] SCRIPT ARGS..."),
+        (["llamafactory", "--help"], "Usage: safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]"),
+        (["llamafactory", "train", "--help"], "Usage: safe-sft llamafactory train [OPTIONS] CONFIG [key=value ...]"),
+    ],
+)
+def test_a_backend_command_helps_with_its_own_usage(argv: list[str], usage: str) -> None:
+    """Not run's `SWIFT_ARGS` and "as swift sft would": a user of these commands passes no swift arguments."""
+    result = _run_cli(*argv)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == usage
+    summary, options = result.stdout.split("Options:")
+    assert "swift sft" not in summary and "--backend" not in options
+    assert "--max-attempts" in result.stdout
+
+
+def test_an_option_after_the_script_names_safe_sft_torchrun_in_its_fix(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    result = _run_cli("torchrun", str(script), "--max-attempts", "2")
+    assert result.returncode == 2
+    assert "safe-sft: fix: put safe-sft's options first: `safe-sft torchrun --max-attempts ..." in result.stderr
+
+
 def _worker():  # type: ignore[no-untyped-def]
     import importlib.util
 
