@@ -273,7 +273,9 @@ def render_report(data: dict[str, Any]) -> str:
     for a in data["attempts"]:
         failure = a["failure"]["kind"] if a["failure"] else "-"
         step = a["last_step"] if a["last_step"] is not None else "-"
-        resumed = f"{a['resumed_from']['step']}->" if a.get("resumed_from") else ""
+        resumed = ""
+        if a.get("resumed_from"):
+            resumed = "0->" if a["resumed_from"].get("started_over") else f"{a['resumed_from']['step']}->"
         duration = f"{a['duration_s']:.1f} s" if a.get("duration_s") is not None else "-"
         steps = f"{resumed}{step}"
         code = str(a["exit_code"])
@@ -283,6 +285,9 @@ def render_report(data: dict[str, Any]) -> str:
             predicted = a.get("predicted_need_bytes")
             beside = f" [predicted need {fmt_bytes(predicted)} per GPU]" if predicted else ""
             lines.append(f"  attempt {a['number']}: {a['change']['what']} ({a['change']['why']}){beside}")
+        over = (a.get("resumed_from") or {}).get("started_over")
+        if isinstance(over, str):
+            lines.append(f"  attempt {a['number']} did not resume from step {a['resumed_from']['step']}: {over}")
         if a["failure"]:
             first_line = mask_text(a["failure"]["evidence"][0])[:200]
             lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")

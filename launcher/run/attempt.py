@@ -27,6 +27,7 @@ from launcher.run.gpumon import MemoryMonitor
 from launcher.run.launcher_output import parse_launcher_output
 from launcher.run.notice import give_notice, max_steps_of, stopping_step
 from launcher.run.records import AttemptRecord, RunConfig
+from launcher.run.resume import started_over
 from launcher.run.watch import ProgressWatch
 
 POLL_SECONDS = 0.2
@@ -111,6 +112,7 @@ class AttemptRunner:
         record.saved_step = max((step for step in saved if step is not None), default=None)
         record.preempted = preempted_at(code, attempt_dir, run_dir)
         record.step_seen_s = dict(watch.step_seen)
+        record.started_over = started_over(resume, record.checkpoints_written, record.step_seen_s)
         if record.last_step is not None and record.last_step not in record.step_seen_s:
             record.step_seen_s[record.last_step] = record.duration_s  # logged after the last look
         tail_lines = tail.splitlines()

@@ -1,15 +1,15 @@
 """The work each failure cost: steps and seconds lost, from the attempts' records. Pure.
 
 For a failed attempt followed by another, the next attempt resumes from checkpoint step K (0 when it
-starts afresh). Lost steps: the failed attempt's last logged step minus K. Lost seconds: the failed
-attempt's time after it first logged step K (all of it when K is not past the step it started from),
-plus the next attempt's time to its first logged step (restart, reload, and the steps up to its first
-log). The last attempt of a run that failed (or was interrupted) counts what it did after the newest
-complete checkpoint it saved, where a rerun with --resume-latest goes on, else since the step it started
-from. An attempt
-stopped on a notice saved the step it stopped at (launcher/plan/notice.py): it loses nothing. Step
-times are when safe-sft saw swift log the step (it looks every few seconds), so they are a few seconds
-late; a checkpoint is written right after its step is logged.
+starts afresh, or was told to resume and trained from step 0 instead). Lost steps: the failed attempt's
+last logged step minus K. Lost seconds: the failed attempt's time after it first logged step K (all of it
+when K is not past the step it started from), plus the next attempt's time to its first logged step
+(restart, reload, and the steps up to its first log). The last attempt of a run that failed (or was
+interrupted) counts what it did after the newest complete checkpoint it saved, where a rerun with
+--resume-latest goes on, else since the step it started from. An attempt stopped on a notice saved the
+step it stopped at (launcher/plan/notice.py): it loses nothing. Step times are when safe-sft saw swift
+log the step (it looks every few seconds), so they are a few seconds late; a checkpoint is written right
+after its step is logged.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ def lost_work(attempts: Sequence[AttemptRecord]) -> list[Lost]:
     for index, a in enumerate(attempts):
         if a.failure is None or a.preempted:  # a notice's checkpoint is at the step it stopped: nothing lost
             continue
-        start = a.resumed_from.step if a.resumed_from else 0
+        start = a.went_on_from()
         following = attempts[index + 1] if index + 1 < len(attempts) else None
         kept = start  # the last attempt: what it did since its start, or since its newest complete checkpoint
         if following is not None:
-            kept = following.resumed_from.step if following.resumed_from else 0
+            kept = following.went_on_from()
         elif a.saved_step is not None and a.saved_step > start:
             kept = a.saved_step
         last = a.last_step if a.last_step is not None else start

@@ -37,6 +37,7 @@ class AttemptRecord:
     change: str | None = None
     change_reason: str | None = None
     resumed_from: Resume | None = None
+    started_over: str | None = None  # why, where the trainer was told to resume and trained from step 0 instead
     skipped_incomplete: dict[str, str] = field(default_factory=dict)  # newer checkpoints not readable -> why
     deepspeed_config_written: str | None = None  # a derived config safe-sft wrote for this attempt
     ended: str | None = None
@@ -60,6 +61,10 @@ class AttemptRecord:
     estimate_correction: float = 1.0  # what earlier attempts' measured peak / estimate put on it
     step_seen_s: dict[int, float] = field(default_factory=dict)  # logged step -> seconds after the start, when seen
     predicted_need_bytes: int | None = None  # the guided ladder's corrected estimate when it chose these settings
+
+    def went_on_from(self) -> int:
+        """The step this attempt's training went on from: its resume point's, or 0 (no resume, or started over)."""
+        return self.resumed_from.step if self.resumed_from is not None and self.started_over is None else 0
 
     def optimizer_state_reset(self) -> bool | None:
         """Whether swift loaded only the weights of the checkpoint it resumed from: what swift reported

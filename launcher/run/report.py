@@ -110,6 +110,7 @@ def _resumed_json(record: AttemptRecord) -> dict[str, Any] | None:
         "why_weights_only": why,
         "optimizer_state_reset": reset,
         "reported_by_swift": record.resolved is not None,
+        "started_over": record.started_over,  # why, where the trainer trained from step 0 instead
     }
 
 
@@ -292,7 +293,9 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         for a in ladder:
             what = a.change or "no change"
             resumed = ""
-            if a.resumed_from:
+            if a.resumed_from and a.started_over:
+                resumed = f"; told to resume from step {a.resumed_from.step}, trained from step 0"
+            elif a.resumed_from:
                 resumed = f"; resumed from step {a.resumed_from.step}"
                 if a.optimizer_state_reset():
                     resumed += " (weights only, optimizer state reset)"

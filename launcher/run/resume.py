@@ -106,6 +106,26 @@ def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Wri
     return ""
 
 
+def started_over(resume: Resume | None, written: Sequence[str], steps_logged: Collection[int]) -> str | None:
+    """Why an attempt told to resume at step K is known to have trained from step 0 instead, or None.
+
+    A trainer that resumed logs and saves only steps after K; one that saved a checkpoint at K or below, or
+    logged such a step, started over: a user's script that never passes --resume_from_checkpoint on to
+    trainer.train() does (`safe-sft torchrun`). Its steps up to K were trained again.
+    """
+    if resume is None:
+        return None
+    saved = sorted(
+        (step, path) for path in written if (step := checkpoint_step(Path(path))) is not None and step <= resume.step
+    )
+    if saved:
+        return f"it saved {saved[0][1]} (step {saved[0][0]}), not after step {resume.step}: it trained from step 0"
+    logged = min((step for step in steps_logged if step <= resume.step), default=None)
+    if logged is not None:
+        return f"it logged step {logged}, not after step {resume.step}: it trained from step 0"
+    return None
+
+
 def complete_checkpoints(output_dir: Path) -> list[str]:
     """Every complete checkpoint under the output dir, relative to it (what a node reports it sees)."""
     return sorted(str(p.relative_to(output_dir)) for p in candidate_dirs(output_dir) if is_complete(p))

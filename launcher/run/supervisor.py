@@ -553,6 +553,9 @@ class Supervisor:
         except CoordinationLost:  # the run ends here: the attempt, filled in to its end, is still part of it
             self.attempts.append(record)
             raise
+        if resume is not None and record.started_over is not None:
+            why = record.started_over
+            sys.stderr.write(f"safe-sft: attempt {number} did not resume from step {resume.step}: {why}\n")
         return record
 
     def _config_of(self, rung: str | None) -> Mapping[str, Any] | None:

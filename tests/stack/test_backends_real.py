@@ -243,3 +243,21 @@ def test_a_user_error_stops_after_one_attempt(entry: Entry, tiny: dict[str, obje
     assert failure["kind"] == "user_error"
     bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_option, no_such_template
     assert any(bad_value in line for line in failure["evidence"]), failure["evidence"]
+
+
+def test_a_script_that_ignores_its_resume_point_saves_beside_the_checkpoints_and_is_reported_as_starting_over(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """`safe-sft torchrun` over a script with a bare trainer.train(): attempt 2, told to resume at step 3,
+    trains from step 0. It writes into a fresh dir (attempt 1's checkpoint-3 is left as it was), and the
+    report says it trained from step 0, with attempt 1's steps lost back to 0."""
+    entry, out = ENTRIES["torchrun"], tmp_path / "out"
+    argv = [*entry.safe_sft(tiny, out, tmp_path), "--ignore_resume", "true"]
+    result = run(argv, env_for(entry, tmp_path, "ranks", "oom_step:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    kept = Path(first["run_dir"]) / "checkpoint-3"
+    assert Path(second["resumed_from"]["checkpoint"]) == kept and state_of(kept)["global_step"] == 3
+    assert second["resumed_from"]["started_over"].endswith("not after step 3: it trained from step 0")
+    assert f"attempt 2 did not resume from step 3: it saved {Path(second['run_dir']) / 'checkpoint-3'}" in result.stderr
+    assert first["lost"]["back_to_step"] == 0 and first["lost"]["steps"] == first["last_step"]

@@ -49,3 +49,32 @@ def test_with_add_version_false_the_writer_is_the_attempt_that_wrote_that_checkp
     assert checkpoint is not None
     writers = {tmp_path / "checkpoint-3": settings("zero2"), tmp_path / "checkpoint-5": settings("zero3")}
     assert "ZeRO stage changed (zero2 -> zero3)" in weights_only_reason(checkpoint, settings("zero3"), writers)
+
+
+@pytest.mark.parametrize(
+    ("written", "logged", "says"),
+    [
+        pytest.param(["out/v2-x/checkpoint-6"], [4, 5, 6], None, id="resumed-saved-and-logged-after"),
+        pytest.param([], [], None, id="died-before-any-step"),
+        pytest.param(["out/v2-x/checkpoint-2"], [1, 2], "it saved out/v2-x/checkpoint-2 (step 2)", id="saved-below"),
+        pytest.param(["out/v2-x/checkpoint-3"], [], "it saved out/v2-x/checkpoint-3 (step 3)", id="saved-at"),
+        pytest.param([], [2], "it logged step 2", id="logged-below-died-before-saving"),
+    ],
+)
+def test_started_over_is_told_by_a_step_at_or_below_the_resume_point(
+    written: list[str], logged: list[int], says: str | None
+) -> None:
+    from launcher.plan.settings import Resume
+    from launcher.run.resume import started_over
+
+    found = started_over(Resume("out/checkpoint-3", 3, False), written, logged)
+    assert (found is None) == (says is None)
+    if says is not None:
+        assert found is not None and found.startswith(says)
+        assert found.endswith("not after step 3: it trained from step 0")
+
+
+def test_no_resume_point_is_never_a_start_over() -> None:
+    from launcher.run.resume import started_over
+
+    assert started_over(None, ["out/checkpoint-1"], [1]) is None

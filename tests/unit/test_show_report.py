@@ -47,6 +47,15 @@ def test_table_lists_every_attempt(run_dir: Path) -> None:
     assert "cuda_oom" in text and "3->6" in text and "GPU0 70.0 GiB" in text
 
 
+def test_an_attempt_that_started_over_shows_step_0_and_why(run_dir: Path) -> None:
+    data = load_report(run_dir)
+    why = "it saved out/v2-x/checkpoint-3 (step 3), not after step 3: it trained from step 0"
+    data["attempts"][1]["resumed_from"]["started_over"] = why
+    text = render_report(data)
+    assert "0->6" in text and "3->6" not in text
+    assert f"attempt 2 did not resume from step 3: {why}" in text
+
+
 def test_the_report_file_itself_is_taken_as_well_as_its_dirs(run_dir: Path) -> None:
     (report,) = run_dir.glob("safe-sft/*/report.json")
     assert load_report(report)["_path"] == load_report(report.parent)["_path"] == load_report(run_dir)["_path"]

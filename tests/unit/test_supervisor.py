@@ -16,6 +16,7 @@ from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
+from launcher.run.lost_work import lost_work
 from launcher.run.records import RunConfig
 from launcher.run.supervisor import Supervisor
 from tests.conftest import host
@@ -385,6 +386,31 @@ def test_a_users_script_that_may_ignore_its_resume_point_never_retries_into_its_
     assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-3'}"
     assert value(spawned[1], "--output_dir") != str(tmp_path)
     assert value(spawned[1], "--resume_from_checkpoint") == str(tmp_path / "checkpoint-3")
+
+
+def test_a_script_that_trained_from_step_0_when_told_to_resume_is_reported_so(tmp_path: Path) -> None:
+    """Attempt 2 was told to resume at step 3 and saved checkpoint-3 in its fresh dir: it started over. The
+    report says so, and attempt 1's steps count as lost back to step 0, not to the resume point."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+    from launcher.run.report import attempt_json
+
+    fresh = tmp_path / "v2-run"
+    result, _ = run_scripted(
+        tmp_path,
+        replace(prepared(tmp_path, "--add_version", "false"), backend=HF_TRAINER),
+        [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "checkpoint-3"]), (FakeProcess(0, ""), [fresh / "checkpoint-3"])],
+    )
+    first, second = result.attempts  # type: ignore[attr-defined]
+    assert second.resumed_from.step == 3 and first.started_over is None
+    assert second.started_over == (
+        f"it saved {fresh / 'checkpoint-3'} (step 3), not after step 3: it trained from step 0"
+    )
+    assert second.went_on_from() == 0
+    lost = lost_work(result.attempts)  # type: ignore[attr-defined]
+    assert (lost[0].steps, lost[0].kept_step) == (3, 0)
+    assert attempt_json(second, None)["resumed_from"]["started_over"] == second.started_over
 
 
 def test_add_version_false_writes_where_swift_would_when_no_checkpoint_is_in_the_way(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ class ScriptArguments:
     model_name_or_path: str
     data_path: str
     model_max_length: int = 128
+    # many users' scripts call a bare trainer.train(): --resume_from_checkpoint parses, and is ignored
+    ignore_resume: bool = False
 
 
 class ChatRows(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -56,7 +58,7 @@ def main() -> None:
         train_dataset=ChatRows(script.data_path, tokenizer, script.model_max_length),
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
     )
-    trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=None if script.ignore_resume else training.resume_from_checkpoint)
 
 
 if __name__ == "__main__":
