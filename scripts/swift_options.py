@@ -15,35 +15,17 @@ tests/stack/test_swift_options_real.py holds the file to the installed swift.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import option_table
 
 OUT = Path(__file__).resolve().parents[1] / "launcher" / "backends" / "swift_options.txt"
 
 
-def _kind(action: Any) -> str:
-    """How the parser converts this option's value, in the file's words."""
-    if action.nargs == 0:
-        return "flag"
-    name = getattr(action.type, "__name__", "")
-    kind = {"int": "int", "float": "float", "string_to_bool": "bool"}.get(name, "text")
-    return kind + "+" if action.nargs == "+" else kind
-
-
 def installed_options() -> dict[str, tuple[str, ...]]:
-    """The installed swift's `swift sft` option names (with `_` for `-`), each with its kind and the values its
-    parser allows as text (`str` of each choice, as HfArgumentParser's choice type reads them)."""
+    """The installed swift's `swift sft` option names, each with its kind and the values its parser allows."""
     from swift.arguments import SftArguments
-    from transformers import HfArgumentParser
 
-    parser = HfArgumentParser([SftArguments])
-    options: dict[str, tuple[str, ...]] = {}
-    for flag, action in parser._option_string_actions.items():
-        if flag.startswith("--"):
-            choices = tuple(str(choice) for choice in action.choices or ())
-            options[flag[2:].replace("-", "_")] = ("choice" if choices else _kind(action), *choices)
-    return dict(sorted(options.items()))
+    return option_table.parser_options(SftArguments)
 
 
 def render(options: dict[str, tuple[str, ...]]) -> str:

@@ -14,6 +14,7 @@ attempt into a dir that holds any checkpoint gets the fresh dir.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
@@ -31,6 +32,18 @@ DEFAULTS = {
     "add_version": "false",
     "ddp_timeout": "1800",
 }
+OPTIONS_FILE = Path(__file__).with_name("training_options.txt")  # scripts/training_options.py writes it
+
+
+@cache
+def training_options() -> frozenset[str]:
+    """TrainingArguments' option names (transformers 5.x), read without importing transformers: a script's
+    HfArgumentParser takes an unambiguous prefix of one (`--output_d`), and so does safe-sft. The script's
+    own fields are unknown here; a flag that is a prefix of one of them alone stays itself."""
+    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split()[0] for line in lines if line and not line.startswith("#"))
+
+
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
 
 
@@ -50,7 +63,8 @@ def read(argv: list[str]) -> BackendArgs:
             f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",
             "pass the script's arguments as --key value on the command line",
         )
-    return BackendArgs((str(path.resolve()),), parse_swift_argv(rest, None).with_defaults(DEFAULTS))
+    options = training_options()
+    return BackendArgs((str(path.resolve()),), parse_swift_argv(rest, None, options).with_defaults(DEFAULTS))
 
 
 HF_TRAINER = Backend(

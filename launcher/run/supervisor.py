@@ -440,8 +440,9 @@ class Supervisor:
         sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
         return resumed.checkpoint
 
-    def _would_overwrite(self, number: int, base: SwiftArgs, resume: Resume | None) -> str | None:
-        """Why an attempt with --add_version false must write to a versioned dir instead, or None.
+    def _would_overwrite(self, base: SwiftArgs, resume: Resume | None, output_dir: Path) -> str | None:
+        """Why an attempt with --add_version false must write to a versioned dir instead, or None. `output_dir`:
+        where the trainer writes, as the latest attempt reported it (else as safe-sft read the arguments).
 
         It writes into output_dir itself, as plain `swift sft` does, unless a checkpoint dir there is newer
         than its resume point: it would save over that one (an earlier attempt's half-written or unreadable
@@ -455,7 +456,7 @@ class Supervisor:
         floor = resume.step if resume and self.prepared.backend.resumes_as_told else 0
         at_risk = sorted(
             (step, p)
-            for p in self.output_dir.glob("checkpoint-*")
+            for p in output_dir.glob("checkpoint-*")
             if p.is_dir() and (step := checkpoint_step(p)) is not None and step > floor
         )
         if not at_risk:
@@ -494,8 +495,8 @@ class Supervisor:
         plan = self.prepared.plan
         attempt_dir = self.run_dir / f"attempt-{number}"
         attempt_dir.mkdir(parents=True, exist_ok=False)
-        versioned_because = self._would_overwrite(number, base, resume)
         swift_output_dir = self._swift_output_dir(attempts)
+        versioned_because = self._would_overwrite(base, resume, swift_output_dir)
         args = attempt_args(
             base,
             initial,

@@ -45,6 +45,22 @@ def test_hf_reads_the_script_then_its_training_arguments(tmp_path: Path) -> None
     assert args.get_bool("use_cpu", False) is True
 
 
+def test_hf_reads_a_prefix_of_a_training_argument_as_the_scripts_parser_does(tmp_path: Path) -> None:
+    """argparse takes `--output_d` for --output_dir: safe-sft had guarded and reported in trainer_output while
+    the script wrote its checkpoints elsewhere. A prefix of two options, or of none of TrainingArguments' (the
+    script's own `--model_name_or_path`), stays itself."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    argv = [str(script), "--output_d", "/out", "--per_device_train_b", "2", "--model_name_or_path", "m",
+            "--gradient_accum=4", "--max", "9"]  # fmt: skip
+    args = HF_TRAINER.read(argv).args
+    assert (args.get("output_dir"), args.get_int("per_device_train_batch_size")) == ("/out", 2)
+    assert args.get_int("gradient_accumulation_steps") == 4
+    assert args.get("model_name_or_path") == "m" and args.get("max") == "9"  # max_steps or max_grad_norm: ambiguous
+    new = args.with_values({"per_device_train_batch_size": "1"}).argv()
+    assert new.count("1") == 1 and "--per_device_train_b" in new and "2" not in new  # replaced in place
+
+
 def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("")

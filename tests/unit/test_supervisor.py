@@ -92,8 +92,11 @@ def prepared(out: Path, *extra: str) -> Prepared:
 
 
 def report_resolved(env: dict[str, str], run_dir: Path) -> None:
-    """What launcher/worker.py does inside swift once it has parsed its arguments."""
-    data = {"output_dir": str(run_dir.parent), "run_dir": str(run_dir), "add_version": True}
+    """What launcher/worker.py does inside swift once it has parsed its arguments: a versioned run dir
+    (v<N>-...) lies under swift's output_dir; with --add_version false the run dir is the output dir."""
+    versioned = run_dir.name[:1] == "v" and run_dir.name[1:].split("-", 1)[0].isdigit()
+    output_dir = run_dir.parent if versioned else run_dir
+    data = {"output_dir": str(output_dir), "run_dir": str(run_dir), "add_version": versioned}
     Path(env["SAFE_SFT_RESOLVED_ARGS"]).write_text(json.dumps(data))
 
 
@@ -386,6 +389,24 @@ def test_a_users_script_that_may_ignore_its_resume_point_never_retries_into_its_
     assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-3'}"
     assert value(spawned[1], "--output_dir") != str(tmp_path)
     assert value(spawned[1], "--resume_from_checkpoint") == str(tmp_path / "checkpoint-3")
+
+
+def test_the_dir_guarded_against_overwriting_is_where_the_trainer_said_it_writes(tmp_path: Path) -> None:
+    """A script whose own argument named another output dir than safe-sft read: its checkpoints are guarded
+    where the script reported writing them, and attempt 2 gets a fresh dir there."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+
+    real = tmp_path / "real"
+    result, spawned = run_scripted(
+        tmp_path,
+        replace(prepared(tmp_path, "--add_version", "false"), backend=HF_TRAINER),
+        [(FakeProcess(1, OOM_SUMMARY), [real / "checkpoint-3"]), (FakeProcess(0, ""), [])],
+    )
+    second = result.attempts[1]  # type: ignore[attr-defined]
+    assert second.versioned_because == f"it would save over {real / 'checkpoint-3'}"
+    assert value(spawned[1], "--output_dir") == str(real / "v2-run")
 
 
 def test_a_script_that_trained_from_step_0_when_told_to_resume_is_reported_so(tmp_path: Path) -> None:
