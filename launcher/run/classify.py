@@ -73,8 +73,12 @@ _STEP_FRAME = re.compile(
     r"train_step|forward_backward|\btrain\(|_run_epoch|"
     r"\bforward\b|_maybe_log_save_evaluate"
 )
-# transformers' and swift's evaluation frames: an OOM there is the eval batch's (per_device_eval_batch_size)
-_EVAL_FRAME = re.compile(r"\bin (?:evaluate|_evaluate|evaluation_loop|prediction_step|prediction_loop)\b")
+# evaluation frames (transformers', swift's, Lightning's, a script's own `evaluate`/`validate`/`test`): an
+# OOM there is the eval batch's (per_device_eval_batch_size)
+_EVAL_FRAME = re.compile(
+    r"\bin _?(?:evaluat\w*|eval|eval_\w+|validat\w*|val_step|valid|valid_\w+|test|test_\w+|predict\w*|"
+    r"prediction_\w+)$"
+)
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 
 _HOST_ALLOC = re.compile(
@@ -346,10 +350,15 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
     frames[:0] = [lines[at], *logged_before]  # the OOM line and what was logged just before
     if not any(_frame_phase(frame) for frame in frames):
         frames += _traceback_after(lines, at, rank)[::-1]  # an allocator's message printed before its traceback
-    for frame in frames:  # innermost first
+    for position, frame in enumerate(frames):  # innermost first
         phase = _frame_phase(frame)
-        if phase is not None:
-            return phase, _clean(frame)
+        if phase is None:
+            continue
+        if phase is FailureKind.CUDA_OOM:  # a forward or a loss: evaluation runs them too, inside its own frames
+            outer = next((f for f in frames[position + 1 :] if _EVAL_FRAME.search(_clean(f))), None)
+            if outer is not None:
+                return FailureKind.CUDA_OOM_EVAL, _clean(outer)
+        return phase, _clean(frame)
     if rank is not None:  # this rank printed no frames: its peers' tracebacks show the phase they all were in
         return _oom_phase([_clean(line) for line in lines], at, steps_seen)
     return FailureKind.CUDA_OOM, None

@@ -51,3 +51,49 @@ def test_the_phase_of_an_oom(frames: str, kind: FailureKind) -> None:
     assert found is not None and found[0] is kind
     if kind is FailureKind.CUDA_OOM_EVAL:  # the OOM line, then the evaluation frame that proves the phase
         assert found[1][0] == OOM and found[1][1].endswith(("in _evaluate", "in prediction_step", "in evaluation_loop"))
+
+
+MODEL_FORWARD = """  File "/venv/site-packages/transformers/models/qwen2/modeling_qwen2.py", line 4, in forward
+    logits = self.lm_head(hidden_states[:, slice_indices, :])
+"""
+FORWARD = (
+    """  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 4512, in prediction_step
+    loss, outputs = self.compute_loss(model, inputs, return_outputs=True)
+  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 3801, in compute_loss
+    outputs = model(**inputs)
+"""
+    + MODEL_FORWARD
+)
+SCRIPT_EVAL = """Traceback (most recent call last):
+  File "train.py", line 108, in main
+    test(epoch, model, testloader, evaluator)
+  File "train.py", line 193, in test
+    stats = evaluator.evaluate_predictions(results, topk=args.topk)
+  File "/home/u/models/common.py", line 363, in score_fast_model
+    scores[~mask] += bias
+"""
+LIGHTNING_EVAL = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/lightning/pytorch/loops/evaluation_loop.py", line 411, in _evaluation_step
+    output = call._call_strategy_hook(trainer, hook_name, *step_args)
+  File "/home/u/model.py", line 88, in validation_step
+    out = self(batch)
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1751, in forward
+    return self._call_impl(*args, **kwargs)
+"""
+
+
+@pytest.mark.parametrize(
+    ("frames", "kind"),
+    [
+        # a real evaluation OOM goes on into the model: its innermost frames are a loss and a forward
+        pytest.param(HEAD + EVAL + FORWARD, FailureKind.CUDA_OOM_EVAL, id="evaluation-into-the-forward"),
+        pytest.param(SCRIPT_EVAL, FailureKind.CUDA_OOM_EVAL, id="a-scripts-own-test-function"),
+        pytest.param(LIGHTNING_EVAL, FailureKind.CUDA_OOM_EVAL, id="lightning-validation-step"),
+        pytest.param(
+            HEAD.rsplit("  File", 1)[0] + STEP + MODEL_FORWARD, FailureKind.CUDA_OOM, id="a-training-steps-forward"
+        ),
+    ],
+)
+def test_a_forward_inside_evaluation_is_the_evaluations(frames: str, kind: FailureKind) -> None:
+    found = classify_text([*frames.splitlines(), OOM], steps_seen=True)
+    assert found is not None and found[0] is kind
