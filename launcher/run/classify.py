@@ -45,7 +45,9 @@ _MEMLOCK = (
     r"RLIMIT_MEMLOCK|RLIMIT_MLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
     r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
     r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
-    r"[Ff]ailed to register"
+    r"[Ff]ailed to register|"
+    # a verbs completion queue is pinned memory too: its ENOMEM is the locked-memory limit (NCCL, Open MPI)
+    r"ibv_create_cq\S* failed with error Cannot allocate memory|[Ff]ailed to create a completion queue"
 )
 _OOM_IN_A_WARNING = re.compile(r"Tried to allocate|Error: CUDA out of memory")
 # Where an OOM happened, read from the innermost frame of its traceback that names a phase.
@@ -452,7 +454,7 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
         proof = (_clean(lines[oom_at]),) if marker is None else (_clean(lines[oom_at]), marker)
         return _Found(kind, proof, _rank_of(lines[oom_at]))
     host = _first(_HOST, lines)
-    if host is not None:
+    if host is not None and not _errno_of_a_lock(host[0], lines):
         return _Found(FailureKind.HOST_OOM, (_clean(host[1]),), _rank_of(host[1]))
     # An NCCL watchdog aborts the process: the abort is its consequence, not a crash of its own.
     nccl_abort = any(_NCCL_TERMINATE_LINE.search(line) for line in lines)
@@ -463,6 +465,19 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     pattern, (_, line) = hits[0]
     runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
     return _Found(pattern.kind, (_clean(line),), _rank_of(line), runner_up=runner_up)
+
+
+_ENOMEM_ONLY = re.compile(r"Cannot allocate memory|ENOMEM")
+_MEMLOCK_LINE = re.compile(_MEMLOCK)
+
+
+def _errno_of_a_lock(at: int, lines: Sequence[str]) -> bool:
+    """Whether line `at`, a bare ENOMEM, is the error of a locked-memory failure reported a few lines above
+    (Open MPI's `Failed to create a completion queue (CQ):` ... `Error: Cannot allocate memory`)."""
+    line = lines[at]
+    if not _ENOMEM_ONLY.search(line) or _HOST_ALLOC.search(_ENOMEM_ONLY.sub("", line)):
+        return False  # no ENOMEM, or other words of host memory beside it (MemoryError, DefaultCPUAllocator)
+    return any(_MEMLOCK_LINE.search(line) for line in lines[max(0, at - 10) : at])
 
 
 def _signal_failure(failure: RankFailure, evidence: AttemptEvidence) -> _Found:

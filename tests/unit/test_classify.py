@@ -119,6 +119,25 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
             K.SHM,
         ),
         ("RuntimeError: failed to register memory: ibv_reg_mr failed, check ulimit -l", True, K.MEMLOCK),
+        # a verbs completion queue is pinned: its ENOMEM is the locked-memory limit, on one line or over several
+        (
+            "h:1:2 [7] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory",
+            False,
+            K.MEMLOCK,
+        ),
+        (
+            "Failed to create a completion queue (CQ):\n\nHostname: n07\nRequested CQE: 16384\nError:    Cannot "
+            "allocate memory",
+            False,
+            K.MEMLOCK,
+        ),
+        # the same ENOMEM far from any such line, or host memory's own words beside it, stay the host's
+        (
+            "Failed to create a completion queue (CQ):\n" + "x\n" * 12 + "Error: Cannot allocate memory",
+            True,
+            K.HOST_OOM,
+        ),
+        ("Failed to register memory\nMemoryError: Cannot allocate memory for the batch", True, K.HOST_OOM),
         ("OSError: [Errno 28] No space left on device: '/out/checkpoint-6/model.safetensors'", True, K.DISK_FULL),
         ("OSError: [Errno 28] No space left on device", True, K.DISK_FULL),
         ("OSError: [Errno 122] Disk quota exceeded: '/home/u/out/args.json'", False, K.DISK_FULL),
