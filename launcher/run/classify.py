@@ -36,7 +36,7 @@ _OOM = re.compile(
     r"out of memory on device|Out of memory error on GPU|ACL_ERROR_RT_MEMORY_ALLOCATION|"
     r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory|"
     r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
-    r"Cuda failure (?:\d+ )?'out of memory'"
+    r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory"  # the driver API's code 2 (tinygrad)
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
 _NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
@@ -247,7 +247,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"RendezvousTimeoutError|Connection timed out|timed out waiting|heartbeat monitor|"
         r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT|\[task timeout\]|"
         r"[Ss]ynchronize timeout|EE1002",
-        exclude=r"have failed or timed out",  # NCCL's generic notice, printed for errors too
+        # NCCL's generic notice, printed for errors too; a web request's timeout is a download's
+        exclude=rf"have failed or timed out|{_DOWNLOAD.pattern}",
     ),
     _p(
         FailureKind.COMM_ERROR,
@@ -259,7 +260,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
         r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error",
     ),
-    _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$"),
+    # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
+    _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$"),
+    # Last: an HTTP client's retry warnings, where nothing else failed, are the failure (the log ends there)
+    _Pattern(FailureKind.DOWNLOAD, re.compile(rf"^(?=.*(?:{_RETRY_NOTICE})).*?(?:{_DOWNLOAD.pattern})")),
     _p(
         FailureKind.KILLED,
         r"will be terminated soon|pod-termination|[Pp]reempted by|instance (?:is being )?preempted|"
@@ -274,7 +278,8 @@ _ERROR_LINE = re.compile(
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
     r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo|"
-    r"core dumped|Illegal instruction|Floating point exception"  # a shell's words for a process a signal ended
+    r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
+    r"^\s*\^C\s*$"
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"

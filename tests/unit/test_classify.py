@@ -160,6 +160,20 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         # a shell's report of a process ended by a signal: no error word of its own
         ("=> loading pretrained model w.pth\nIllegal instruction (core dumped)", False, K.CRASH),
         ("step 3\nFloating point exception", True, K.CRASH),
+        # a terminal's echo of Ctrl-C on its own line, and Julia's word for it
+        ("Load and cache transformed data: 100% 39/39\n^C", False, K.INTERRUPTED),
+        ("Train Epoch 6:  81%|#####  | ETA: 0:00:00\nERROR: InterruptException:", True, K.INTERRUPTED),
+        ("Error processing tensor for shard 0: CUDA Error 2, out of memory", True, K.CUDA_OOM),
+        # a hub client's retries where nothing else failed: its timeout is a download's, not a collective's
+        (
+            "'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: "
+            "/m/resolve/main/tokenizer.json (Caused by ConnectTimeoutError(<c>, 'Connection to huggingface.co timed "
+            "out. (connect timeout=10)'))\"), '(Request ID: 8b)')' thrown while requesting HEAD "
+            "https://huggingface.co/m/resolve/main/tokenizer.json",
+            False,
+            K.DOWNLOAD,
+        ),
+        ("Retrying all-reduce: rank 3 timed out", True, K.COMM_TIMEOUT),
     ],
 )
 def test_patterns(message: str, steps_seen: bool, kind: K) -> None:
