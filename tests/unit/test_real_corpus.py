@@ -23,6 +23,12 @@ KNOWN_MISSES = {
     "such lines also report optional imports in healthy runs, so they do not count",
     "cuda_oom_load__zai-org-CogVideo-225.log": "a debugger's paste: the exception first, then its frames innermost "
     "first, with no `Traceback` line; the frames of DeepSpeed's engine set-up are read as another traceback's",
+    "cuda_oom_eval__facebookarchive-loop-57.log": "cut after the script's `main` frame: the evaluation shows only in "
+    "the source line `eval_loss = evaluate(...)` and a `Valid` progress bar",
+    "cuda_oom_load__exo-explore-exo-140.log": "an inference server loading weights: the phase is only in the OOM's "
+    "own message (`Error processing tensor for shard`) and a progress bar of tensor names",
+    "download__dragonfly606-MonoCD-19.log": "the traceback is cut before its exception line; its frames in "
+    "http/client.py alone are no failure",
 }
 
 
@@ -46,7 +52,7 @@ def _params() -> list[object]:
 def test_the_corpus_covers_every_kind_a_launcher_can_print() -> None:
     counts = {kind.value: sum(1 for row in INDEX if row["label"] == kind.value) for kind in FailureKind}
     assert len(INDEX) >= 150
-    # hang is safe-sft's own watchdog's finding; cuda_oom_eval came after the corpus, which has no such log yet
+    # hang is safe-sft's own watchdog's finding; cuda_oom_eval came after the corpus, which has only two such logs
     assert all(n >= 6 for kind, n in counts.items() if kind not in ("hang", "cuda_oom_eval")), counts
     assert {row["file"] for row in INDEX} == {p.name for p in CORPUS.glob("*.log")}
 
