@@ -475,18 +475,33 @@ def _quant_method(row: Row) -> str | None:
     return next((method for method in ("gptq", "awq") if _notes_say(row, method)), "bnb")
 
 
+_NEGATED_BEFORE = re.compile(r"\b(?:no|not|without)\b")
+_NEGATED_AFTER = re.compile(r"^\S*\s+(?:removed|off|disabled|false)\b")
+
+
 def _liger(row: Row) -> bool:
-    """The row ran liger's fused cross-entropy: its notes say liger, and not that it was left off (ms-swift's
-    liger example publishes both runs: "Using use_liger_kernel ..." and "Not using use_liger_kernel ...")."""
-    return _notes_say(row, "liger") and not _notes_say(row, "not using use_liger_kernel")
+    """The row ran liger's fused cross-entropy: a mention of liger in its notes that no word in its clause
+    negates (ms-swift's liger example publishes both runs, "Using use_liger_kernel ..." and "Not using
+    use_liger_kernel ..."; a gatherer writes "no --use_liger passed", "only liger removed")."""
+    text = _notes_text(row)
+    for match in re.finditer("liger", text):
+        before = re.split(r"[;,.(]", text[: match.start()])[-1]
+        after = re.split(r"[;,.)]", text[match.start() :])[0]
+        if not _NEGATED_BEFORE.search(before) and not _NEGATED_AFTER.search(after):
+            return True
+    return False
+
+
+def _notes_text(row: Row) -> str:
+    """A row's quote, note and inferred notes as one lower-case text."""
+    return " ".join(
+        [str(row.raw.get("quote", "")), str(row.raw.get("note", "")), *map(str, row.raw.get("inferred") or [])]
+    ).lower()
 
 
 def _notes_say(row: Row, word: str) -> bool:
     """A setting the source states but the table has no field for (liger kernel, a classification head)."""
-    text = " ".join(
-        [str(row.raw.get("quote", "")), str(row.raw.get("note", "")), *map(str, row.raw.get("inferred") or [])]
-    ).lower()
-    return word in text
+    return word in _notes_text(row)
 
 
 def allocated_measure(row: Row) -> bool:

@@ -133,6 +133,24 @@ def test_an_moe_rows_routing_and_a_runs_liger_are_read_as_they_ran() -> None:
     assert train_shape(by_id["swx-z3-full-7b-liger-pack8k"]).fused_cross_entropy is True
 
 
+@pytest.mark.parametrize(
+    ("notes", "fused"),
+    [
+        (["liger kernel on"], True),
+        (["enable_liger_kernel True, flash_attn fa2"], True),
+        (["Not using use_liger_kernel: 4 * 54GB"], False),
+        (["packing kept on (only liger removed)"], False),
+        # a gatherer's list of what the command left out: a held-out row read as fused had 3 of 74 GiB logits
+        (["no --torch_dtype / --attn_implementation / --use_liger passed: DeepSpeed bf16 casts the weights"], False),
+        (["no --torch_dtype passed; liger on"], True),
+    ],
+)
+def test_a_rows_liger_is_read_from_a_mention_that_nothing_in_its_clause_negates(notes: list[str], fused: bool) -> None:
+    from memory_calibration import Row, _liger
+
+    assert _liger(Row({"id": "r", "inferred": notes})) is fused
+
+
 def test_a_figure_its_sources_code_prints_in_decimal_gb_is_read_in_gib() -> None:
     """litgpt prints `max_memory_allocated() / 1e9` as "GB": its 17.18 is 16.0 GiB; an unclear unit stays."""
     by_id = {row.id: row for row in JOINED_ROWS}
