@@ -11,8 +11,8 @@ not used by the HfArgumentParser"), and a value of the wrong type (text where a 
 misspelt stage) reaches the trainer as given. safe-sft checks both before anything starts, from this list,
 without importing LLaMA-Factory. Its TrainingArguments extend transformers', so the file names both versions.
 One line per argument: its name, its kind (int, float, bool, text, choice followed by the values allowed,
-any: not checked). tests/stack/test_llamafactory_options_real.py holds the file to the installed
-LLaMA-Factory.
+any: not checked; `?` after the kind: a YAML null suits it, its type admits None or None is its default).
+tests/stack/test_llamafactory_options_real.py holds the file to the installed LLaMA-Factory.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def kind_of(annotation: object) -> tuple[str, ...]:
     return (kind,) if kind else ("any",)
 
 
+def takes_null(annotation: object, field: dataclasses.Field) -> bool:  # type: ignore[type-arg]
+    """Whether a YAML null suits the field: its type admits None, or None is its default. LLaMA-Factory sets
+    the field to None all the same; where neither holds, its trainer stops on it (`cutoff_len: null`: a
+    TypeError in every rank once the data is read)."""
+    return type(None) in typing.get_args(annotation) or annotation is type(None) or field.default is None
+
+
 def installed_options() -> dict[str, tuple[str, ...]]:
     from llamafactory.hparams.parser import _TRAIN_ARGS
 
@@ -57,7 +64,8 @@ def installed_options() -> dict[str, tuple[str, ...]]:
         hints = typing.get_type_hints(dataclass)
         for field in dataclasses.fields(dataclass):
             if field.init:
-                options[field.name] = kind_of(hints[field.name])
+                kind = kind_of(hints[field.name])
+                options[field.name] = (kind[0] + "?", *kind[1:]) if takes_null(hints[field.name], field) else kind
     return dict(sorted(options.items()))
 
 

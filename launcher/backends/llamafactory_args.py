@@ -92,7 +92,8 @@ def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, 
             continue
         why = _refusal(kind, value)
         if why:
-            raise SafeSftError(f"{where[key]}: {key} {_shown(value)} {why[0]}", why[1].format(key=key))
+            named = " ".join(filter(None, (key, _shown(value), why[0])))
+            raise SafeSftError(f"{where[key]}: {named}", why[1].format(key=key))
 
 
 # LLaMA-Factory's "v1" trainer (USE_V1=1 llamafactory-cli) takes another config: its one required key is
@@ -130,8 +131,18 @@ NUMBER_KINDS = {"int": ("a whole number", "8"), "float": ("a number", "1.0e-4")}
 
 
 def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
-    """Why a field of this kind cannot hold the value, and the fix (`{key}` for the key), or None."""
-    if value is None or kind[0] in ("text", "any"):
+    """Why a field of this kind cannot hold the value, and the fix (`{key}` for the key), or None. A kind
+    ending in `?` takes a YAML null; any other field is set to None all the same, and the trainer stops on it."""
+    name = kind[0].removesuffix("?")
+    if value is None and name != kind[0]:
+        return None
+    if value is None:
+        return (
+            "is null: LLaMA-Factory sets it to None, which its trainer cannot use (every rank stops on it)",
+            "leave {key} out for LLaMA-Factory's default, or give it a value",
+        )
+    kind = (name, *kind[1:])
+    if kind[0] in ("text", "any"):
         return None
     if kind[0] in NUMBER_KINDS and isinstance(value, NOT_A_NUMBER):
         what, example = NUMBER_KINDS[kind[0]]
@@ -151,4 +162,6 @@ def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
 
 
 def _shown(value: object) -> str:
+    if value is None:
+        return ""
     return f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)

@@ -106,6 +106,20 @@ def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) ->
             id="bare-no",
         ),
         pytest.param(
+            CONFIG + "max_steps: null\n", (),
+            "{config}: max_steps is null: LLaMA-Factory sets it to None, which its trainer cannot use (every rank "
+            "stops on it)",
+            "leave max_steps out for LLaMA-Factory's default, or give it a value",
+            id="null-where-none-is-no-value",
+        ),
+        pytest.param(
+            CONFIG, ("per_device_train_batch_size=null",),
+            "`per_device_train_batch_size=null`: per_device_train_batch_size is null: LLaMA-Factory sets it to None, "
+            "which its trainer cannot use (every rank stops on it)",
+            "leave per_device_train_batch_size out for LLaMA-Factory's default, or give it a value",
+            id="null-override",
+        ),
+        pytest.param(
             CONFIG, ("lr_scheduler_type=cosin",),
             '`lr_scheduler_type=cosin`: lr_scheduler_type "cosin" is not one of LLaMA-Factory\'s values (linear, '
             "cosine, cosine_with_restarts, polynomial, constant, constant_with_warmup, inverse_sqrt, "
@@ -127,6 +141,11 @@ def test_a_number_of_the_other_kind_and_a_number_for_a_bool_are_left_to_llamafac
     """They work where Python takes them (peft's lora_alpha 16.0, do_train: 1); the plan's own whole-number
     fields are checked as such by SwiftArgs.check_values."""
     _read(tmp_path, CONFIG + "lora_alpha: 16.0\nlora_dropout: 0\n", "do_eval=0")
+
+
+def test_a_null_where_none_is_the_fields_type_or_default_is_taken(tmp_path: Path) -> None:
+    """max_samples (int | None), eval_steps (transformers' float | None), template (its default is None)."""
+    _read(tmp_path, CONFIG + "max_samples: null\neval_steps: null\n", "template=null")
 
 
 def test_a_key_given_twice_in_the_yaml_is_refused_as_omegaconf_refuses_it(tmp_path: Path) -> None:
@@ -171,7 +190,7 @@ def test_the_table_covers_llamafactorys_train_arguments() -> None:
     assert llamafactory_args.table_versions() == ("0.9.5", "5.6.0")
     assert kinds["cutoff_len"] == ("int",) and kinds["learning_rate"] == ("float",)
     assert kinds["stage"] == ("choice", "pt", "sft", "rm", "ppo", "dpo", "kto")
-    assert kinds["deepspeed"] == ("any",) and kinds["template"] == ("text",)
+    assert kinds["deepspeed"] == ("any?",) and kinds["template"] == ("text?",)  # `?`: a YAML null suits it
     assert len(kinds) > 300
 
 
