@@ -22,6 +22,7 @@ from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
 from launcher.backends.llamafactory_args import check_llamafactory_config_file, check_llamafactory_values
+from launcher.backends.llamafactory_data import check_llamafactory_datasets
 from launcher.errors import SafeSftError
 from launcher.model import EnvSetting
 from launcher.plan.swift_args import CONFIG_SUFFIXES, KeyValueSpelling, SwiftArgs, negate, normalize_key
@@ -88,6 +89,7 @@ def read(argv: list[str]) -> BackendArgs:
         name, negated = SPELLING.swift_key(normalize_key(key))
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)
+    check_llamafactory_datasets(merged, where, Path.cwd())
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
     return BackendArgs(("-m", ENTRY, str(path.resolve())), args)
 

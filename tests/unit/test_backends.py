@@ -252,9 +252,17 @@ output_dir: saves/qwen/lora
 """
 
 
+def lf_config(tmp_path: Path) -> str:
+    """LF_CONFIG with a dataset_dir whose dataset_info.json names its datasets, as LLaMA-Factory's data/ does."""
+    (tmp_path / "identity.json").write_text("[]")
+    info = {"alpaca_en": {"hf_hub_url": "llamafactory/alpaca_en"}, "identity": {"file_name": "identity.json"}}
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+    return LF_CONFIG + f"dataset_dir: {tmp_path}\n"
+
+
 def test_llamafactory_reads_the_config_then_the_overrides_in_swifts_names(tmp_path: Path) -> None:
     config = tmp_path / "sft.yaml"
-    config.write_text(LF_CONFIG)
+    config.write_text(lf_config(tmp_path))
     read = LLAMAFACTORY.read([str(config), "per_device_train_batch_size=2", "cutoff_len=2048"])
     assert read.worker_args == ("-m", "llamafactory.launcher", str(config.resolve()))
     args = read.args
@@ -269,7 +277,7 @@ def test_llamafactory_reads_the_config_then_the_overrides_in_swifts_names(tmp_pa
 
 def test_llamafactory_gets_the_ladders_changes_as_its_own_overrides(tmp_path: Path) -> None:
     config = tmp_path / "sft.yaml"
-    config.write_text(LF_CONFIG)
+    config.write_text(lf_config(tmp_path))
     base = LLAMAFACTORY.read([str(config), "cutoff_len=2048"]).args
     changed = base.with_values({
         "gradient_checkpointing": "true", "max_length": "1024", "truncation_strategy": "right",
@@ -304,7 +312,7 @@ def test_llamafactory_initial_settings_are_its_defaults(tmp_path: Path) -> None:
 )
 def test_llamafactory_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: str) -> None:
     config = tmp_path / "sft.yaml"
-    config.write_text(LF_CONFIG)
+    config.write_text(lf_config(tmp_path))
     with pytest.raises(SafeSftError) as err:
         LLAMAFACTORY.read([str(config) if a == "CONFIG" else a for a in argv])
     assert says in err.value.message
@@ -315,7 +323,7 @@ def test_plan_for_a_llamafactory_config_names_the_backend_and_imports_nothing_he
     config = tmp_path / "sft.yaml"
     zero3 = tmp_path / "ds_z3_config.json"
     zero3.write_text(json.dumps({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}))
-    text = LF_CONFIG.replace("saves/qwen/lora", str(tmp_path / "out"))
+    text = lf_config(tmp_path).replace("saves/qwen/lora", str(tmp_path / "out"))
     config.write_text(text.replace("examples/deepspeed/ds_z3_config.json", str(zero3)))
     argv = ["plan", "--json", "--backend", "llamafactory", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
             str(config), "per_device_train_batch_size=2"]  # fmt: skip
@@ -521,7 +529,7 @@ def test_llamafactory_from_an_environment_without_it_is_refused_before_anything_
 
 def test_llamafactory_names_a_bad_whole_number_in_its_own_spelling(tmp_path: Path) -> None:
     config = tmp_path / "sft.yaml"
-    config.write_text(LF_CONFIG)
+    config.write_text(lf_config(tmp_path))
     args = LLAMAFACTORY.read([str(config), "cutoff_len=-1"]).args
     with pytest.raises(SafeSftError) as bad:
         args.check_values()

@@ -37,6 +37,15 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("USE_MCA", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where the run starts: its data/dataset_info.json names the configs' dataset, as LLaMA-Factory's does."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dataset_info.json").write_text('{"identity": {"file_name": "identity.json"}}')
+    (tmp_path / "data" / "identity.json").write_text("[]")
+
+
 def _read(tmp_path: Path, text: str, *overrides: str) -> None:
     config = tmp_path / "sft.yaml"
     config.write_text(text)
@@ -236,3 +245,12 @@ def test_a_v0_config_with_a_stray_model_key_is_an_unknown_key_not_a_v1_config(tm
     with pytest.raises(SafeSftError) as err:
         _read(tmp_path, CONFIG + "model: x\n")
     assert "has no argument model" in err.value.message
+
+
+def test_a_dataset_missing_from_dataset_info_is_refused_when_the_config_is_read(tmp_path: Path) -> None:
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, CONFIG.replace("dataset: identity", "dataset: identiy"))
+    assert err.value.message.startswith(
+        f"{tmp_path / 'sft.yaml'}: dataset identiy is not in {tmp_path / 'data' / 'dataset_info.json'}"
+    )
+    assert err.value.hint.startswith("did you mean identity?")

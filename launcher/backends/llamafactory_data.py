@@ -1,0 +1,75 @@
+"""A LLaMA-Factory config's datasets, checked as LLaMA-Factory 0.9.5 will look them up, before any rank starts.
+
+`dataset` and `eval_dataset` are names (a comma list, or a YAML list) in `<dataset_dir>/dataset_info.json`
+(dataset_dir: `data`, relative to where the run starts). A name missing there, a dataset_info.json that
+cannot be read, and a local `file_name` that is not under dataset_dir stop every rank with a ValueError
+once the tokenizer has loaded. `dataset_dir: ONLINE` (every name a hub id), `REMOTE:<repo>` (a
+dataset_info.json on the hub) and a mapping are LLaMA-Factory's to resolve: nothing is checked for them.
+Reads only; a SafeSftError names the first problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from launcher.errors import SafeSftError
+
+DATA_CONFIG = "dataset_info.json"
+DEFAULT_DATASET_DIR = "data"
+DATASET_KEYS = ("dataset", "eval_dataset")
+
+
+def dataset_names(value: object) -> list[str]:
+    """A `dataset` value as LLaMA-Factory splits it: a comma list, or a list of names."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def check_llamafactory_datasets(values: Mapping[str, object], where: Mapping[str, str], cwd: Path) -> None:
+    """Refuse the first dataset name LLaMA-Factory would not find; `where` names each key's source."""
+    given = {key: dataset_names(values[key]) for key in DATASET_KEYS if values.get(key) is not None}
+    if not any(given.values()):
+        return
+    directory = values.get("dataset_dir", DEFAULT_DATASET_DIR)
+    if not isinstance(directory, str) or directory == "ONLINE" or directory.startswith("REMOTE:"):
+        return
+    root = cwd / directory
+    info = _read_info(root / DATA_CONFIG, f"dataset_dir {directory} from {where.get('dataset_dir', 'its default')}")
+    for key, names in given.items():
+        for name in names:
+            entry = info.get(name)
+            if entry is None:
+                near = difflib.get_close_matches(name, [str(n) for n in info], n=1, cutoff=0.6)
+                raise SafeSftError(
+                    f"{where[key]}: {key} {name} is not in {root / DATA_CONFIG} (LLaMA-Factory stops every rank on "
+                    "it once the tokenizer has loaded)",
+                    (f"did you mean {near[0]}? " if near else "")
+                    + f"add {name} to {DATA_CONFIG}, or set dataset_dir to the folder whose {DATA_CONFIG} has it",
+                )
+            file_name = entry.get("file_name") if isinstance(entry, dict) else None
+            hub = isinstance(entry, dict) and any(k in entry for k in ("hf_hub_url", "ms_hub_url", "om_hub_url"))
+            other = isinstance(entry, dict) and any(k in entry for k in ("script_url", "cloud_file_name"))
+            if isinstance(file_name, str) and not hub and not other and not (root / file_name).exists():
+                raise SafeSftError(
+                    f"{where[key]}: {key} {name}'s file_name {file_name} is not there: LLaMA-Factory reads "
+                    f"{root / file_name} (dataset_dir joined with file_name) and stops every rank on it",
+                    f"put the file there, or fix file_name in {root / DATA_CONFIG}",
+                )
+
+
+def _read_info(path: Path, where: str) -> dict[str, object]:
+    try:
+        info = json.loads(path.read_bytes())
+    except OSError as err:
+        raise SafeSftError(
+            f"{path} cannot be read ({err.strerror or err}); LLaMA-Factory looks the datasets up there ({where})",
+            "set dataset_dir to the folder that holds your dataset_info.json (LLaMA-Factory's own is its data/)",
+        ) from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise SafeSftError(f"{path} is not valid JSON ({err})", f"fix {path}") from None
+    if not isinstance(info, dict):
+        raise SafeSftError(f"{path} is not a JSON object of dataset names", f"fix {path}")
+    return info
