@@ -10,7 +10,6 @@ Reads only; a SafeSftError names the first problem.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +41,8 @@ def check_llamafactory_datasets(values: Mapping[str, object], where: Mapping[str
         for name in names:
             entry = info.get(name)
             if entry is None:
+                import difflib  # only where a name is missing
+
                 near = difflib.get_close_matches(name, [str(n) for n in info], n=1, cutoff=0.6)
                 raise SafeSftError(
                     f"{where[key]}: {key} {name} is not in {root / DATA_CONFIG} (LLaMA-Factory stops every rank on "
