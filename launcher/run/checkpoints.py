@@ -59,7 +59,7 @@ def safetensors_problem(path: Path, expected: Collection[str] = ()) -> str | Non
         return f"{path.name} cannot be read ({err.strerror or err})"
     try:
         header = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return f"{path.name}: its header is not JSON"
     if not isinstance(header, dict):
         return f"{path.name}: its header is not a JSON object"
@@ -111,10 +111,12 @@ def torch_file_problem(path: Path) -> str | None:
 def _json_problem(path: Path) -> str | None:
     try:
         value = json.loads(path.read_bytes())
-    except OSError:
+    except FileNotFoundError:
         return f"{path.name} is missing"
-    except (ValueError, UnicodeDecodeError):
-        return f"{path.name} is not valid JSON (empty or cut short?)"
+    except OSError as err:
+        return f"{path.name} cannot be read ({err.strerror or err})"
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return f"{path.name} is not valid JSON (empty, cut short, or nested too deep?)"
     return None if isinstance(value, dict) else f"{path.name} is not a JSON object"
 
 
@@ -124,6 +126,9 @@ def _trainer_state_problem(path: Path) -> str | None:
     step = json.loads(path.read_bytes()).get("global_step")
     if type(step) is not int or step < 0:
         return f"{path.name} has no global_step (it holds {json.dumps(step)}): not a state transformers saved"
+    named = checkpoint_step(path.parent)
+    if named is not None and named != step:  # the trainer resumes at the state's step, whatever the name says
+        return f"its name says step {named}, its {path.name} step {step} (renamed, copied or linked from another?)"
     return None
 
 
@@ -132,7 +137,10 @@ def unreadable(path: Path) -> str | None:
     problem = _json_problem(path / "trainer_state.json") or _trainer_state_problem(path / "trainer_state.json")
     if problem is not None:
         return problem
-    files = [p for p in path.iterdir() if p.is_file()]
+    try:
+        files = [p for p in path.iterdir() if p.is_file()]
+    except OSError as err:
+        return f"it cannot be listed ({err.strerror or err})"
     weights = [p for p in files if any(p.match(pattern) for pattern in _WEIGHT_GLOBS)]
     latest = path / "latest"
     deepspeed_dir = None
@@ -188,9 +196,10 @@ def _deepspeed_of(path: Path) -> str | None:
     for args_file in (path / "args.json", path.parent / "args.json"):
         if args_file.is_file():
             try:
-                value = json.loads(args_file.read_text()).get("deepspeed")
-            except (OSError, ValueError):
+                args = json.loads(args_file.read_text())
+            except (OSError, ValueError, RecursionError):
                 return None
+            value = args.get("deepspeed") if isinstance(args, dict) else None
             return value if isinstance(value, str) else (json.dumps(value) if value else None)
     return None
 
@@ -221,11 +230,18 @@ def _version(name: str) -> int | None:
 
 
 def candidate_dirs(output_dir: Path) -> list[Path]:
-    """checkpoint-N dirs directly in output_dir and in its v*-* run dirs."""
+    """checkpoint-N dirs directly in output_dir and in its v*-* run dirs. A run dir this user cannot list (a
+    colleague's, mode 700, in a shared output dir) holds none of this user's: swift lists only names too."""
     if not output_dir.is_dir():
         return []
-    roots = [output_dir, *run_dirs(output_dir)]
-    return [c for root in roots for c in root.iterdir() if c.is_dir() and _CHECKPOINT_RE.match(c.name)]
+    found = []
+    for root in [output_dir, *run_dirs(output_dir)]:
+        try:
+            entries = list(root.iterdir())
+        except OSError:
+            continue
+        found += [c for c in entries if c.is_dir() and _CHECKPOINT_RE.match(c.name)]
+    return found
 
 
 Snapshot = dict[Path, tuple[int, int]]  # checkpoint dir -> (its mtime, its trainer_state.json's mtime)
@@ -294,7 +310,7 @@ def zero_stage(deepspeed: str | None) -> int | None:
         return int(match.group(1))
     try:
         config = json.loads(deepspeed)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     stage = config.get("zero_optimization", {}).get("stage") if isinstance(config, dict) else None
     return stage if isinstance(stage, int) else None

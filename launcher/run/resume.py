@@ -46,7 +46,7 @@ def given_resume(path: Path, weights_only: bool) -> Resume:
     if step is None:
         try:
             state = json.loads((path / "trainer_state.json").read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             state = None
         found = state.get("global_step") if isinstance(state, dict) else None
         step = found if type(found) is int else 0

@@ -39,8 +39,9 @@ def torch_zip_bytes(tmp: Path) -> bytes:
 
 def make(path: Path, *, state: bool = True, weights: str | None = "model.safetensors", optimizer: bool = True) -> Path:
     path.mkdir(parents=True)
-    if state:
-        (path / "trainer_state.json").write_text('{"global_step": 3}')
+    if state:  # the step transformers saved it at: the one its name says (checkpoint-N), as the trainer names it
+        step = path.name.removeprefix("checkpoint-")
+        (path / "trainer_state.json").write_text(f'{{"global_step": {step if step.isdigit() else 3}}}')
     if weights:
         (path / weights).write_bytes(safetensors_bytes())
     if optimizer:
@@ -279,3 +280,49 @@ def test_a_sharded_checkpoint_whose_shards_hold_what_the_index_maps_is_complete(
     }
     (path / "model.safetensors.index.json").write_text(json.dumps(index))
     assert unreadable(path) is None
+
+
+def test_a_checkpoint_whose_name_and_state_disagree_is_skipped(tmp_path: Path) -> None:
+    """checkpoint-8 holding step 2's state (copied, renamed, or a link to checkpoint-2): transformers would
+    resume at step 2 while safe-sft guarded everything above 8, and saved over checkpoint-4 and -6."""
+    make(tmp_path / "checkpoint-4")
+    copied = make(tmp_path / "checkpoint-8")
+    (copied / "trainer_state.json").write_text('{"global_step": 2}')
+    (tmp_path / "checkpoint-10").symlink_to(tmp_path / "checkpoint-4")
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == tmp_path / "checkpoint-4"
+    says = "its name says step 8, its trainer_state.json step 2 (renamed, copied or linked from another?)"
+    assert skipped[copied] == says
+    assert "its name says step 10" in skipped[tmp_path / "checkpoint-10"]
+
+
+def test_a_state_that_cannot_be_read_is_not_called_missing(tmp_path: Path) -> None:
+    """A user told that a file is missing may delete the dir; it is there, and unreadable (or nested too deep)."""
+    deep = make(tmp_path / "checkpoint-3")
+    (deep / "trainer_state.json").write_text("[" * 100_000 + "]" * 100_000)
+    unreadable_state = make(tmp_path / "checkpoint-6")
+    (unreadable_state / "trainer_state.json").unlink()
+    (unreadable_state / "trainer_state.json").mkdir()  # a read that fails with another errno than ENOENT
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is None
+    assert skipped[deep] == "trainer_state.json is not valid JSON (empty, cut short, or nested too deep?)"
+    assert skipped[unreadable_state].startswith("trainer_state.json cannot be read (Is a directory")
+
+
+def test_a_run_dir_that_cannot_be_listed_is_passed_over(tmp_path: Path) -> None:
+    """A colleague's run dir (mode 700) in a shared output dir: its checkpoints are none of this user's, and
+    reading the others must not fail. (Root reads it all the same: the listing is made to fail here.)"""
+    from unittest import mock
+
+    mine = make(tmp_path / "v1-b" / "checkpoint-3")
+    make(tmp_path / "v0-a" / "checkpoint-6")
+    real_iterdir = Path.iterdir
+
+    def iterdir(self: Path):  # type: ignore[no-untyped-def]
+        if self.name == "v0-a":
+            raise PermissionError(13, "Permission denied")
+        return real_iterdir(self)
+
+    with mock.patch.object(Path, "iterdir", iterdir):
+        checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == mine
