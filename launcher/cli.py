@@ -565,10 +565,10 @@ def _supervise(
         _print_error(err)
         code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
         result = RunResult("interrupted" if code > 128 else "failed", supervisor.attempts, code, err.message)
-    except OSError as err:  # safe-sft's own write failed (a full disk, say): end with a summary, not a traceback
+    except OSError as err:  # safe-sft's own read or write failed (a full disk, say): a summary, not a traceback
         where = Path(err.filename) if err.filename else output_dir
         reason = (
-            f"safe-sft could not write {where}: {err.strerror or err} "
+            f"safe-sft could not read or write {where}: {err.strerror or err} "
             f"({output_dir} has {fmt_bytes(disk_free(output_dir))} free)"
         )
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)

@@ -270,21 +270,19 @@ def latest_complete(
     output_dir: Path,
     *,
     before: Snapshot | None = None,
-    also: Path | None = None,
     set_aside: Collection[Path] = (),
 ) -> tuple[Checkpoint | None, dict[Path, str]]:
     """(the newest complete checkpoint, the newer ones that were skipped as unreadable, with why).
 
-    With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out,
-    except `also` (the checkpoint this run itself started from). `set_aside` (checkpoints that failed to
-    load in an attempt) are left out too. No clock is compared: on a shared filesystem the server's clock
-    stamps the files.
+    With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out.
+    `set_aside` (checkpoints that failed to load in an attempt) are left out too. No clock is compared: on
+    a shared filesystem the server's clock stamps the files.
     """
     candidates: list[tuple[int, float, Path]] = []
     for path in candidate_dirs(output_dir):
         if path in set_aside:
             continue
-        if before is not None and path != also and before.get(path) == _signature(path):
+        if before is not None and before.get(path) == _signature(path):
             continue
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None

@@ -21,6 +21,7 @@ from launcher.run.checkpoints import (
     Checkpoint,
     Snapshot,
     candidate_dirs,
+    checkpoint_at,
     checkpoint_step,
     is_complete,
     latest_complete,
@@ -59,31 +60,50 @@ def resume_point(
     writers: Writers,
     *,
     before: Snapshot | None = None,
-    started_from: Path | None = None,
+    started_from: Resume | None = None,
+    earlier: Path | None = None,
     set_aside: Collection[Path] = (),
 ) -> tuple[Resume | None, dict[str, str]]:
     """(the resume point, the newer checkpoints skipped as unreadable, with why).
 
     `roots` are where to look: the run dirs this run's attempts wrote (as swift reported them), or for a
-    requeued job's first attempt the output dir. `before` (the output dir as it was when this run began)
-    leaves an earlier run's checkpoints out, all but `started_from`, the one this run's first attempt
-    resumed from; its run dir is searched too. `set_aside` (checkpoints that failed to load in an attempt)
-    are left out for the rest of the run.
+    first attempt the output dir. `before` (the output dir as it was when this run began) leaves an earlier
+    run's checkpoints there out. `started_from`, the checkpoint this run's first attempt resumed from, is a
+    candidate by itself, never its neighbours: beside a --resume_from_checkpoint of the user's may lie
+    another run's. `earlier` is where the first attempt found it (--resume-latest, a requeue: the output
+    dir): once it is set aside, the checkpoints before it there are candidates again, as they were then.
+    `set_aside` (checkpoints that failed to load in an attempt) are left out for the rest of the run. Paths
+    are compared with their folders resolved: a relative or `..` path names the same checkpoint.
     """
+    aside = {canonical(path) for path in set_aside}
     found: list[Checkpoint] = []
     reasons: dict[str, str] = {}
-    searched = [*roots, *([started_from.parent] if started_from is not None else [])]
-    for root in dict.fromkeys(searched):
-        checkpoint, skipped = latest_complete(root, before=before, also=started_from, set_aside=set_aside)
+
+    def search(root: Path, snapshot: Snapshot | None) -> None:
+        checkpoint, skipped = latest_complete(root, before=snapshot, set_aside=aside)
         for path, why in skipped.items():
             reasons.setdefault(str(path), why)
         if checkpoint is not None:
             found.append(checkpoint)
+
+    for root in dict.fromkeys(path.resolve() for path in roots):
+        search(root, before)
+    if started_from is not None:
+        start = canonical(Path(started_from.checkpoint))
+        if start not in aside and (checkpoint := checkpoint_at(start, started_from.step)) is not None:
+            found.append(checkpoint)
+        elif start in aside and earlier is not None:
+            search(earlier.resolve(), None)
     if not found:
         return None, reasons
     checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
     why = weights_only_reason(checkpoint, settings, writers)
     return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), reasons
+
+
+def canonical(path: Path) -> Path:
+    """A checkpoint's path with its folder resolved (relative, `..`, a linked parent), its own name kept."""
+    return path.parent.resolve() / path.name
 
 
 def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Writers) -> str:

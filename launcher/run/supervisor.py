@@ -52,6 +52,7 @@ from launcher.run.oom_figures import oom_figures
 from launcher.run.poll import WaitInterrupted, wait_until
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import (
+    canonical,
     complete_checkpoints,
     given_resume,
     relative_to,
@@ -175,6 +176,10 @@ class Supervisor:
                 resume = shared_resume(decided_resume, self._swift_output_dir(attempts))
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
+            # never back to step 0 from the user's own checkpoint, nor with its argument still loading it
+            given = self.prepared.swift.get("resume_from_checkpoint")
+            if number > 1 and resume is None and given:
+                return RunResult("failed", attempts, 1, self._nothing_to_go_on_from(given))
             correction = measured_correction(_measured(attempts))
             record = self._run_attempt(
                 number, base, initial, settings, resume, change, skipped, attempts, correction, predicted
@@ -207,7 +212,13 @@ class Supervisor:
                 return self._interrupted(attempts)
             aside = self._set_aside_if_unloadable(record)
             if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
-                change = ("no change", f"{aside} failed to load; resume from the checkpoint before it")
+                before_it = self._resume_point(number + 1, settings, attempts)[0]
+                where = (
+                    f"resume from {before_it.checkpoint} (step {before_it.step}), the newest complete one before it"
+                    if before_it
+                    else "no complete checkpoint is before it: from step 0"
+                )
+                change = ("no change", f"{aside} failed to load; {where}")
                 continue
             step = next_step(
                 settings,
@@ -419,15 +430,29 @@ class Supervisor:
             # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),
             # an earlier checkpoint under the output dir predicted from the argv
             return resume_point([self.output_dir], settings, {})
-        first = attempts[0].resumed_from
         return resume_point(
             [Path(a.run_dir) for a in attempts if a.run_dir],
             settings,
             {Path(path): a.settings for a in attempts for path in a.checkpoints_written},
             before=self.before,
-            started_from=Path(first.checkpoint) if first else None,
+            started_from=attempts[0].resumed_from,
+            earlier=None if self._users_own_start() else self.output_dir,
             set_aside=self.set_aside,
         )
+
+    def _nothing_to_go_on_from(self, given: str) -> str:
+        aside = canonical(Path(given)) in {canonical(path) for path in self.set_aside}
+        state = "failed to load" if aside else "is no longer complete"
+        return (
+            f"the checkpoint you gave (--resume_from_checkpoint {given}) {state}, and this run saved none of its "
+            "own: safe-sft does not go on from another run's checkpoint, or from step 0, in its place"
+        )
+
+    def _users_own_start(self) -> str | None:
+        """The user's own --resume_from_checkpoint, where this run started from it (not from a search)."""
+        swift = self.prepared.swift
+        given = swift.get("resume_from_checkpoint") if swift.has("resume_from_checkpoint") else None
+        return given if given and self.requeued is None else None
 
     def _set_aside_if_unloadable(self, record: AttemptRecord) -> str | None:
         """The checkpoint an attempt died loading, set aside for the rest of the run (left where it is)."""

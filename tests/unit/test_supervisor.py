@@ -320,6 +320,77 @@ def test_a_checkpoint_that_fails_to_load_is_set_aside_and_the_one_before_it_used
     assert (v0 / "checkpoint-6" / "trainer_state.json").is_file()  # set aside, never deleted or renamed
 
 
+def _earlier_run(out: Path, *steps: int) -> list[Path]:
+    """An earlier run's complete checkpoints in out/v0-earlier, there before this run starts."""
+    return [make(out / "v0-earlier" / f"checkpoint-{step}") for step in steps]
+
+
+def test_a_later_attempt_never_resumes_from_another_runs_checkpoint_beside_the_users_own(tmp_path: Path) -> None:
+    """--resume_from_checkpoint X/checkpoint-2, and another run's checkpoint-4 beside it: attempt 1 saved
+    nothing, so attempt 2 goes on from X/checkpoint-2 again (it took checkpoint-4, skipping steps 3-4)."""
+    given, _ = _earlier_run(tmp_path / "X", 2, 4)
+    out = tmp_path / "out"
+    result, spawned = run_scripted(
+        out,
+        prepared(out, "--resume_from_checkpoint", str(given)),
+        [(FakeProcess(1, OOM_SUMMARY), []), (FakeProcess(0, ""), [])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    assert value(spawned[1], "--resume_from_checkpoint") == str(given)
+
+
+def test_a_relative_resume_path_names_the_same_checkpoint_for_later_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume_from_checkpoint out/v0-earlier/checkpoint-2` typed relative: attempt 2 took the earlier run's
+    checkpoint-6 beside it, since the path as typed never matched the snapshot of the output dir."""
+    out = tmp_path / "out"
+    _earlier_run(out, 2, 6)
+    monkeypatch.chdir(tmp_path)
+    typed = "out/v0-earlier/../v0-earlier/checkpoint-2"
+    result, spawned = run_scripted(
+        out,
+        prepared(out, "--resume_from_checkpoint", typed),
+        [(FakeProcess(1, OOM_SUMMARY), []), (FakeProcess(0, ""), [])],
+    )
+    assert result.outcome == "succeeded"  # type: ignore[attr-defined]
+    assert Path(value(spawned[1], "--resume_from_checkpoint") or "").resolve() == (out / "v0-earlier" / "checkpoint-2")
+
+
+def test_resume_latest_goes_back_to_the_checkpoint_before_one_that_failed_to_load(tmp_path: Path) -> None:
+    """--resume-latest took an earlier run's checkpoint-6, which failed to load: attempt 2 goes on from that
+    run's checkpoint-4, as the change says, not from step 0."""
+    four, six = _earlier_run(tmp_path, 4, 6)
+    spawned: list[list[str]] = []
+    script = [(FakeProcess(1, LOAD_FAILURE_SUMMARY), []), (FakeProcess(0, ""), [])]
+    sup = Supervisor(prepared(tmp_path), RunConfig(resume_latest=True), {}, run_dir=tmp_path / "safe-sft" / "run",
+                     spawn=scripted(tmp_path, script, spawned), sleep=lambda _: None)  # fmt: skip
+    result = sup.run()
+    assert value(spawned[0], "--resume_from_checkpoint") == str(six)
+    assert value(spawned[1], "--resume_from_checkpoint") == str(four)
+    second = result.attempts[1]
+    assert second.resumed_from is not None and second.resumed_from.step == 4
+    assert (
+        second.change_reason == f"{six} failed to load; resume from {four} (step 4), the newest complete one before it"
+    )
+
+
+def test_the_users_own_checkpoint_that_fails_to_load_ends_the_run(tmp_path: Path) -> None:
+    """Nothing of this run's to go on from: no other run's checkpoint, and no step 0, in place of the user's;
+    attempt 2 had run from step 0 with the user's argument still in its command, loading it again."""
+    _, six = _earlier_run(tmp_path, 4, 6)
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--resume_from_checkpoint", str(six)),
+        [(FakeProcess(1, LOAD_FAILURE_SUMMARY), []), (FakeProcess(0, ""), [])],
+    )
+    assert (result.outcome, len(spawned)) == ("failed", 1)  # type: ignore[attr-defined]
+    assert result.give_up_reason.startswith(  # type: ignore[attr-defined]
+        f"the checkpoint you gave (--resume_from_checkpoint {six}) failed to load, and this run saved none"
+    )
+    assert (six / "trainer_state.json").is_file()
+
+
 def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
     v0 = tmp_path / "v0-x"
     tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
