@@ -32,6 +32,7 @@ class Checkpoint:
     step: int
     has_optimizer_state: bool
     deepspeed: str | None  # the --deepspeed value of the run that wrote it (from its args.json)
+    zero_ranks: int | None = None  # the ranks whose DeepSpeed ZeRO optimizer states it holds (None: not ZeRO's)
 
 
 _DTYPE_BYTES = {
@@ -186,6 +187,20 @@ def is_complete(path: Path) -> bool:
     return path.is_dir() and unreadable(path) is None
 
 
+_ZERO_RANK = re.compile(r"zero_pp_rank_(\d+)_")
+
+
+def _zero_ranks(path: Path) -> int | None:
+    """How many ranks' ZeRO optimizer states a DeepSpeed checkpoint holds (one file per data-parallel rank:
+    `*zero_pp_rank_<r>_mp_rank_00_optim_states.pt`); DeepSpeed loads them only into as many ranks."""
+    ranks = {m.group(1) for f in path.glob("global_step*/*optim_states*") if (m := _ZERO_RANK.search(f.name))}
+    return len(ranks) or None
+
+
+def _found(path: Path, step: int) -> Checkpoint:
+    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path), _zero_ranks(path))
+
+
 def _has_optimizer_state(path: Path) -> bool:
     if (path / "optimizer.pt").is_file() or any(path.glob("optimizer*.safetensors")):
         return True
@@ -274,11 +289,15 @@ def latest_complete(
 ) -> tuple[Checkpoint | None, dict[Path, str]]:
     """(the newest complete checkpoint, the newer ones that were skipped as unreadable, with why).
 
+    Newest: of the newest run dir (v<N>-<time>, N counting up run by run; checkpoints directly in the dir
+    come after any run dir's) that holds a complete one, the highest step. Every experiment on a model
+    shares swift's default output dir: an older run's later step is another experiment's, not this one's.
+
     With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out.
     `set_aside` (checkpoints that failed to load in an attempt) are left out too. No clock is compared: on
     a shared filesystem the server's clock stamps the files.
     """
-    candidates: list[tuple[int, float, Path]] = []
+    candidates: list[tuple[int, int, float, Path]] = []
     for path in candidate_dirs(output_dir):
         if path in set_aside:
             continue
@@ -286,15 +305,17 @@ def latest_complete(
             continue
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None
+        version = _version(path.parent.name) if path.parent != output_dir else None
         try:
-            candidates.append((int(match.group(1)), path.stat().st_mtime, path))
+            candidates.append((-1 if version is None else version, int(match.group(1)), path.stat().st_mtime, path))
         except OSError:
             continue
     skipped: dict[Path, str] = {}
-    for step, _, path in sorted(candidates, reverse=True):  # newest first: stop at the first readable one
+    # newest first: the newest run's (swift's v<N> counts up run by run) highest step; stop at the first readable
+    for _, step, _, path in sorted(candidates, reverse=True):
         problem = unreadable(path)
         if problem is None:
-            return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path)), skipped
+            return _found(path, step), skipped
         skipped[path] = problem
     return None, skipped
 
@@ -346,4 +367,4 @@ def checkpoint_at(path: Path, step: int) -> Checkpoint | None:
     """The checkpoint at a known path (a requeued job's), or None when it is not complete."""
     if not is_complete(path):
         return None
-    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path))
+    return _found(path, step)

@@ -115,9 +115,14 @@ def weights_only_reason(checkpoint: Checkpoint, settings: Settings, writers: Wri
     if not checkpoint.has_optimizer_state:
         return "the checkpoint holds no optimizer state (saved with save_only_model, or its optimizer files are gone)"
     writer = writers.get(checkpoint.path)
-    if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage is the same
+    if writer is None:  # an earlier job's (a requeue): trust it only where the ZeRO stage and ranks are the same
         if zero_stage(checkpoint.deepspeed) != zero_stage(settings.deepspeed):
             return "the checkpoint was written under another ZeRO stage by an earlier run"
+        if checkpoint.zero_ranks is not None and checkpoint.zero_ranks != settings.world_size:
+            return (
+                f"the checkpoint's ZeRO optimizer state is {checkpoint.zero_ranks} ranks', this run has "
+                f"{settings.world_size} (DeepSpeed loads it only into as many)"
+            )
         return ""
     if writer.deepspeed != settings.deepspeed:
         return f"the ZeRO stage changed ({writer.deepspeed} -> {settings.deepspeed})"

@@ -106,7 +106,9 @@ def test_an_earlier_runs_checkpoints_are_left_out_after_a_snapshot(tmp_path: Pat
     checkpoint, skipped = latest_complete(tmp_path, before=before)
     assert checkpoint is not None and checkpoint.path == tmp_path / "v1-this-run" / "checkpoint-3"
     assert skipped == {}  # an earlier run's half-written checkpoint is not this run's to report
-    assert latest_complete(tmp_path)[0].step == 8  # type: ignore[union-attr]  # without the snapshot
+    # without the snapshot: the same (the newest run's), with the earlier run's half-written one reported
+    assert latest_complete(tmp_path)[0].step == 3  # type: ignore[union-attr]
+    assert list(latest_complete(tmp_path)[1]) == []  # checkpoint-9 is an older run's: behind the newest run's
 
 
 def test_a_snapshot_still_allows_what_this_run_rewrote(tmp_path: Path) -> None:
@@ -324,3 +326,28 @@ def test_a_run_dir_that_cannot_be_listed_is_passed_over(tmp_path: Path) -> None:
     with mock.patch.object(Path, "iterdir", iterdir):
         checkpoint, _ = latest_complete(tmp_path)
     assert checkpoint is not None and checkpoint.path == mine
+
+
+def test_the_newest_run_is_taken_before_an_older_runs_higher_step(tmp_path: Path) -> None:
+    """Every experiment on a model shares swift's default output dir: experiment B (v1), interrupted at
+    step 4, resumed from experiment A's checkpoint-6 (v0) with --resume-latest, A's weights and optimizer."""
+    make(tmp_path / "v0-20260101-000000" / "checkpoint-6")
+    b = make(tmp_path / "v1-20260102-000000" / "checkpoint-2")
+    make(tmp_path / "v1-20260102-000000" / "checkpoint-4", state=False)  # interrupted while saving
+    make(tmp_path / "v10-20260103-000000" / "checkpoint-9", weights=None)  # v10 after v9, not after v1: never saved
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == b
+    assert sorted(p.name for p in skipped) == ["checkpoint-4", "checkpoint-9"]
+
+
+def test_a_deepspeed_checkpoint_counts_the_ranks_of_its_optimizer_state(tmp_path: Path) -> None:
+    path = make(tmp_path / "checkpoint-6", optimizer=False)
+    (path / "latest").write_text("global_step6")
+    (path / "global_step6").mkdir()
+    for rank in (0, 1):
+        (path / "global_step6" / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(
+            torch_zip_bytes(path)
+        )
+    (path / "global_step6" / "zero_pp_rank_0_mp_rank_00_model_states.pt").write_bytes(torch_zip_bytes(path))
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.zero_ranks == 2 and checkpoint.has_optimizer_state

@@ -42,6 +42,22 @@ def test_weights_only_reason(
     assert (reason in found) if reason else found == ""
 
 
+@pytest.mark.parametrize(("ranks", "world", "full"), [(2, 2, True), (2, 1, False), (None, 1, True)])
+def test_an_earlier_runs_zero_checkpoint_resumes_fully_only_on_as_many_ranks(
+    ranks: int | None, world: int, full: bool
+) -> None:
+    """A requeued job on 1 rank, --resume-latest from a 2-rank ZeRO-2 checkpoint: DeepSpeed refuses its
+    optimizer state (`used a DP world size of 2 but the current world size is 1`), and every checkpoint was
+    set aside in turn until training restarted from step 0."""
+    from launcher.run.checkpoints import Checkpoint
+
+    checkpoint = Checkpoint(Path("/out/v0-x/checkpoint-6"), 6, True, "zero2", ranks)
+    found = weights_only_reason(checkpoint, settings("zero2", world=world), {})
+    assert (found == "") is full
+    if not full:
+        assert found.startswith("the checkpoint's ZeRO optimizer state is 2 ranks', this run has 1")
+
+
 def test_with_add_version_false_the_writer_is_the_attempt_that_wrote_that_checkpoint(tmp_path: Path) -> None:
     """Attempts 1 (zero2) and 2 (zero3) both write into output_dir: checkpoint-3 is attempt 1's."""
     make(tmp_path / "checkpoint-3")
