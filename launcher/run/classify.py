@@ -199,7 +199,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"CUDA driver version is insufficient|no kernel image is available|not compiled with CUDA|"
         r"Torch not compiled|AssertionError: (?:Either train_batch_size|Check batch related parameters)|"
         r"ValueError|AssertionError|HfArgumentParser|(?:Template|template) .*not|Unknown template|"
-        r"PermissionError|Permission denied|IsADirectoryError|NotADirectoryError|"
+        r"PermissionError|Permission denied|IsADirectoryError|NotADirectoryError|FileExistsError|"
         r"DeepSpeed is not compatible with device_map|Please (?:install|set|use|specify|check|pass)|"
         r"is not supported|are not supported|not supported (?:by|for|in|with)|must be (?:one of|a|an|in)|"
         r"should be (?:one of|a|an)|does not exist|doesn't exist|not exist|invalid (?:argument|value|literal)|"

@@ -481,8 +481,8 @@ class Supervisor:
         floor = resume.step if resume and self.prepared.backend.resumes_as_told else 0
         at_risk = sorted(
             (step, p)
-            for p in output_dir.glob("checkpoint-*")
-            if p.is_dir() and (step := checkpoint_step(p)) is not None and step > floor
+            for p in output_dir.glob("checkpoint-*")  # a file of that name too: the trainer's save fails on it
+            if (step := checkpoint_step(p)) is not None and step > floor
         )
         if not at_risk:
             return None

@@ -140,6 +140,8 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
         ("Failed to register memory\nMemoryError: Cannot allocate memory for the batch", True, K.HOST_OOM),
         ("OSError: [Errno 28] No space left on device: '/out/checkpoint-6/model.safetensors'", True, K.DISK_FULL),
         ("OSError: [Errno 28] No space left on device", True, K.DISK_FULL),
+        # a file of the user's where the trainer saves: a retry meets it again
+        ("FileExistsError: [Errno 17] File exists: '/out/checkpoint-2'", True, K.USER_ERROR),
         ("OSError: [Errno 122] Disk quota exceeded: '/home/u/out/args.json'", False, K.DISK_FULL),
         (
             "RuntimeError: [enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file "

@@ -417,6 +417,15 @@ def test_add_version_false_resumes_in_place_like_plain_swift(tmp_path: Path) -> 
     assert second.checkpoints_written == [str(tmp_path / "checkpoint-6")]
 
 
+def test_a_file_named_like_a_checkpoint_gets_a_versioned_dir_too(tmp_path: Path) -> None:
+    """`echo notes > out/checkpoint-2`: the trainer's save at step 2 stopped on FileExistsError, twice."""
+    (tmp_path / "checkpoint-2").write_text("my notes")
+    result, spawned = run_scripted(tmp_path, prepared(tmp_path, "--add_version", "false"), [(FakeProcess(0, ""), [])])
+    assert result.attempts[0].versioned_because == f"it would save over {tmp_path / 'checkpoint-2'}"  # type: ignore[attr-defined]
+    assert value(spawned[0], "--add_version") == "true"
+    assert (tmp_path / "checkpoint-2").read_text() == "my notes"
+
+
 @pytest.mark.parametrize("off", [("--add_version", "false"), ("--no_add_version",)], ids=["false", "no-twin"])
 def test_add_version_false_never_saves_over_a_later_checkpoint_dir(tmp_path: Path, off: tuple[str, ...]) -> None:
     """A half-written checkpoint-6 (a killed run's) in output_dir: attempt 1, from step 0, and attempt 2,
