@@ -176,8 +176,10 @@ def _files_of(path: Path) -> list[Path]:
     console = path / "console.log"
     if console.is_file():
         return [console]
-    attempts = sorted([*path.glob("safe-sft/*/attempt-*"), *path.glob("attempt-*")], key=_attempt_order)
-    if (path / "report.json").is_file() or attempts:
+    # the output dir, its safe-sft/ folder, or one run's folder
+    runs = [*path.glob("safe-sft/*/attempt-*"), *path.glob("*/attempt-*"), *path.glob("attempt-*")]
+    attempts = sorted(runs, key=_attempt_order)
+    if (path / "report.json").is_file() or any(path.glob("*/report.json")) or attempts:
         newest = f"safe-sft explain {attempts[-1]}" if attempts else "give an attempt's folder"
         raise SafeSftError(
             f"{path} holds safe-sft runs, not one failure (a run may have failed, then recovered)",

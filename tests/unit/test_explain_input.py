@@ -55,7 +55,11 @@ def test_an_attempt_folder_reads_its_console_log_and_error_files(tmp_path: Path)
     assert data["fix"] == "ValueError: remaining_argv: ['--bogus']"
 
 
-@pytest.mark.parametrize("given", ["out", "out/safe-sft/20261127-120000-000001"], ids=["output-dir", "run-dir"])
+@pytest.mark.parametrize(
+    "given",
+    ["out", "out/safe-sft", "out/safe-sft/20261127-120000-000001"],
+    ids=["output-dir", "its-safe-sft-folder", "run-dir"],
+)
 def test_an_output_or_run_dir_of_safe_sfts_is_sent_to_report_and_to_an_attempt(tmp_path: Path, given: str) -> None:
     """Every attempt's error.json under it, merged: a run that recovered from an OOM was explained as an OOM."""
     for run, attempt in (("20261127-110000-000001", 1), ("20261127-120000-000001", 1), ("20261127-120000-000001", 2)):
