@@ -6,6 +6,7 @@ dir itself; the newest run is taken. The plot needs matplotlib (`pip install 'sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -407,8 +408,9 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
     try:
         fig.savefig(partial, dpi=100, format=fmt)
         os.replace(partial, out)
-    except OSError as err:  # a missing or read-only dir, a full disk
-        partial.unlink(missing_ok=True)
+    except OSError as err:  # a missing or read-only dir, a file where the dir should be, a full disk
+        with contextlib.suppress(OSError):  # where the write failed, the removal may fail too (ENOTDIR, EROFS)
+            partial.unlink(missing_ok=True)
         raise SafeSftError(f"--plot {out}: cannot write it ({err.strerror or err})", _PLOT_FIX) from None
     finally:
         plt.close(fig)

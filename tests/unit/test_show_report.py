@@ -228,6 +228,8 @@ def test_reports_the_supervisor_writes_pass_the_check(tmp_path: Path) -> None:
     [
         pytest.param("missing-dir/memory.png", "No such file or directory", id="missing-dir"),
         pytest.param("a-dir.png", "Is a directory", id="a-directory"),
+        # the partial file's removal fails as its write did: a traceback before
+        pytest.param("a-file/memory.png", "Not a directory", id="under-a-file"),
     ],
 )
 def test_plot_to_a_path_that_cannot_be_written_is_one_line(
@@ -236,6 +238,7 @@ def test_plot_to_a_path_that_cannot_be_written_is_one_line(
     from launcher.errors import SafeSftError
 
     (tmp_path / "a-dir.png").mkdir()
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(SafeSftError) as err:
         plot_report(load_report(run_dir), tmp_path / target)
     assert err.value.message.startswith(f"--plot {tmp_path / target}: cannot write it (")
