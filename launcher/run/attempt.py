@@ -70,6 +70,14 @@ class AttemptRunner:
         self.notice = notice  # a notice safe-sft got: the ranks save a checkpoint and stop (launcher/run/notice.py)
         self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
 
+    def _interrupted_by(self) -> str | None:
+        """The signal that ended the attempt from outside: the user's or scheduler's, or a SIGTERM notice (the
+        ranks were stopped, saved or not, before the SIGKILL that follows it; a SIGUSR1 notice stops none)."""
+        received, notice = self.received(), self.notice()
+        if received is not None:
+            return signal.Signals(received).name
+        return "SIGTERM" if notice == signal.SIGTERM else None
+
     def run(
         self, record: AttemptRecord, argv: list[str], env: dict[str, str], attempt_dir: Path, resume: Resume | None
     ) -> None:
@@ -127,7 +135,7 @@ class AttemptRunner:
                 rank_failures=rank_failures,
                 log_tail=tuple(tail_lines[-400:]),
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
-                interrupted_by=signal.Signals(received).name if (received := self.received()) else None,
+                interrupted_by=self._interrupted_by(),
                 hang=hang,
                 steps_seen=steps_seen,
             )

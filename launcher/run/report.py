@@ -320,7 +320,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
     if lost["failures"]:
         lines.append(lost_line(lost, interrupted=result.outcome == "interrupted"))
     if result.give_up_reason:
-        lines.append(f"  gave up: {result.give_up_reason}")
+        lines.append(f"  {'stopped' if result.outcome == 'interrupted' else 'gave up'}: {result.give_up_reason}")
     last = attempts[-1] if attempts else None
     if last is not None and last.run_dir:
         why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""

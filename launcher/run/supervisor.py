@@ -189,7 +189,9 @@ class Supervisor:
             if record.preempted is not None:  # every node sees its ranks stop at the same step
                 return RunResult("preempted", attempts, EXIT_PREEMPTED)
             if self.notice is not None and record.failure is not None:  # no checkpoint in time: no restart
-                return RunResult("interrupted", attempts, 128 + self.notice)
+                name, grace = signal.Signals(self.notice).name, self.config.grace_seconds
+                why = f"the checkpoint on notice ({name}) was not saved within --grace-period {grace:g} s"
+                return RunResult("interrupted", attempts, 128 + self.notice, why)
             if self.coordinator is not None:
                 memory = self._memory(base, initial, record, attempts)
                 try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import SafeSftError
+from launcher.model import FailureKind
 from launcher.plan.notice import (
     EXIT_PREEMPTED,
     NoticeMark,
@@ -148,6 +149,26 @@ def test_a_notice_without_a_saved_checkpoint_is_never_restarted(tmp_path: Path) 
     process.on_poll = lambda: sup._on_signal(signal.SIGUSR1, None)
     result = sup.run()
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 128 + signal.SIGUSR1, 1)
+
+
+def test_a_sigterm_notice_whose_checkpoint_was_not_saved_in_time_is_an_interrupt_and_says_so(tmp_path: Path) -> None:
+    """The ranks, told to save on a SIGTERM, failed before their checkpoint was complete: the root cause was
+    `unknown` (torchrun's SignalException), and nothing said the checkpoint on notice was not saved."""
+    attempt_dir = tmp_path / "safe-sft" / "run" / "attempt-1"
+    process = NoticedProcess(attempt_dir, tmp_path, step=4, saves=False)
+    process.tail = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 15"
+    sup = supervisor(tmp_path, [process, FakeProcess(0, "")], [], grace_seconds=30.0)
+
+    def measured_then_sigterm() -> None:
+        if not (attempt_dir / "timing.json").exists():
+            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 10.0, "step_s": 2.0, "step": 3}))
+            sup._on_signal(signal.SIGTERM, None)
+
+    process.on_poll = measured_then_sigterm
+    result = sup.run()
+    assert (result.outcome, result.exit_code) == ("interrupted", 143)
+    assert result.attempts[0].failure is not None and result.attempts[0].failure.kind is FailureKind.INTERRUPTED
+    assert result.give_up_reason == "the checkpoint on notice (SIGTERM) was not saved within --grace-period 30 s"
 
 
 def test_the_last_step_is_a_finished_run_not_a_preempted_one(tmp_path: Path) -> None:
