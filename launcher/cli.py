@@ -498,14 +498,20 @@ def _supervise(
     process = {"pid": os.getpid(), "host": socket.gethostname(), "started": datetime.now().astimezone().isoformat()}
 
     said: set[str] = set()
+    unsaved: list[str] = []  # why the latest write of the report failed, if it did
 
     def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
         reason = save_report(report_path, report_json(attempts, result, argv, process, batch, prepared.backend.name))
+        unsaved[:] = [reason] if reason else []
         if reason and reason not in said:
             said.add(reason)
             click.echo(f"safe-sft: {reason}", err=True)
 
-    save([])  # `running` from the start: a killed run never shows an earlier run's outcome
+    # `running` from the start: a killed run never shows an earlier run's outcome; and where even that cannot
+    # be written (a full disk), neither can the trainer's checkpoints: nothing starts
+    reason = save_report(report_path, report_json([], None, argv, process, batch, prepared.backend.name))
+    if reason:
+        raise SafeSftError(reason, f"free space in {output_dir}, or choose another --output_dir; nothing was started")
 
     coordinator = None
     if topology.nnodes.value > 1:
@@ -573,7 +579,7 @@ def _supervise(
         )
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
     save(result.attempts, result)
-    click.echo(summary(result, report_path, batch), err=True)
+    click.echo(summary(result, report_path, batch, unsaved=unsaved[0] if unsaved else None), err=True)
     if result.outcome == "preempted" and job is not None:
         _after_preemption(output_dir, job, result, requeue)
     return int(result.exit_code)

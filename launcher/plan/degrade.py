@@ -307,7 +307,10 @@ def next_step(
     `memory` (an estimate and the failed attempt's figures), a GPU OOM takes the guided ladder's step
     (launcher.plan.guided) when one is predicted to fit; otherwise the one-rung ladder below."""
     if kind is FailureKind.DISK_FULL:
-        return GiveUp("the disk is full: the same settings would fill it again; free space, then rerun")
+        return GiveUp(
+            "the disk is full: the same settings would fill it again; free space, then rerun with --resume-latest "
+            "(from the newest complete checkpoint)"
+        )
     if kind in GIVE_UP_KINDS:
         return GiveUp(f"{kind.value} is not something a retry fixes")
     if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):
@@ -370,7 +373,9 @@ def _rungs(kind: FailureKind, gpus_have_room_for_zero3: bool) -> tuple[Rung, ...
 def describe_ladder(kind: FailureKind) -> list[str]:
     """What safe-sft would change after a failure of this kind, in order (for `safe-sft explain`)."""
     if kind is FailureKind.DISK_FULL:
-        return ["nothing: stop and name the full disk (a retry would fill it again); free space, then rerun"]
+        return [
+            "nothing: stop and name the full disk (a retry would fill it again); free space, rerun with --resume-latest"
+        ]
     if kind in GIVE_UP_KINDS:
         return ["nothing: stop and show the error (a retry does not fix this)"]
     if kind in (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG):

@@ -268,7 +268,7 @@ def _give_up(reserve: Path) -> bool:
     return True
 
 
-def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None) -> str:
+def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None, unsaved: str | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
     if batch is not None and batch.changed:
@@ -325,5 +325,6 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
     if last is not None and last.run_dir:
         why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""
         lines.append(f"  run dir: {last.run_dir}{why}")
-    lines.append(f"  report: {report_path}")
+    # never a path to a report that was not written: `unsaved` says why the last write failed
+    lines.append(f"  report: {report_path}" if unsaved is None else f"  report: not written: {unsaved}")
     return "\n".join(lines)

@@ -61,6 +61,30 @@ def test_run_path_refuses_an_output_dir_on_a_read_only_filesystem(read_only_fs: 
     assert plan.returncode == 0 and f"{read_only_fs} is on a read-only filesystem" in plan.stdout  # a warning
 
 
+@pytest.fixture
+def full_fs(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "full"
+    _mount_tmpfs(mount, "size=1m")
+    with (mount / "fill").open("wb") as handle, pytest.raises(OSError):  # until the disk is full
+        while True:
+            handle.write(b"\0" * 65536)
+            handle.flush()
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_run_path_refuses_an_output_dir_on_a_full_disk_before_anything_starts(full_fs: Path) -> None:
+    """Where safe-sft cannot write even its report, the trainer cannot write a checkpoint: the run had
+    started (the model loaded), failed with disk_full, and its summary named a report never written."""
+    out = full_fs / "out"
+    result = safe_sft("--model", "m", *CPU, "--output_dir", str(out))
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("safe-sft: error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0], result.stderr
+    assert "nothing was started" in result.stderr and "Traceback" not in result.stderr
+    assert not list(out.glob("safe-sft/*/attempt-*"))  # no attempt began
+
+
 def test_run_path_refuses_an_output_dir_that_is_a_file(tmp_path: Path) -> None:
     user_file = tmp_path / "notes.txt"
     user_file.write_text("mine\n")

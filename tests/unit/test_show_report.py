@@ -351,3 +351,16 @@ def test_a_symlink_that_leads_nowhere_and_a_fifo_are_named_so(tmp_path: Path) ->
         with pytest.raises(SafeSftError) as err:
             load_report(tmp_path / name)
         assert err.value.message.startswith(f"{tmp_path / name} {said}")
+
+
+def test_the_summary_names_no_report_that_could_not_be_written(tmp_path: Path) -> None:
+    """A disk that filled during the run: the summary ended `report: <path>` for a report never written."""
+    from launcher.run.records import RunResult
+    from launcher.run.report import summary
+
+    result = RunResult("failed", [], 1, "the disk is full")
+    path = tmp_path / "report.json"
+    assert f"  report: {path}" in summary(result, path).splitlines()
+    why = f"cannot write the report {path}: No space left on device ({tmp_path} has 0 B free)"
+    lines = summary(result, path, unsaved=why).splitlines()
+    assert f"  report: not written: {why}" in lines and f"  report: {path}" not in lines
