@@ -289,15 +289,17 @@ def latest_complete(
 ) -> tuple[Checkpoint | None, dict[Path, str]]:
     """(the newest complete checkpoint, the newer ones that were skipped as unreadable, with why).
 
-    Newest: of the newest run dir (v<N>-<time>, N counting up run by run; checkpoints directly in the dir
-    come after any run dir's) that holds a complete one, the highest step. Every experiment on a model
-    shares swift's default output dir: an older run's later step is another experiment's, not this one's.
+    Newest: of the run that saved last (the output dir's own checkpoints, with --add_version false, or a
+    v<N>-<time> run dir's: whichever holds the checkpoint dir changed last) and holds a complete one, the
+    highest step. Every experiment on a model shares swift's default output dir: an older run's later step
+    is another experiment's, not this one's.
 
     With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out.
-    `set_aside` (checkpoints that failed to load in an attempt) are left out too. No clock is compared: on
-    a shared filesystem the server's clock stamps the files.
+    `set_aside` (checkpoints that failed to load in an attempt) are left out too. The checkpoints' own
+    times are compared with each other, never with this machine's clock: on a shared filesystem the
+    server's clock stamps them.
     """
-    candidates: list[tuple[int, int, float, Path]] = []
+    candidates: list[tuple[Path, int, float, Path]] = []  # (its run, step, mtime, the checkpoint)
     for path in candidate_dirs(output_dir):
         if path in set_aside:
             continue
@@ -305,14 +307,17 @@ def latest_complete(
             continue
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None
-        version = _version(path.parent.name) if path.parent != output_dir else None
         try:
-            candidates.append((-1 if version is None else version, int(match.group(1)), path.stat().st_mtime, path))
+            candidates.append((path.parent, int(match.group(1)), path.stat().st_mtime, path))
         except OSError:
             continue
+    last_saved: dict[Path, tuple[float, int]] = {}  # a run -> (when it last saved, its v<N>)
+    for run, _, mtime, _ in candidates:
+        version = _version(run.name) if run != output_dir else None
+        last_saved[run] = max(last_saved.get(run, (mtime, -1)), (mtime, -1 if version is None else version))
     skipped: dict[Path, str] = {}
-    # newest first: the newest run's (swift's v<N> counts up run by run) highest step; stop at the first readable
-    for _, step, _, path in sorted(candidates, reverse=True):
+    # newest first: the run that saved last, its highest step first; stop at the first readable one
+    for _, step, _, path in sorted(candidates, key=lambda c: (last_saved[c[0]], c[1], c[2]), reverse=True):
         problem = unreadable(path)
         if problem is None:
             return _found(path, step), skipped

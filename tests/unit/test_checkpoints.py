@@ -1,6 +1,7 @@
 """Which checkpoint a resume uses: the newest complete (readable) one, across swift's versioned run dirs."""
 
 import json
+import os
 import struct
 import time
 import zipfile
@@ -351,3 +352,15 @@ def test_a_deepspeed_checkpoint_counts_the_ranks_of_its_optimizer_state(tmp_path
     (path / "global_step6" / "zero_pp_rank_0_mp_rank_00_model_states.pt").write_bytes(torch_zip_bytes(path))
     checkpoint, _ = latest_complete(tmp_path)
     assert checkpoint is not None and checkpoint.zero_ranks == 2 and checkpoint.has_optimizer_state
+
+
+def test_the_output_dirs_own_checkpoints_count_as_the_run_that_saved_them_last(tmp_path: Path) -> None:
+    """Experiment B with --add_version false writes into the output dir itself, after experiment A's v0 run:
+    B's checkpoint-2 was passed over for A's checkpoint-6, whatever their age."""
+    a = make(tmp_path / "v0-20260101-000000" / "checkpoint-6")
+    b = make(tmp_path / "checkpoint-2")
+    os.utime(a, (1_000_000, 1_000_000))
+    os.utime(b, (2_000_000, 2_000_000))
+    assert latest_complete(tmp_path)[0].path == b  # type: ignore[union-attr]
+    os.utime(b, (500_000, 500_000))  # the other way round: A's run saved last
+    assert latest_complete(tmp_path)[0].path == a  # type: ignore[union-attr]
