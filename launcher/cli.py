@@ -380,6 +380,8 @@ def run_command(
 
     job = slurm_job(os.environ)
     requeued = requeued_mark(prepared.output_dir.resolve(), job)
+    if resume_latest and not resume_arg and requeued is None:
+        check_same_experiment(prepared)
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX))
         sys.exit(EXIT_NOTHING_FITS)
@@ -446,6 +448,22 @@ def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
         if later is not None:
             mark = replace(mark, checkpoint=str(later.path), step=later.step)
     return mark
+
+
+def check_same_experiment(prepared: Prepared) -> None:
+    """--resume-latest takes the newest complete checkpoint in the output dir, which every experiment on a
+    model shares by default: one saved by a run with another model, dataset, tuner, learning rate or seed
+    than this one's is refused, before anything starts."""
+    from launcher.run.checkpoints import latest_complete
+    from launcher.run.resume import other_experiment
+
+    found = latest_complete(prepared.output_dir.resolve())[0]
+    why = other_experiment(found.path, prepared.swift) if found is not None else None
+    if found is not None and why:
+        raise SafeSftError(
+            f"--resume-latest would go on from {found.path}, another experiment's: {why}",
+            "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
+        )
 
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:

@@ -11,12 +11,14 @@ node 0 picks the checkpoint and every node checks that it sees it complete on th
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from launcher.errors import SafeSftError
 from launcher.plan.degrade import Settings
 from launcher.plan.settings import Resume
+from launcher.plan.swift_args import SwiftArgs
 from launcher.run.checkpoints import (
     Checkpoint,
     Snapshot,
@@ -149,6 +151,57 @@ def started_over(resume: Resume | None, written: Sequence[str], steps_logged: Co
     if logged is not None:
         return f"it logged step {logged}, not after step {resume.step}: it trained from step 0"
     return None
+
+
+# What tells one experiment from another in swift's args.json, where the user gave it this time: the ladder
+# changes the batch, checkpointing and ZeRO stage between attempts, and a requeue may too, never these.
+IDENTITY_FIELDS = ("model", "dataset", "tuner_type", "learning_rate", "seed")
+
+
+def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
+    """How the run that saved `checkpoint` differs from this one in IDENTITY_FIELDS (the first difference,
+    from its args.json, as swift wrote it), or None: the same, or nothing to compare."""
+    saved = _saved_args(checkpoint)
+    for key in IDENTITY_FIELDS:
+        if key not in saved or not swift.has(key):
+            continue
+        given, then = swift.get(key) or "", saved[key]
+        if not _same(key, given, then):
+            return f"its run had {key} {_shown(then)}, this one {given}"
+    return None
+
+
+def _saved_args(checkpoint: Path) -> dict[str, object]:
+    for path in (checkpoint / "args.json", checkpoint.parent / "args.json"):
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        return data if isinstance(data, dict) else {}
+    return {}
+
+
+def _same(key: str, given: str, then: object) -> bool:
+    if key in ("learning_rate", "seed"):
+        try:
+            return math.isclose(float(given), float(then), rel_tol=1e-9)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return given == str(then)
+    if key == "dataset":
+        items = then if isinstance(then, list) else [then]
+        return [_place(d) for d in given.split()] == [_place(str(d)) for d in items]
+    return _place(given) == _place(str(then))
+
+
+def _place(text: str) -> str:
+    """A local path as an absolute one (swift writes them so), anything else (a hub id) as it is."""
+    head, mark, tail = text.partition("#")  # a dataset's `#N` sample count
+    path = Path(head).expanduser()
+    return str(path.resolve()) + mark + tail if path.exists() else text
+
+
+def _shown(value: object) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def complete_checkpoints(output_dir: Path) -> list[str]:

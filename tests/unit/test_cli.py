@@ -493,3 +493,21 @@ def test_a_tilde_no_shell_expanded_is_where_the_trainer_writes(  # type: ignore[
     if "--resume_from_checkpoint" in given:
         assert prepared.swift.get("resume_from_checkpoint") == str(tmp_path / "out" / "checkpoint-4")
     assert "~" not in " ".join(prepared.plan.swift_argv)
+
+
+def test_resume_latest_refuses_another_experiments_checkpoint_before_anything_starts(tmp_path: Path) -> None:
+    """Experiment A (learning rate 1e-5) saved checkpoint-6 in the shared output dir; experiment B (1e-3),
+    interrupted before its first checkpoint, is rerun with --resume-latest: it had gone on from A's."""
+    from tests.unit.test_checkpoints import make
+
+    out = tmp_path / "out"
+    checkpoint = make(out / "v0-a" / "checkpoint-6")
+    (out / "v0-a" / "args.json").write_text(json.dumps({"model": "m", "learning_rate": 1e-05, "seed": 42}))
+    argv = ["--resume-latest", "--model", "m", "--use_cpu", "true", "--output_dir", str(out)]
+    result = run_cli(*argv, "--learning_rate", "1e-3")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert (
+        f"safe-sft: error: --resume-latest would go on from {checkpoint}, another experiment's: its run had "
+        "learning_rate 1e-05, this one 1e-3"
+    ) in result.stderr
+    assert not list(out.glob("safe-sft/*/attempt-*"))

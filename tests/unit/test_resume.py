@@ -94,3 +94,42 @@ def test_no_resume_point_is_never_a_start_over() -> None:
     from launcher.run.resume import started_over
 
     assert started_over(None, ["out/checkpoint-1"], [1]) is None
+
+
+def _saved_by(run_dir: Path, **args: object) -> Path:
+    checkpoint = make(run_dir / "checkpoint-6")
+    (run_dir / "args.json").write_text(json.dumps(args))
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    ("given", "differs"),
+    [
+        ([], None),  # nothing given: nothing to compare
+        (["--learning_rate", "1e-5", "--seed", "42"], None),  # the same values, as swift wrote them
+        (["--per_device_train_batch_size", "8", "--deepspeed", "zero3"], None),  # the ladder's knobs: no identity
+        (["--learning_rate", "1e-3"], "its run had learning_rate 1e-05, this one 1e-3"),
+        (["--seed", "7"], "its run had seed 42, this one 7"),
+        (["--dataset", "other.jsonl"], "its run had dataset {data}, this one other.jsonl"),
+        (["--tuner_type", "lora"], "its run had tuner_type full, this one lora"),
+    ],
+)
+def test_another_experiments_checkpoint_is_told_by_its_args(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: list[str], differs: str | None
+) -> None:
+    """Every experiment on a model shares swift's default output dir: --resume-latest had taken experiment
+    A's checkpoint for experiment B, with A's weights and optimizer state."""
+    from launcher.backends.swift import swift_options, swift_value_kinds
+    from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.resume import other_experiment
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    data = str(tmp_path / "data.jsonl")
+    checkpoint = _saved_by(
+        tmp_path / "v0-a", model="m", dataset=[data], tuner_type="full", learning_rate=1e-05, seed=42
+    )
+    argv = ["--model", "m", "--dataset", "data.jsonl", *given]  # relative here, absolute in args.json: the same
+    swift = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
+    found = other_experiment(checkpoint, swift)
+    assert found == (differs.format(data=data) if differs else None)
