@@ -49,7 +49,7 @@ def _parse(text: str) -> Holder | None:
     try:
         data = json.loads(text)
         return Holder(int(data["pid"]), str(data["host"]), str(data["started"]), data.get("run_id"))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

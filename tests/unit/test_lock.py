@@ -109,3 +109,11 @@ def test_an_unwritable_output_dir_is_one_clear_error(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(SafeSftError, match="cannot write to the output dir"):
         acquire(blocker / "out", None)
+
+
+@pytest.mark.parametrize("text", ["garbage", "[1, 2]", '"text"', "[" * 2040 + "]" * 2040])
+def test_a_damaged_lock_record_reads_as_none(text: str) -> None:
+    """A record nested too deep raised a RecursionError traceback on the run path; garbage read as none."""
+    from launcher.run.lock import _parse
+
+    assert _parse(text) is None
