@@ -365,6 +365,8 @@ def run_command(
             f"--resume_from_checkpoint {resume_arg} {problem}",
             "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
         )
+    if resume_arg and prepared.plan.strategy and not prepared.swift.get_bool("resume_only_model", False):
+        check_zero_ranks(Path(resume_arg), prepared.plan.topology.world_size)
     # a trainer that resumes on its own takes the newest checkpoint, complete or not: with no complete one
     # there, refuse before anything starts (else the supervisor names the newest complete one)
     by_itself = prepared.backend.resumes_latest and not prepared.swift.get_bool("overwrite_output_dir", False)
@@ -448,6 +450,21 @@ def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
         if later is not None:
             mark = replace(mark, checkpoint=str(later.path), step=later.step)
     return mark
+
+
+def check_zero_ranks(checkpoint: Path, world_size: int) -> None:
+    """A DeepSpeed checkpoint's ZeRO optimizer states load only into as many ranks as saved them: on another
+    count every rank stops once the model has loaded (`used a DP world size of 2 but the current world size
+    is 1`)."""
+    from launcher.run.checkpoints import zero_ranks
+
+    saved = zero_ranks(checkpoint)
+    if saved is not None and saved != world_size:
+        raise SafeSftError(
+            f"--resume_from_checkpoint {checkpoint} holds the ZeRO optimizer states of {saved} ranks, and this run "
+            f"has {world_size}: DeepSpeed loads them only into as many (every rank stops after loading the model)",
+            f"add --resume_only_model true to resume its weights only (a fresh optimizer), or run on {saved} ranks",
+        )
 
 
 def check_same_experiment(prepared: Prepared) -> None:

@@ -190,7 +190,7 @@ def is_complete(path: Path) -> bool:
 _ZERO_RANK = re.compile(r"zero_pp_rank_(\d+)_")
 
 
-def _zero_ranks(path: Path) -> int | None:
+def zero_ranks(path: Path) -> int | None:
     """How many ranks' ZeRO optimizer states a DeepSpeed checkpoint holds (one file per data-parallel rank:
     `*zero_pp_rank_<r>_mp_rank_00_optim_states.pt`); DeepSpeed loads them only into as many ranks."""
     ranks = {m.group(1) for f in path.glob("global_step*/*optim_states*") if (m := _ZERO_RANK.search(f.name))}
@@ -198,7 +198,7 @@ def _zero_ranks(path: Path) -> int | None:
 
 
 def _found(path: Path, step: int) -> Checkpoint:
-    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path), _zero_ranks(path))
+    return Checkpoint(path, step, _has_optimizer_state(path), _deepspeed_of(path), zero_ranks(path))
 
 
 def _has_optimizer_state(path: Path) -> bool:

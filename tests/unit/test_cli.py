@@ -511,3 +511,24 @@ def test_resume_latest_refuses_another_experiments_checkpoint_before_anything_st
         "learning_rate 1e-05, this one 1e-3"
     ) in result.stderr
     assert not list(out.glob("safe-sft/*/attempt-*"))
+
+
+def test_a_zero_checkpoint_of_another_rank_count_is_refused_with_its_fix(tmp_path: Path) -> None:
+    """The user's own checkpoint, saved by 2 ranks under ZeRO-2, on 1 process: every rank stopped after the
+    model loaded (`used a DP world size of 2 but the current world size is 1`), named `unknown`."""
+    from tests.unit.test_checkpoints import make, torch_zip_bytes
+
+    checkpoint = make(tmp_path / "out" / "v0-a" / "checkpoint-6", optimizer=False)
+    (checkpoint / "latest").write_text("global_step6")
+    (checkpoint / "global_step6").mkdir()
+    for rank in (0, 1):
+        name = f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
+        (checkpoint / "global_step6" / name).write_bytes(torch_zip_bytes(checkpoint))
+    argv = ["--model", "m", "--use_cpu", "true", "--deepspeed", "zero2", "--output_dir", str(tmp_path / "out")]
+    result = run_cli(*argv, "--resume_from_checkpoint", str(checkpoint))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert (
+        f"safe-sft: error: --resume_from_checkpoint {checkpoint} holds the ZeRO optimizer states of 2 ranks, "
+        "and this run has 1"
+    ) in result.stderr
+    assert "safe-sft: fix: add --resume_only_model true to resume its weights only" in result.stderr
