@@ -510,13 +510,12 @@ def _supervise(
     import socket
     from datetime import datetime
 
-    from launcher.probe.disk import disk_free
+    from launcher.probe.disk import free_words
     from launcher.run.child import become_subreaper
     from launcher.run.ports import coord_port_of
     from launcher.run.records import RunResult
     from launcher.run.report import report_json, save_report, summary
     from launcher.run.supervisor import Supervisor
-    from launcher.units import fmt_bytes
 
     topology = prepared.plan.topology
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -610,7 +609,7 @@ def _supervise(
         where = Path(err.filename) if err.filename else output_dir
         reason = (
             f"safe-sft could not read or write {where}: {err.strerror or err} "
-            f"({output_dir} has {fmt_bytes(disk_free(output_dir))} free)"
+            f"({output_dir} has {free_words(output_dir)})"
         )
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
     save(result.attempts, result)

@@ -33,6 +33,30 @@ def disk_free(path: Path) -> int | None:
         return None
 
 
+FEW_FILES = 1000  # free inodes below this are named: a filesystem can run out of files with space to spare
+
+
+def free_files(path: Path) -> int | None:
+    """The files (inodes) this user can still create there; None where the filesystem does not count them."""
+    try:
+        stats = os.statvfs(nearest_existing(path))
+    except OSError:
+        return None
+    return stats.f_favail if stats.f_files else None
+
+
+def free_words(path: Path) -> str:
+    """`<free space> free`, and the files (inodes) still free where few are: what a full disk ran out of."""
+    from launcher.units import fmt_bytes
+
+    space, files = fmt_bytes(disk_free(path)), free_files(path)
+    if files == 0:
+        return f"{space} free, but no free files (inodes)"
+    if files is not None and files < FEW_FILES:
+        return f"{space} free, {files} free files (inodes)"
+    return f"{space} free"
+
+
 def probe_disk(output_dir: Path) -> DiskFacts:
     """Free space and writability at `output_dir` (read-only filesystems and files in the way named)."""
     where = nearest_existing(output_dir)

@@ -40,7 +40,7 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
-from launcher.probe.disk import disk_free
+from launcher.probe.disk import free_words
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
@@ -233,7 +233,9 @@ class Supervisor:
             if isinstance(step, GiveUp):
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
-                    reason += f" ({self.output_dir} has {fmt_bytes(disk_free(self.output_dir))} free)"
+                    reason += f" ({self.output_dir} has {free_words(self.output_dir)})"
+                    if self._resume_point(number + 1, settings, attempts)[0] is None:
+                        reason += "; no complete checkpoint was saved: a rerun starts from step 0"
                 if failure.kind is FailureKind.DOWNLOAD:
                     reason += f" ({_download_env({**self.prepared.swift.config_env, **self.base_env})})"
                 return RunResult("failed", attempts, 1, reason)

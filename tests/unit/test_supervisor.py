@@ -753,3 +753,41 @@ def test_a_users_resume_outside_checkpoint_n_takes_its_step_from_its_state(tmp_p
     (saved / "trainer_state.json").write_text(json.dumps({"global_step": 42}))
     assert given_resume(saved, True) == Resume(str(saved), 42, True, "--resume_only_model true was given")
     assert given_resume(tmp_path / "checkpoint-9", False).step == 9
+
+
+DISK_FULL_TAIL = "[rank0]: OSError: [Errno 28] No space left on device: '/out/checkpoint-2/model.safetensors'"
+
+
+@pytest.mark.parametrize("saved", [False, True])
+def test_a_full_disk_says_where_a_rerun_goes_on_from(tmp_path: Path, saved: bool) -> None:
+    """The give-up line told the user to rerun with --resume-latest from the newest complete checkpoint,
+    where none had been saved: such a rerun starts from step 0, and now it says so."""
+    written = [tmp_path / "v0-x" / "checkpoint-2"] if saved else []
+    result, spawned = run_scripted(tmp_path, prepared(tmp_path), [(FakeProcess(1, DISK_FULL_TAIL), written)])
+    assert (result.outcome, len(spawned)) == ("failed", 1)  # type: ignore[attr-defined]
+    reason = result.give_up_reason  # type: ignore[attr-defined]
+    assert reason.startswith("the disk is full") and f"({tmp_path} has " in reason
+    assert reason.endswith("a rerun starts from step 0") is not saved
+
+
+def test_free_words_name_the_files_where_a_filesystem_runs_out_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tmpfs with nr_inodes=45 full of files: `the disk is full ... (47.0 MiB free)` contradicted itself."""
+    import os
+    from types import SimpleNamespace
+
+    from launcher.probe import disk
+
+    real = os.statvfs(tmp_path)
+
+    def with_files(favail: int) -> SimpleNamespace:  # the space as it is (shutil.disk_usage reads it too)
+        space = {name: getattr(real, name) for name in ("f_frsize", "f_blocks", "f_bfree", "f_bavail")}
+        return SimpleNamespace(**space, f_files=45, f_favail=favail)
+
+    monkeypatch.setattr(disk.os, "statvfs", lambda _path: with_files(0))
+    assert disk.free_words(tmp_path).endswith("free, but no free files (inodes)")
+    monkeypatch.setattr(disk.os, "statvfs", lambda _path: with_files(12))
+    assert disk.free_words(tmp_path).endswith("free, 12 free files (inodes)")
+    monkeypatch.setattr(disk.os, "statvfs", lambda _path: with_files(10_000))
+    assert disk.free_words(tmp_path).endswith(" free") and "inodes" not in disk.free_words(tmp_path)
