@@ -35,6 +35,7 @@ from launcher.plan.estimate import (
 from launcher.plan.features import is_lora
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.sizing import (
+    checkpoint_floor_bytes,
     device_map_plan_estimate,
     estimates_for,
     features_of,
@@ -47,6 +48,7 @@ from launcher.plan.strategy import describe as describe_need
 from launcher.plan.swift_args import SwiftArgs, unknown_flag_warning
 from launcher.plan.unset_length import assumed_length, unset_note
 from launcher.plan.watchdog import Watchdog, added_ddp_timeout
+from launcher.units import fmt_bytes
 
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
 
@@ -153,6 +155,13 @@ def build_plan(
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
+    floor = checkpoint_floor_bytes(swift, model)
+    if floor is not None and host.disk_free_bytes is not None and host.disk_free_bytes < floor:
+        warnings.append(
+            f"output dir {output_dir_of(swift)}: {fmt_bytes(host.disk_free_bytes)} free, and one checkpoint of "
+            f"this full fine-tune takes at least {fmt_bytes(floor)} (its weights and Adam's two moments): the "
+            "first save will fail and the steps before it are lost; free space, or point --output_dir elsewhere"
+        )
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
     assumed = assumed_length(swift, model, data, workers_env(swift, env)) if uses_gpus else None
     if swift.get("seq_len") is None and swift.batch.max_length is None and uses_gpus:

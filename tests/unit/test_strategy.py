@@ -181,3 +181,29 @@ def test_users_own_config_is_checked_at_its_zero_rung() -> None:
     assert plan.strategy == "my_ds.json" and plan.deepspeed_arg is None
     assert plan.strategy_reason == "you chose --deepspeed my_ds.json (zero2)"
     assert any("my_ds.json (zero2) may not fit" in w and "zero3_offload would fit" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize(
+    ("tuner", "extra", "free_gib", "warned"),
+    [
+        ("full", (), 40, True),  # 7.6e9 x 2 bytes x 3 = 42.6 GiB: the weights and Adam's two moments
+        ("full", (), 50, False),
+        ("full", ("--save_only_model", "true"), 20, False),  # the weights alone: 14.2 GiB
+        ("full", ("--save_only_model", "true"), 10, True),
+        ("lora", (), 1, False),  # adapters: no floor worth stating
+    ],
+)
+def test_a_disk_that_cannot_hold_one_checkpoint_is_warned_of_before_the_run(
+    tuner: str, extra: tuple[str, ...], free_gib: int, warned: bool
+) -> None:
+    """doctor failed the disk, the run path said nothing, and a full fine-tune trained until its first save."""
+    from dataclasses import replace
+
+    facts = replace(host(gpus(2, 80), ram_gib=512), disk_free_bytes=free_gib * GiB)
+    swift = parse_swift_argv(["--model", "m", "--tuner_type", tuner, "--output_dir", "/out", *extra])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    plan = build_plan(swift, topo, facts, QWEN7B, env={}, paths=PATHS)
+    found = [w for w in plan.warnings if "one checkpoint of this full fine-tune takes at least" in w]
+    assert bool(found) is warned
+    if warned:
+        assert found[0].startswith(f"output dir /out: {free_gib}.0 GiB free")
