@@ -290,9 +290,9 @@ def latest_complete(
     """(the newest complete checkpoint, the newer ones that were skipped as unreadable, with why).
 
     Newest: of the run that saved last (the output dir's own checkpoints, with --add_version false, or a
-    v<N>-<time> run dir's: whichever holds the checkpoint dir changed last) and holds a complete one, the
-    highest step. Every experiment on a model shares swift's default output dir: an older run's later step
-    is another experiment's, not this one's.
+    v<N>-<time> run dir's: whichever holds the checkpoint whose trainer_state.json was written last) and
+    holds a complete one, the highest step. Every experiment on a model shares swift's default output
+    dir: an older run's later step is another experiment's, not this one's.
 
     With `before`, a checkpoint that was already there and is unchanged (an earlier run's) is left out.
     `set_aside` (checkpoints that failed to load in an attempt) are left out too. The checkpoints' own
@@ -308,7 +308,7 @@ def latest_complete(
         match = _CHECKPOINT_RE.match(path.name)
         assert match is not None
         try:
-            candidates.append((path.parent, int(match.group(1)), path.stat().st_mtime, path))
+            candidates.append((path.parent, int(match.group(1)), _saved_at(path), path))
         except OSError:
             continue
     last_saved: dict[Path, tuple[float, int]] = {}  # a run -> (when it last saved, its v<N>)
@@ -323,6 +323,13 @@ def latest_complete(
             return _found(path, step), skipped
         skipped[path] = problem
     return None, skipped
+
+
+def _saved_at(path: Path) -> float:
+    """When the trainer saved this checkpoint: its trainer_state.json's time (the dir's own changes when
+    anything is added later: `swift infer` writes its results into the checkpoint it evaluates)."""
+    state = path / "trainer_state.json"
+    return state.stat().st_mtime if state.is_file() else path.stat().st_mtime
 
 
 def zero_stage(deepspeed: str | None) -> int | None:

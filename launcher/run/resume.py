@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -65,6 +65,7 @@ def resume_point(
     started_from: Resume | None = None,
     earlier: Path | None = None,
     set_aside: Collection[Path] = (),
+    same_experiment: Callable[[Path], bool] = lambda _checkpoint: True,
 ) -> tuple[Resume | None, dict[str, str]]:
     """(the resume point, the newer checkpoints skipped as unreadable, with why).
 
@@ -73,7 +74,8 @@ def resume_point(
     run's checkpoints there out. `started_from`, the checkpoint this run's first attempt resumed from, is a
     candidate by itself, never its neighbours: beside a --resume_from_checkpoint of the user's may lie
     another run's. `earlier` is where the first attempt found it (--resume-latest, a requeue: the output
-    dir): once it is set aside, the checkpoints before it there are candidates again, as they were then.
+    dir): once it is set aside, the newest complete one left there is a candidate again, where
+    `same_experiment` says its run is this one's experiment (the output dir is shared by all of them).
     `set_aside` (checkpoints that failed to load in an attempt) are left out for the rest of the run. Paths
     are compared with their folders resolved: a relative or `..` path names the same checkpoint.
     """
@@ -81,11 +83,11 @@ def resume_point(
     found: list[Checkpoint] = []
     reasons: dict[str, str] = {}
 
-    def search(root: Path, snapshot: Snapshot | None) -> None:
+    def search(root: Path, snapshot: Snapshot | None, accept: Callable[[Path], bool] = lambda _: True) -> None:
         checkpoint, skipped = latest_complete(root, before=snapshot, set_aside=aside)
         for path, why in skipped.items():
             reasons.setdefault(str(path), why)
-        if checkpoint is not None:
+        if checkpoint is not None and accept(checkpoint.path):
             found.append(checkpoint)
 
     for root in dict.fromkeys(path.resolve() for path in roots):
@@ -95,7 +97,7 @@ def resume_point(
         if start not in aside and (checkpoint := checkpoint_at(start, started_from.step)) is not None:
             found.append(checkpoint)
         elif start in aside and earlier is not None:
-            search(earlier.resolve(), None)
+            search(earlier.resolve(), None, same_experiment)
     if not found:
         return None, reasons
     checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
@@ -155,7 +157,11 @@ def started_over(resume: Resume | None, written: Sequence[str], steps_logged: Co
 
 # What tells one experiment from another in swift's args.json, where the user gave it this time: the ladder
 # changes the batch, checkpointing and ZeRO stage between attempts, and a requeue may too, never these.
-IDENTITY_FIELDS = ("model", "dataset", "tuner_type", "learning_rate", "seed")
+IDENTITY_FIELDS = (
+    "model", "dataset", "tuner_type", "learning_rate", "seed", "lr_scheduler_type", "weight_decay", "warmup_ratio",
+    "optim", "torch_dtype", "lora_rank", "lora_alpha", "target_modules", "template", "system",
+)  # fmt: skip
+NUMBER_FIELDS = frozenset({"learning_rate", "seed", "weight_decay", "warmup_ratio", "lora_rank", "lora_alpha"})
 
 
 def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
@@ -182,12 +188,12 @@ def _saved_args(checkpoint: Path) -> dict[str, object]:
 
 
 def _same(key: str, given: str, then: object) -> bool:
-    if key in ("learning_rate", "seed"):
+    if key in NUMBER_FIELDS:
         try:
             return math.isclose(float(given), float(then), rel_tol=1e-9)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return given == str(then)
-    if key == "dataset":
+    if key in ("dataset", "target_modules"):  # lists, given as words
         items = then if isinstance(then, list) else [then]
         return [_place(d) for d in given.split()] == [_place(str(d)) for d in items]
     return _place(given) == _place(str(then))

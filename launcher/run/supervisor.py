@@ -55,6 +55,7 @@ from launcher.run.resume import (
     canonical,
     complete_checkpoints,
     given_resume,
+    other_experiment,
     relative_to,
     resume_point,
     shared_resume,
@@ -442,6 +443,7 @@ class Supervisor:
             started_from=attempts[0].resumed_from,
             earlier=None if self._users_own_start() else self.output_dir,
             set_aside=self.set_aside,
+            same_experiment=lambda checkpoint: other_experiment(checkpoint, self.prepared.swift) is None,
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:

@@ -359,8 +359,11 @@ def test_the_output_dirs_own_checkpoints_count_as_the_run_that_saved_them_last(t
     B's checkpoint-2 was passed over for A's checkpoint-6, whatever their age."""
     a = make(tmp_path / "v0-20260101-000000" / "checkpoint-6")
     b = make(tmp_path / "checkpoint-2")
-    os.utime(a, (1_000_000, 1_000_000))
-    os.utime(b, (2_000_000, 2_000_000))
+    os.utime(a / "trainer_state.json", (1_000_000, 1_000_000))
+    os.utime(b / "trainer_state.json", (2_000_000, 2_000_000))
     assert latest_complete(tmp_path)[0].path == b  # type: ignore[union-attr]
-    os.utime(b, (500_000, 500_000))  # the other way round: A's run saved last
+    (a / "infer_result").mkdir()  # `swift infer` on A's checkpoint writes into it: A saved nothing new
+    os.utime(a, (3_000_000, 3_000_000))
+    assert latest_complete(tmp_path)[0].path == b  # type: ignore[union-attr]
+    os.utime(b / "trainer_state.json", (500_000, 500_000))  # the other way round: A's run saved last
     assert latest_complete(tmp_path)[0].path == a  # type: ignore[union-attr]

@@ -112,6 +112,8 @@ def _saved_by(run_dir: Path, **args: object) -> Path:
         (["--seed", "7"], "its run had seed 42, this one 7"),
         (["--dataset", "other.jsonl"], "its run had dataset {data}, this one other.jsonl"),
         (["--tuner_type", "lora"], "its run had tuner_type full, this one lora"),
+        (["--lr_scheduler_type", "constant"], "its run had lr_scheduler_type cosine, this one constant"),
+        (["--lr_scheduler_type", "cosine", "--lora_rank", "8"], None),
     ],
 )
 def test_another_experiments_checkpoint_is_told_by_its_args(
@@ -126,9 +128,8 @@ def test_another_experiments_checkpoint_is_told_by_its_args(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data.jsonl").write_text("{}\n")
     data = str(tmp_path / "data.jsonl")
-    checkpoint = _saved_by(
-        tmp_path / "v0-a", model="m", dataset=[data], tuner_type="full", learning_rate=1e-05, seed=42
-    )
+    saved = {"model": "m", "dataset": [data], "tuner_type": "full", "learning_rate": 1e-05, "seed": 42}
+    checkpoint = _saved_by(tmp_path / "v0-a", **saved, lr_scheduler_type="cosine", lora_rank=8)
     argv = ["--model", "m", "--dataset", "data.jsonl", *given]  # relative here, absolute in args.json: the same
     swift = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
     found = other_experiment(checkpoint, swift)

@@ -375,6 +375,24 @@ def test_resume_latest_goes_back_to_the_checkpoint_before_one_that_failed_to_loa
     )
 
 
+def test_after_a_set_aside_another_experiments_checkpoint_is_never_the_one_before_it(tmp_path: Path) -> None:
+    """Experiment B (learning rate 1e-3) resumed with --resume-latest from its checkpoint-2, which failed to
+    load; attempt 2 took experiment A's checkpoint-6 (1e-5) as "the newest complete one before it"."""
+    (a,) = _earlier_run(tmp_path, 6)
+    (a.parent / "args.json").write_text(json.dumps({"learning_rate": 1e-05}))
+    b = make(tmp_path / "v1-b" / "checkpoint-2")
+    (b.parent / "args.json").write_text(json.dumps({"learning_rate": 1e-03}))
+    spawned: list[list[str]] = []
+    script = [(FakeProcess(1, LOAD_FAILURE_SUMMARY), []), (FakeProcess(0, ""), [])]
+    sup = Supervisor(prepared(tmp_path, "--learning_rate", "1e-3"), RunConfig(resume_latest=True), {},
+                     run_dir=tmp_path / "safe-sft" / "run", spawn=scripted(tmp_path, script, spawned),
+                     sleep=lambda _: None)  # fmt: skip
+    result = sup.run()
+    assert value(spawned[0], "--resume_from_checkpoint") == str(b)
+    assert value(spawned[1], "--resume_from_checkpoint") is None and result.attempts[1].resumed_from is None
+    assert result.attempts[1].change_reason == f"{b} failed to load; no complete checkpoint is before it: from step 0"
+
+
 def test_the_users_own_checkpoint_that_fails_to_load_ends_the_run(tmp_path: Path) -> None:
     """Nothing of this run's to go on from: no other run's checkpoint, and no step 0, in place of the user's;
     attempt 2 had run from step 0 with the user's argument still in its command, loading it again."""
