@@ -118,7 +118,8 @@ class AttemptRunner:
         ]
         saved = [checkpoint_step(Path(p)) for p in record.checkpoints_written if is_complete(Path(p))]
         record.saved_step = max((step for step in saved if step is not None), default=None)
-        record.preempted = preempted_at(code, attempt_dir, run_dir)
+        finished = ev.ranks_finished(attempt_dir, self.node_rank, self.nproc_per_node)
+        record.preempted = preempted_at(code, attempt_dir, run_dir, finished)
         record.step_seen_s = dict(watch.step_seen)
         record.started_over = started_over(resume, record.checkpoints_written, record.step_seen_s)
         if record.last_step is not None and record.last_step not in record.step_seen_s:
@@ -141,15 +142,13 @@ class AttemptRunner:
             )
         )
         interrupted = record.failure is not None and record.failure.kind is FailureKind.INTERRUPTED
-        if interrupted and record.preempted is not None:
-            # every rank had saved on the notice and exited 0: a signal after that (another node's
-            # `scontrol requeue` cancels the step) stopped nothing
+        if record.preempted is not None and record.failure is not None:
+            # every rank had saved on the notice: a signal after that (another node's `scontrol requeue`
+            # cancels the step) stopped nothing, and a rank's death at exit is no training failure
+            record.failed_at_exit = None if interrupted else record.failure
             record.failure = None
-        elif (
-            record.failure is not None
-            and not interrupted
-            and ev.ranks_finished(attempt_dir, self.node_rank, self.nproc_per_node)
-        ):  # every rank's training had returned: a death at exit is not a training failure
+        elif record.failure is not None and not interrupted and finished:
+            # every rank's training had returned: a death at exit is not a training failure
             record.failed_at_exit, record.failure = record.failure, None
         if resume is not None and record.failure is not None and not steps_seen:
             record.load_failure = load_failure_line(tail_lines[-400:])
@@ -221,11 +220,13 @@ class AttemptRunner:
         process.signal_all(signal.SIGKILL)
 
 
-def preempted_at(code: int, attempt_dir: Path, run_dir: Path | None) -> dict[str, Any] | None:
-    """The ranks stopped on a notice: they exited 0 after saving a complete checkpoint at the step they
-    agreed on, before the last step. {"step", "checkpoint"}, else None (a finished or failed attempt)."""
+def preempted_at(code: int, attempt_dir: Path, run_dir: Path | None, finished: bool = False) -> dict[str, Any] | None:
+    """The ranks stopped on a notice: they saved a complete checkpoint at the step they agreed on, before
+    the last step, and exited 0, or every rank's training returned (`finished`: a rank may still die at its
+    interpreter's exit, `terminate called without an active exception`). {"step", "checkpoint"}, else None
+    (a finished or failed attempt)."""
     step = stopping_step(attempt_dir)
-    if code != 0 or step is None or run_dir is None:
+    if (code != 0 and not finished) or step is None or run_dir is None:
         return None
     checkpoint = run_dir / f"checkpoint-{step}"
     if not is_complete(checkpoint):

@@ -171,6 +171,30 @@ def test_a_sigterm_notice_whose_checkpoint_was_not_saved_in_time_is_an_interrupt
     assert result.give_up_reason == "the checkpoint on notice (SIGTERM) was not saved within --grace-period 30 s"
 
 
+def test_ranks_that_saved_on_the_notice_and_one_died_at_exit_are_preempted(tmp_path: Path) -> None:
+    """Both ranks saved checkpoint-4 on the notice and returned from training; rank 1 then aborted at its
+    interpreter's exit (`terminate called without an active exception`, SIGABRT). Not preempted because the
+    exit code was not 0, the run was called a success (a SIGUSR1) or an interrupt (a SIGTERM)."""
+    attempt_dir = tmp_path / "safe-sft" / "run" / "attempt-1"
+    process = NoticedProcess(attempt_dir, tmp_path, step=4)
+    process.code = -6
+    process.tail = "terminate called without an active exception\nFatal Python error: Aborted"
+    sup = supervisor(tmp_path, [process], [])
+
+    def notice_and_finish() -> None:
+        if not (attempt_dir / "notice").exists():
+            sup._on_signal(signal.SIGUSR1, None)
+        for rank in (0, 1):  # each rank's training entry returned (launcher/worker.py)
+            (attempt_dir / f"finished-rank-{rank}").touch()
+
+    process.on_poll = notice_and_finish
+    result = sup.run()
+    assert (result.outcome, result.exit_code) == ("preempted", EXIT_PREEMPTED)
+    attempt = result.attempts[0]
+    assert attempt.preempted == {"step": 4, "checkpoint": str(tmp_path / "v0-x" / "checkpoint-4")}
+    assert attempt.failure is None and attempt.failed_at_exit is not None
+
+
 def test_the_last_step_is_a_finished_run_not_a_preempted_one(tmp_path: Path) -> None:
     spawned: list[list[str]] = []
     process = NoticedProcess(tmp_path / "safe-sft" / "run" / "attempt-1", tmp_path, step=8)
