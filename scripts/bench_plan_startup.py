@@ -70,8 +70,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         modest = write_dataset(Path(tmp) / "modest.jsonl", 3_000)
         huge = write_dataset(Path(tmp) / "huge.jsonl", 100_000)
-        lf_config = Path(tmp) / "qwen_full_sft.yaml"
-        lf_config.write_text(LF_CONFIG)
+        lf_config = Path(tmp) / "qwen_full_sft.yaml"  # its dataset named as LLaMA-Factory's data/ names it
+        (Path(tmp) / "dataset_info.json").write_text(json.dumps({"alpaca_en_demo": {"file_name": modest.name}}))
+        lf_config.write_text(LF_CONFIG + f"dataset_dir: {tmp}\n")
         lf_plan = [*PLAN[:11], "--backend", "llamafactory", str(lf_config)]
         script = Path(tmp) / "train.py"
         script.write_text("raise SystemExit('never run by plan')\n")
