@@ -207,16 +207,22 @@ def _has_optimizer_state(path: Path) -> bool:
     return any(path.glob("global_step*/*optim_states*"))
 
 
-def _deepspeed_of(path: Path) -> str | None:
+def saved_args(path: Path) -> dict[str, object]:
+    """The arguments of the run that saved a checkpoint, as swift wrote them (its args.json, in the checkpoint
+    or its run dir: the first there is theirs); {} where none can be read."""
     for args_file in (path / "args.json", path.parent / "args.json"):
         if args_file.is_file():
             try:
-                args = json.loads(args_file.read_text())
+                args = json.loads(args_file.read_bytes())
             except (OSError, ValueError, RecursionError):
-                return None
-            value = args.get("deepspeed") if isinstance(args, dict) else None
-            return value if isinstance(value, str) else (json.dumps(value) if value else None)
-    return None
+                return {}
+            return args if isinstance(args, dict) else {}
+    return {}
+
+
+def _deepspeed_of(path: Path) -> str | None:
+    value = saved_args(path).get("deepspeed")
+    return value if isinstance(value, str) else (json.dumps(value) if value else None)
 
 
 def run_dirs(output_dir: Path) -> list[Path]:

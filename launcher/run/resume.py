@@ -27,6 +27,7 @@ from launcher.run.checkpoints import (
     checkpoint_step,
     is_complete,
     latest_complete,
+    saved_args,
     zero_stage,
 )
 
@@ -167,7 +168,7 @@ NUMBER_FIELDS = frozenset({"learning_rate", "seed", "weight_decay", "warmup_rati
 def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
     """How the run that saved `checkpoint` differs from this one in IDENTITY_FIELDS (the first difference,
     from its args.json, as swift wrote it), or None: the same, or nothing to compare."""
-    saved = _saved_args(checkpoint)
+    saved = saved_args(checkpoint)
     for key in IDENTITY_FIELDS:
         if key not in saved or not swift.has(key):
             continue
@@ -175,16 +176,6 @@ def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
         if not _same(key, given, then):
             return f"its run had {key} {_shown(then)}, this one {given}"
     return None
-
-
-def _saved_args(checkpoint: Path) -> dict[str, object]:
-    for path in (checkpoint / "args.json", checkpoint.parent / "args.json"):
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError, RecursionError):
-            continue
-        return data if isinstance(data, dict) else {}
-    return {}
 
 
 def _same(key: str, given: str, then: object) -> bool:
