@@ -24,6 +24,15 @@ from launcher.plan.swift_args import SwiftArgs
 
 WORKER_DIR = Path(__file__).resolve().parent.parent  # launcher/: the worker files run as scripts
 
+
+def read_option_table(path: Path) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """A trainer's option table (launcher/backends/*_options.txt, scripts/option_table.py's format): its
+    comment line (the trainer and its versions), and each option's name -> its kind and allowed values."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = (line.split() for line in lines if line and not line.startswith("#"))
+    return (lines[0] if lines else ""), {name: tuple(kind) for name, *kind in rows}
+
+
 # The ladder's knobs by the name a backend can lack (launcher/plan/degrade.py Settings, settings.py writes them)
 KNOBS = {
     "per_device_train_batch_size": "micro-batch (with gradient_accumulation_steps)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
+from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import is_config_file, parse_swift_argv
 
@@ -40,8 +40,7 @@ def training_options() -> frozenset[str]:
     """TrainingArguments' option names (transformers 5.x), read without importing transformers: a script's
     HfArgumentParser takes an unambiguous prefix of one (`--output_d`), and so does safe-sft. The script's
     own fields are unknown here; a flag that is a prefix of one of them alone stays itself."""
-    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
-    return frozenset(line.split()[0] for line in lines if line and not line.startswith("#"))
+    return frozenset(read_option_table(OPTIONS_FILE)[1])
 
 
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"

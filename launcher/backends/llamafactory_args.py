@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
+from launcher.backends.base import read_option_table
 from launcher.errors import SafeSftError
 
 OPTIONS_FILE = Path(__file__).with_name("llamafactory_options.txt")
@@ -36,10 +37,9 @@ _VERSIONS = re.compile(r"\(LLaMA-Factory (\S+), transformers (\S+)\)")
 @cache
 def _table() -> tuple[tuple[str, str], dict[str, tuple[str, ...]]]:
     """The LLaMA-Factory and transformers versions the file was written from, and each argument's kind."""
-    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
-    found = _VERSIONS.search(lines[0])
-    versions = (found.group(1), found.group(2)) if found else ("", "")
-    return versions, {name: tuple(kind) for name, *kind in (line.split() for line in lines[1:] if line)}
+    head, kinds = read_option_table(OPTIONS_FILE)
+    found = _VERSIONS.search(head)
+    return ((found.group(1), found.group(2)) if found else ("", "")), kinds
 
 
 def table_versions() -> tuple[str, str]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
+from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import SwiftArgs, ValueKind, parse_swift_argv
 
@@ -21,9 +21,8 @@ OPTIONS_FILE = Path(__file__).with_name("swift_options.txt")  # scripts/swift_op
 @cache
 def _option_table() -> dict[str, ValueKind]:
     """Each option's name and what swift's parser takes as its value, as the file lists them."""
-    lines = OPTIONS_FILE.read_text(encoding="utf-8").splitlines()
-    rows = (line.split() for line in lines if line and not line.startswith("#"))
-    return {name: ValueKind(kind, tuple(choices)) for name, kind, *choices in rows}
+    rows = read_option_table(OPTIONS_FILE)[1]
+    return {name: ValueKind(kind[0], kind[1:]) for name, kind in rows.items()}
 
 
 @cache
