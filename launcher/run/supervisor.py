@@ -109,7 +109,8 @@ class Supervisor:
         self.templates = load_templates()
         self.before: Snapshot = {}
         self.attempts: list[AttemptRecord] = []  # so far: what the report shows if the loop is cut short
-        self.set_aside: dict[Path, str] = {}  # checkpoints that failed to load in an attempt -> why
+        # checkpoints that failed to load in an attempt (resume.canonical paths) -> why
+        self.set_aside: dict[Path, str] = {}
         topology = prepared.plan.topology
         self.runner = AttemptRunner(
             config,
@@ -425,7 +426,7 @@ class Supervisor:
             if self.requeued is not None:
                 return self._requeued_resume(self.requeued, settings), {}
             swift = self.prepared.swift
-            given = swift.get("resume_from_checkpoint") if swift.has("resume_from_checkpoint") else None
+            given = self._users_own_start()
             if given:  # the user's own (checked complete before anything started): recorded as this run's start
                 return given_resume(Path(given), swift.get_bool("resume_only_model", False)), {}
             # a trainer that resumes on its own would take the newest checkpoint, complete or not
@@ -447,7 +448,7 @@ class Supervisor:
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:
-        aside = canonical(Path(given)) in {canonical(path) for path in self.set_aside}
+        aside = canonical(Path(given)) in self.set_aside
         state = "failed to load" if aside else "is no longer complete"
         return (
             f"the checkpoint you gave (--resume_from_checkpoint {given}) {state}, and this run saved none of its "
@@ -466,7 +467,7 @@ class Supervisor:
         if failure is None or resumed is None or record.load_failure is None or failure.kind not in LOAD_SUSPECTS:
             return None
         why = f"attempt {record.number} failed loading it: {record.load_failure[:300]}"
-        self.set_aside[Path(resumed.checkpoint)] = why
+        self.set_aside[canonical(Path(resumed.checkpoint))] = why
         record.set_aside = {"path": resumed.checkpoint, "why": why}
         sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
         return resumed.checkpoint
