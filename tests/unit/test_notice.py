@@ -104,6 +104,18 @@ class NoticedProcess(FakeProcess):
         return (self.exited, self.tail) if self.exited is not None else super().finish()
 
 
+def sigterm_once_measured(sup, attempt_dir: Path, save_s: float):  # type: ignore[no-untyped-def]
+    """A poll callback: the ranks' timing measured (a save of `save_s`, a step of 2 s), then one SIGTERM to
+    safe-sft (a second one would stop at once)."""
+
+    def poll() -> None:
+        if not (attempt_dir / "timing.json").exists():
+            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": save_s, "step_s": 2.0, "step": 3}))
+            sup._on_signal(signal.SIGTERM, None)
+
+    return poll
+
+
 def test_sigusr1_is_not_forwarded_the_ranks_save_and_safe_sft_exits_preempted(tmp_path: Path) -> None:
     spawned: list[list[str]] = []
     process = NoticedProcess(tmp_path / "safe-sft" / "run" / "attempt-1", tmp_path, step=4)
@@ -159,12 +171,7 @@ def test_a_sigterm_notice_whose_checkpoint_was_not_saved_in_time_is_an_interrupt
     process.tail = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 15"
     sup = supervisor(tmp_path, [process, FakeProcess(0, "")], [], grace_seconds=30.0)
 
-    def measured_then_sigterm() -> None:
-        if not (attempt_dir / "timing.json").exists():
-            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 10.0, "step_s": 2.0, "step": 3}))
-            sup._on_signal(signal.SIGTERM, None)
-
-    process.on_poll = measured_then_sigterm
+    process.on_poll = sigterm_once_measured(sup, attempt_dir, save_s=10.0)
     result = sup.run()
     assert (result.outcome, result.exit_code) == ("interrupted", 143)
     assert result.attempts[0].failure is not None and result.attempts[0].failure.kind is FailureKind.INTERRUPTED
@@ -209,12 +216,7 @@ def test_a_sigterm_checkpoints_after_a_save_that_fits_the_grace_period_else_it_s
     process = NoticedProcess(attempt_dir, tmp_path, step=4)
     sup = supervisor(tmp_path, [process], spawned, grace_seconds=30.0)
 
-    def measured_then_sigterm() -> None:  # one SIGTERM: a second one would stop at once
-        if not (attempt_dir / "timing.json").exists():
-            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 10.0, "step_s": 2.0, "step": 3}))
-            sup._on_signal(signal.SIGTERM, None)
-
-    process.on_poll = measured_then_sigterm
+    process.on_poll = sigterm_once_measured(sup, attempt_dir, save_s=10.0)
     result = sup.run()
     assert (result.outcome, result.exit_code, process.signals) == ("preempted", EXIT_PREEMPTED, [])
     assert (attempt_dir / "notice").read_text() == "SIGTERM\n"
@@ -224,12 +226,7 @@ def test_a_sigterm_checkpoints_after_a_save_that_fits_the_grace_period_else_it_s
     process = NoticedProcess(attempt_dir, slow, step=4)
     sup = supervisor(slow, [process], [], grace_seconds=0.0)
 
-    def slow_save_then_sigterm() -> None:
-        if not (attempt_dir / "timing.json").exists():
-            (attempt_dir / "timing.json").write_text(json.dumps({"save_s": 40.0, "step_s": 2.0, "step": 3}))
-            sup._on_signal(signal.SIGTERM, None)
-
-    process.on_poll = slow_save_then_sigterm
+    process.on_poll = sigterm_once_measured(sup, attempt_dir, save_s=40.0)  # a save longer than the grace
     result = sup.run()
     assert (result.outcome, result.exit_code) == ("interrupted", 143)
     assert process.signals[0] == signal.SIGTERM and not (attempt_dir / "notice").exists()
