@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 from launcher.errors import SafeSftError
 from launcher.masking import mask_text
 from launcher.run.lost_work import lost_line
+from launcher.run.records import reason_line
 from launcher.units import GiB, fmt_bytes
 
 
@@ -311,7 +312,7 @@ def render_report(data: dict[str, Any]) -> str:
     if total.get("failures"):
         lines.append(lost_line(total, interrupted=data.get("outcome") == "interrupted"))
     if data.get("give_up_reason"):
-        lines.append(f"  gave up: {data['give_up_reason']}")
+        lines.append(reason_line(data["outcome"], data["give_up_reason"]))
     return "\n".join(lines)
 
 

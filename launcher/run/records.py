@@ -82,3 +82,9 @@ class RunResult:
     attempts: list[AttemptRecord]
     exit_code: int
     give_up_reason: str | None = None
+
+
+def reason_line(outcome: str, reason: str) -> str:
+    """The line that ends a run's summary and `safe-sft report`: an interrupted run was stopped (by the
+    user, a scheduler or a notice), not given up on."""
+    return f"  {'stopped' if outcome == 'interrupted' else 'gave up'}: {reason}"

@@ -21,7 +21,7 @@ from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
 from launcher.run.lost_work import Lost, gpu_hours, lost_line, lost_work
-from launcher.run.records import AttemptRecord, RunResult
+from launcher.run.records import AttemptRecord, RunResult, reason_line
 from launcher.units import fmt_bytes
 
 REPORT_SCHEMA = 1
@@ -320,7 +320,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
     if lost["failures"]:
         lines.append(lost_line(lost, interrupted=result.outcome == "interrupted"))
     if result.give_up_reason:
-        lines.append(f"  {'stopped' if result.outcome == 'interrupted' else 'gave up'}: {result.give_up_reason}")
+        lines.append(reason_line(result.outcome, result.give_up_reason))
     last = attempts[-1] if attempts else None
     if last is not None and last.run_dir:
         why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""

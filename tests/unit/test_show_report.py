@@ -364,3 +364,10 @@ def test_the_summary_names_no_report_that_could_not_be_written(tmp_path: Path) -
     why = f"cannot write the report {path}: No space left on device ({tmp_path} has 0 B free)"
     lines = summary(result, path, unsaved=why).splitlines()
     assert f"  report: not written: {why}" in lines and f"  report: {path}" not in lines
+
+
+@pytest.mark.parametrize(("outcome", "word"), [("interrupted", "stopped"), ("failed", "gave up")])
+def test_the_reason_is_worded_as_the_runs_own_summary_words_it(run_dir: Path, outcome: str, word: str) -> None:
+    data = load_report(run_dir)
+    data["outcome"], data["give_up_reason"] = outcome, "a reason"
+    assert render_report(data).splitlines()[-1] == f"  {word}: a reason"
