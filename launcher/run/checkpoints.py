@@ -354,16 +354,24 @@ def zero_stage(deepspeed: str | None) -> int | None:
 
 
 # Frames and errors of loading a checkpoint (transformers, safetensors, torch, DeepSpeed): an attempt that
-# resumed and died with one of these before its first new step could not load its checkpoint.
+# resumed and died with one of these before its first new step could not load its checkpoint. The state
+# file is named only on an error's line: transformers warns about it on every resume with other settings.
 _LOAD_FAILURE = re.compile(
     r"_load_from_checkpoint|load_from_json|_load_rng_state|_load_optimizer_and_scheduler|load_checkpoint|"
-    r"SafetensorError|safe_open|PytorchStreamReader|BadZipFile|UnpicklingError|trainer_state\.json"
+    r"SafetensorError|safe_open|PytorchStreamReader|BadZipFile|UnpicklingError|Error\b.*trainer_state\.json"
 )
+# the exception a traceback ends in, after any `[rankN]:` prefix: `ValueError: ...`, `torch.x.SomeError: ...`
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:)?\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b:")
 
 
 def load_failure_line(lines: Sequence[str]) -> str | None:
-    """The line showing a failed checkpoint load, if any."""
-    return next((line.strip() for line in lines if _LOAD_FAILURE.search(line)), None)
+    """What shows a failed checkpoint load, if anything: the exception that ended the load's traceback (the
+    line that says what was wrong), else the loading frame or error line itself."""
+    found = next((i for i, line in enumerate(lines) if _LOAD_FAILURE.search(line)), None)
+    if found is None:
+        return None
+    error = next((line for line in lines[found:] if _EXCEPTION.search(line)), lines[found])
+    return error.strip()
 
 
 def checkpoint_problem(path: Path) -> str | None:

@@ -244,11 +244,31 @@ def test_set_aside_checkpoints_are_not_candidates(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("lines", "found"),
     [
-        (['  File "trainer.py", line 2540, in _load_from_checkpoint', "KeyError: 'w'"], "_load_from_checkpoint"),
+        (['  File "trainer.py", line 2540, in _load_from_checkpoint', "KeyError: 'w'"], "KeyError: 'w'"),
+        (['  File "trainer.py", line 2540, in _load_from_checkpoint'], "_load_from_checkpoint"),
         (["safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge"], "SafetensorError"),
         (["RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"], "Reader"),
         (["torch.OutOfMemoryError: CUDA out of memory."], None),
         (["ValueError: remaining_argv: ['--bogus']"], None),
+        pytest.param(
+            [
+                "[transformers] Warning: The following arguments do not match the ones in the `trainer_state.json` "
+                "within the checkpoint directory:",
+                "Segmentation fault (core dumped)",
+            ],
+            None,
+            id="resume-warning",
+        ),
+        pytest.param(
+            [
+                '[rank0]:   File "transformers/trainer.py", line 3943, in _load_optimizer_and_scheduler',
+                "[rank0]:     raise ValueError(",
+                "[rank0]: ValueError: loaded state dict has a different number of parameter groups",
+            ],
+            "[rank0]: ValueError: loaded state dict has a different",
+            id="the-error-the-load-ended-in",
+        ),
+        (["FileNotFoundError: [Errno 2] No such file or directory: 'ckpt/trainer_state.json'"], "FileNotFound"),
     ],
 )
 def test_load_failure_line(lines: list[str], found: str | None) -> None:
