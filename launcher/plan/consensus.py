@@ -73,6 +73,7 @@ class NodeReport:
     checkpoints: tuple[str, ...]  # complete checkpoints this node sees, relative to the output dir
     capacity_bytes: int | None = None  # after a GPU OOM: this node's smallest GPU room (the guided ladder)
     peak_bytes: int | None = None  # ... and its measured peak
+    load_failed: bool = False  # this node's attempt died loading the checkpoint every node resumed from
 
 
 @dataclass(frozen=True)
@@ -128,22 +129,58 @@ def decide(
         return Decision(run_id, attempt, "stop", f"node {root.node} was interrupted", **base)  # type: ignore[arg-type]
     if attempt >= max_attempts:
         return Decision(run_id, attempt, "stop", f"--max-attempts {max_attempts} reached", **base)  # type: ignore[arg-type]
+    if root.load_failed:  # not the settings' fault: the same settings, from a checkpoint before that one
+        return _past_an_unloadable_checkpoint(run_id, attempt, reports, root, settings, resume_for)
     step = next_step(
         settings, kind, history, gpus_have_room_for_zero3=gpus_have_room_for_zero3, memory=worst(memory, reports)
     )
     if isinstance(step, GiveUp):
         return Decision(run_id, attempt, "stop", step.reason, **base)  # type: ignore[arg-type]
     resume = resume_for(step.settings)
-    blind = [r.node for r in reports if resume is not None and resume.checkpoint not in r.checkpoints]
-    if blind:
-        return Decision(
-            run_id, attempt, "stop",
-            f"node(s) {blind} do not see checkpoint {resume.checkpoint if resume else ''}: the output dir must be "
-            "on a filesystem all nodes share", **base,  # type: ignore[arg-type]
-        )  # fmt: skip
+    unshared = _unshared(run_id, attempt, reports, root, resume)
+    if unshared is not None:
+        return unshared
     return Decision(
         run_id, attempt, "retry", step.reason, root.node, root.kind, step.settings, step.change, resume,
         step.predicted_need_bytes,
+    )  # fmt: skip
+
+
+def _past_an_unloadable_checkpoint(
+    run_id: str,
+    attempt: int,
+    reports: Sequence[NodeReport],
+    root: NodeReport,
+    settings: Settings,
+    resume_for: Callable[[Settings], Resume | None],
+) -> Decision:
+    """A retry with the same settings after a node died loading the checkpoint: `resume_for` (node 0's
+    supervisor has set that checkpoint aside) names the newest complete one before it, or none."""
+    resume = resume_for(settings)
+    unshared = _unshared(run_id, attempt, reports, root, resume)
+    if unshared is not None:
+        return unshared
+    nodes = [r.node for r in reports if r.load_failed]
+    where = (
+        f"resume from {resume.checkpoint} (step {resume.step}), the newest complete one before it"
+        if resume
+        else "no complete checkpoint is before it: from step 0"
+    )
+    reason = f"the checkpoint the attempt resumed from failed to load on node(s) {nodes}; {where}"
+    return Decision(run_id, attempt, "retry", reason, root.node, root.kind, settings, "no change", resume)
+
+
+def _unshared(
+    run_id: str, attempt: int, reports: Sequence[NodeReport], root: NodeReport, resume: Resume | None
+) -> Decision | None:
+    """A stop when a node does not see the checkpoint to resume from."""
+    blind = [r.node for r in reports if resume is not None and resume.checkpoint not in r.checkpoints]
+    if not blind:
+        return None
+    return Decision(
+        run_id, attempt, "stop",
+        f"node(s) {blind} do not see checkpoint {resume.checkpoint if resume else ''}: the output dir must be "
+        "on a filesystem all nodes share", root.node, root.kind,
     )  # fmt: skip
 
 
@@ -226,7 +263,14 @@ def decode_report(text: str, run_id: str, attempt: int, nnodes: int) -> NodeRepo
         checkpoints=tuple(_relative_path(c) for c in checkpoints),
         capacity_bytes=_int(data.get("capacity_bytes"), "capacity_bytes", 1, 1 << 50, optional=True),
         peak_bytes=_int(data.get("peak_bytes"), "peak_bytes", 1, 1 << 50, optional=True),
+        load_failed=_bool(data.get("load_failed", False), "load_failed"),
     )
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{what}={value!r} is not a boolean", SAME_VERSION)
+    return value
 
 
 def _kind(value: Any) -> str | None:
@@ -256,8 +300,7 @@ def _settings(data: Any) -> Settings:
         _int(data[name], name, low, high, optional=name in ("vision_budget", "max_length"))
     for name in ("gradient_checkpointing", "save_only_model", "dataloader_pin_memory", "offload_pin_memory",
                  "nccl_p2p_disable", "allow_shorter_max_length", "device_map"):  # fmt: skip
-        if not isinstance(data[name], bool):
-            raise ProtocolError(f"{name}={data[name]!r} is not a boolean", SAME_VERSION)
+        _bool(data[name], name)
     if data["vision_env"] not in (None, *VISION_ENVS):
         raise ProtocolError(f"vision_env {data['vision_env']!r} is not an image budget variable", SAME_VERSION)
     deepspeed = data["deepspeed"]

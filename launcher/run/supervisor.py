@@ -44,7 +44,7 @@ from launcher.probe.disk import free_words
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
-from launcher.run.checkpoints import Snapshot, checkpoint_at, checkpoint_step, snapshot
+from launcher.run.checkpoints import Snapshot, checkpoint_at, checkpoint_step, is_complete, snapshot
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
@@ -289,6 +289,7 @@ class Supervisor:
             checkpoints=tuple(complete_checkpoints(self._swift_output_dir(attempts))),
             capacity_bytes=memory.capacity_bytes if memory else None,
             peak_bytes=memory.peak_bytes if memory else None,
+            load_failed=self._set_aside_if_unloadable(record) is not None,
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -296,6 +297,7 @@ class Supervisor:
             return self._interrupted(attempts)
 
         def decide_next(reports: list[NodeReport]) -> Decision:
+            self._set_aside_for_nodes(record, [r.node for r in reports if r.load_failed])
             return decide(
                 coordinator.run_id, number, reports, coordinator.nnodes, settings, history,
                 max_attempts=self.config.max_attempts,
@@ -448,7 +450,8 @@ class Supervisor:
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:
-        aside = canonical(Path(given)) in self.set_aside
+        # still complete, yet not resumed: set aside here, or by node 0 after another node failed loading it
+        aside = canonical(Path(given)) in self.set_aside or is_complete(Path(given))
         state = "failed to load" if aside else "is no longer complete"
         return (
             f"the checkpoint you gave (--resume_from_checkpoint {given}) {state}, and this run saved none of its "
@@ -471,6 +474,16 @@ class Supervisor:
         record.set_aside = {"path": resumed.checkpoint, "why": why}
         sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
         return resumed.checkpoint
+
+    def _set_aside_for_nodes(self, record: AttemptRecord, nodes: list[int]) -> None:
+        """On node 0: the checkpoint every node resumed from, set aside when another node died loading it."""
+        resumed = record.resumed_from
+        if not nodes or resumed is None or canonical(Path(resumed.checkpoint)) in self.set_aside:
+            return
+        why = f"node(s) {nodes} failed loading it in attempt {record.number}"
+        self.set_aside[canonical(Path(resumed.checkpoint))] = why
+        record.set_aside = {"path": resumed.checkpoint, "why": why}
+        sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
 
     def _would_overwrite(self, base: SwiftArgs, resume: Resume | None, output_dir: Path) -> str | None:
         """Why an attempt with --add_version false must write to a versioned dir instead, or None. `output_dir`:

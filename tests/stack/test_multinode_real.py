@@ -189,3 +189,30 @@ def test_d_an_output_dir_the_nodes_do_not_share_stops_node_1_with_exit_4(tiny, t
     finally:
         nodes[0].kill()  # its torchrun waits for node 1 at the rendezvous; PR_SET_PDEATHSIG takes it down
         nodes[0].wait(timeout=30)
+
+
+def test_e_a_checkpoint_that_fails_to_load_is_set_aside_and_every_node_resumes_the_one_before(
+    tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """At step 7 node 1 leaves checkpoint-6 complete on disk but unloadable, then an OOM. Attempt 2 resumes
+    checkpoint-6 and dies loading it on both nodes; node 0 sets it aside and attempt 3 goes on from
+    checkpoint-3 with attempt 2's settings."""
+    out, port = tmp_path / "out", 29735
+    args = ["--allow-loopback-master", *swift_args(tiny, out)]
+    env = [node_env(tmp_path, r, port, "unloadable_oom:7:1") for r in (0, 1)]
+    nodes = [start_node(args, env[r], tmp_path / f"node{r}.log") for r in (0, 1)]
+    codes = [node.wait(timeout=600) for node in nodes]
+    logs = [(tmp_path / f"node{r}.log").read_text() for r in (0, 1)]
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    first, second, third = node_reports(out)[0]["attempts"]
+    assert (first["decision"]["root_kind"], first["decision"]["root_node"]) == ("cuda_oom", 1)
+    unloadable = second["resumed_from"]["checkpoint"]
+    assert unloadable.endswith("checkpoint-6")
+    assert second["set_aside_checkpoint"]["path"] == unloadable
+    assert "parameter groups" in second["set_aside_checkpoint"]["why"]  # the error, not transformers' warning
+    assert "failed to load on node(s) [0, 1]" in second["decision"]["reason"]
+    assert third["resumed_from"]["checkpoint"].endswith("checkpoint-3")
+    assert third["change"]["what"] == "no change" and third["settings"] == second["settings"]
+    assert node_reports(out)[1]["attempts"][2]["resumed_from"]["checkpoint"] == third["resumed_from"]["checkpoint"]
+    assert Path(unloadable, "optimizer.pt").is_file()  # set aside, never deleted
+    assert last_step(run_dirs(out)[-1]) == "8/8"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack.test_supervise_real import _alive, fault_env, report, safe_sft, swift_args
+from tests.stack.test_supervise_real import _alive, fault_env, last_step, report, run_dirs, safe_sft, swift_args
 
 
 def _start(tiny, out: Path, tmp: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]
@@ -140,6 +140,25 @@ def test_a_truncated_newest_checkpoint_is_skipped_and_the_older_good_one_resumed
     assert (cut / "model.safetensors").stat().st_size > 0  # left as it was: never deleted or rewritten
     last = sorted(out.glob("v*-*"), key=lambda p: int(p.name[1:].split("-")[0]))[-1]
     assert json.loads((last / "logging.jsonl").read_text().splitlines()[-2]).get("global_step/max_steps") == "8/8"
+
+
+def test_a_complete_checkpoint_that_fails_to_load_is_set_aside_and_the_one_before_resumed(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """At step 7 rank 0 leaves checkpoint-6 complete but unloadable (another model's optimizer state), then an
+    OOM. Attempt 2 dies loading checkpoint-6; attempt 3 goes on from checkpoint-3 with the same settings."""
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "unloadable_oom:7:0"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second, third = report(out)["attempts"]
+    assert (first["failure"]["kind"], second["resumed_from"]["step"], third["resumed_from"]["step"]) == (
+        "cuda_oom",
+        6,
+        3,
+    )
+    aside = second["set_aside_checkpoint"]
+    assert aside["path"] == second["resumed_from"]["checkpoint"] and "parameter groups" in aside["why"]
+    assert third["change"]["what"] == "no change" and third["settings"] == second["settings"]
+    assert Path(aside["path"], "optimizer.pt").is_file()  # set aside, never deleted or renamed
+    assert last_step(run_dirs(out)[-1]) == "8/8"
 
 
 def _tree(root: Path) -> dict[str, str]:

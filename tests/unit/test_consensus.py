@@ -62,6 +62,33 @@ def test_missing_node_and_unshared_checkpoints_stop_the_job() -> None:
     assert blind.action == "stop" and "node(s) [1]" in blind.reason and "share" in blind.reason
 
 
+def test_a_node_that_died_loading_the_checkpoint_gets_the_same_settings_from_the_one_before() -> None:
+    """A user error on node 1 is a stop, unless it died loading the checkpoint: node 0's resume_for (which
+    has set that checkpoint aside) names the one before it, and nothing else changes."""
+    before = Resume("v0-a/checkpoint-2", 2, False, "")
+    both = ("v0-a/checkpoint-2", "v0-a/checkpoint-3")
+    died_loading = replace(report(1, K.USER_ERROR, checkpoints=both), load_failed=True)
+    loaded = [report(0, K.COMM_ERROR, checkpoints=both), died_loading, report(2, None, checkpoints=both)]
+    decision = decide("job-7", 1, loaded, 3, SETTINGS, [], max_attempts=5, resume_for=lambda s: before)
+    assert (decision.action, decision.settings, decision.change, decision.resume) == (
+        "retry",
+        SETTINGS,
+        "no change",
+        before,
+    )
+    assert "failed to load on node(s) [1]" in decision.reason and "v0-a/checkpoint-2 (step 2)" in decision.reason
+    from_zero = decide("job-7", 1, loaded, 3, SETTINGS, [], max_attempts=5, resume_for=lambda s: None)
+    assert from_zero.action == "retry" and from_zero.resume is None and "from step 0" in from_zero.reason
+    unshared = [*loaded[:2], report(2, None)]
+    blind = decide("job-7", 1, unshared, 3, SETTINGS, [], max_attempts=5, resume_for=lambda s: before)
+    assert blind.action == "stop" and "node(s) [2]" in blind.reason
+    # a load failure that is not the root cause leaves the ladder to the root's kind
+    oom_first = [replace(report(0, K.COMM_ERROR), load_failed=True), report(1, K.CUDA_OOM), report(2, None)]
+    assert run(oom_first).change.startswith("per_device_train_batch_size 4 -> 2")  # type: ignore[union-attr]
+    again = decode_report(encode(loaded[1]), "job-7", 1, 3)
+    assert again.load_failed is True
+
+
 def test_max_attempts_stops() -> None:
     assert run([report(0, K.CUDA_OOM), report(1, None), report(2, None)], max_attempts=1).action == "stop"
 
@@ -135,6 +162,7 @@ def test_bad_decisions_are_rejected(text: str, message: str) -> None:
         pytest.param({"kind": "meltdown"}, "unknown failure kind", id="unknown-kind"),
         pytest.param({"checkpoints": ["/abs/checkpoint-3"]}, "not a checkpoint inside", id="absolute-path"),
         pytest.param({"run_id": "other"}, "another run", id="foreign"),
+        pytest.param({"load_failed": "yes"}, "load_failed='yes' is not a boolean", id="load-failed-text"),
     ],
 )
 def test_bad_reports_are_rejected(changes: dict[str, object], message: str) -> None:

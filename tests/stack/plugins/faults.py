@@ -12,6 +12,9 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective),
                         corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
                                   full disk or a crash leaves it), then raise torch.OutOfMemoryError.
+                        unloadable_oom  replace the newest checkpoint's optimizer.pt by a readable optimizer
+                                  state of no parameter groups (complete on disk, yet loading it fails, as a
+                                  state saved by another model's run does), then raise torch.OutOfMemoryError.
   SAFE_SFT_STEP_SLEEP   seconds each rank sleeps at the start of every optimizer step (a slow step to signal into).
   SAFE_SFT_FAULT_OOM_GIB  oom_step/oom_save: the GPU size (GiB) the OOM message reports, as PyTorch words it,
                         with the process holding all of it (what the guided ladder reads on a machine
@@ -158,11 +161,17 @@ class FaultCallback(TrainerCallback):
         if kind == "corrupt_oom" and tf.claim():
             _cut_newest_checkpoint(Path(args.output_dir))
             raise torch.OutOfMemoryError(OOM_TEXT)
+        if kind == "unloadable_oom" and tf.claim():
+            torch.save({"state": {}, "param_groups": []}, _newest_checkpoint(Path(args.output_dir)) / "optimizer.pt")
+            raise torch.OutOfMemoryError(OOM_TEXT)
+
+
+def _newest_checkpoint(output_dir: Path) -> Path:
+    return max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
 
 
 def _cut_newest_checkpoint(output_dir: Path) -> None:
-    newest = max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    weights = newest / "model.safetensors"
+    weights = _newest_checkpoint(output_dir) / "model.safetensors"
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
 
