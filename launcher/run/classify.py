@@ -68,7 +68,8 @@ _LOAD_FRAME = re.compile(
     r"torch\.load|_cuda_deserialize|load_state_dict|\.restore\(|, in restore\b|, in load\b|"
     r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|materiali[sz]e|lazy_init|to_empty|"
     r"_load_rng_state|_load_optimizer_and_scheduler|"
-    r"modules/module\.py\", line \d+, in convert\b"  # Module.to's own mover: a model's tensors going to a device
+    r"modules/module\.py\", line \d+, in convert\b|"  # Module.to's own mover: a model's tensors going to a device
+    r"nn/modules/\w+\.py\", line \d+, in (?:__init__|reset_parameters)\b"  # a layer built on the GPU
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
@@ -86,7 +87,7 @@ _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+
 _HOST_ALLOC = re.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|\bMemoryError\b|"
     r"Cannot allocate memory|not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
-    r"running low on memory|killed due to memory pressure"
+    r"running low on memory|killed due to memory pressure|low on resource: memory"  # the last: a kubelet's eviction
 )
 # A web request that failed for the network's or the server's reason (a 4xx other than 429 is the user's:
 # a wrong id, a gated repo). Either a failure only HTTP clients raise, or a network failure on a line that
@@ -170,6 +171,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
     # The system's own words first: torch's writer reports the same full disk as a short write, and its
     # line (`unexpected pos 368960 vs 368848`) says less to a user than `[Errno 28] No space left on device`.
     _p(FailureKind.DISK_FULL, r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC"),
+    # the kubelet evicting a pod over its disk limit: the same limit stops a retry
+    _p(FailureKind.DISK_FULL, r"ephemeral local storage usage exceeds|low on resource: ephemeral-storage"),
     _p(FailureKind.DISK_FULL, r"PytorchStreamWriter failed writing file|file write failed|unexpected pos \d+ vs \d+"),
     # Offline mode with the files not cached: a setting to change, though the hub's message reads like a
     # lost connection (transformers wraps it in "We couldn't connect to 'https://huggingface.co'").
@@ -258,7 +261,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"ProcessGroupGloo.*failed|DistBackendError|Connection refused|NCCL WARN|HCCL.*(?:error|fail)|"
         r"RCCL.*error|unhandled system error|socketStartConnect|ProcessGroupNCCL.*(?:error|Error)|"
         r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
-        r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error",
+        r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error|"
+        r"NCCL communicator was aborted",  # torch's own abort of a communicator: a peer or its watchdog gave up
     ),
     # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$"),
@@ -279,6 +283,7 @@ _ERROR_LINE = re.compile(
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
     r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo|"
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
+    r"[Ee]victed|low on resource|ephemeral local storage usage exceeds|"  # a kubelet's
     r"^\s*\^C\s*$"
 )
 _WARNING_LINE = re.compile(

@@ -152,6 +152,8 @@ _EXIT_STATUS = re.compile(
 _SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated)"
 _SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): " + _SIGNAL_WORD)
 _SRUN_EXIT = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): Exited with exit code (\d+)")
+# Open MPI's `mpirun noticed that process rank N ... exited on signal S`, MPICH's `KILLED BY SIGNAL: S`
+_MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \S+ on node \S+ exited on signal (\d+)|KILLED BY SIGNAL: (\d+)")
 # The shell's report of a killed job: alone on a line, after `line N: PID`, or after a progress bar's `]`.
 _SHELL_KILLED = re.compile(
     r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\]\s*)" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$|"
@@ -199,6 +201,9 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
         elif match := _SRUN_EXIT.search(text):
             first_task = re.match(r"\d+", match.group(1))
             found.append(RankFailure(int(first_task.group(0)) if first_task else None, int(match.group(2))))
+        elif match := _MPI_SIGNAL.search(text):
+            rank = int(match.group(1)) if match.group(1) else None
+            found.append(RankFailure(rank, -int(match.group(2) or match.group(3))))
         elif match := _SRUN_TASK.search(text):
             first_task = re.match(r"\d+", match.group(1))
             task = int(first_task.group(0)) if first_task else None
@@ -206,7 +211,7 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
         elif match := _SIGNAL_RECEIVED.search(text):
             word = next(group for group in match.groups() if group)
             found.append(RankFailure(None, -_SIGNAL_WORDS[word]))
-        elif match := _SHELL_KILLED.search(text.strip()):
+        elif match := _SHELL_KILLED.search(text.strip().strip("*`").strip()):  # markdown's emphasis of a paste
             word = next(group for group in match.groups() if group)
             found.append(RankFailure(None, -_SIGNAL_WORDS[word[0].upper() + word[1:].lower()]))
         elif match := _SUBPROCESS_STATUS.search(text):

@@ -60,6 +60,15 @@ DEEPSPEED = (
         pytest.param(["srun: error: node-3: task 1: Killed"], [(1, -9)], id="srun-task-killed"),
         pytest.param(["run.sh: line 12: 31337 Killed                  python train.py"], [(None, -9)], id="bash"),
         pytest.param(["Segmentation fault (core dumped)"], [(None, -11)], id="shell-segfault"),
+        pytest.param(["**Killed**"], [(None, -9)], id="shell-killed-in-markdown-bold"),
+        pytest.param(
+            ["mpirun noticed that process rank 1 with PID 4242 on node gpu7 exited on signal 9 (Killed)."],
+            [(1, -9)],
+            id="open-mpi",
+        ),
+        pytest.param(
+            ["=   RANK 6 PID 2447372 RUNNING AT node0009", "=   KILLED BY SIGNAL: 9 (Killed)"], [(None, -9)], id="mpich"
+        ),
         pytest.param([AGENT, *SUMMARY_SIGBUS.splitlines()], [(5, -7), (3, -9)], id="summary-first-then-agent"),
     ],
 )
@@ -181,6 +190,33 @@ def test_the_innermost_phase_frame_decides() -> None:
     ]
     failure = explain_lines(lines)
     assert failure is not None and failure.kind is K.CUDA_OOM_LOAD
+
+
+def test_an_oom_building_a_layer_on_the_gpu_is_a_load() -> None:
+    """A model built straight on the GPU (a CUDA default device) runs out of memory in a layer's __init__."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 97, in train',
+        '  File "/x/torch/nn/modules/conv.py", line 41, in __init__',
+        "RuntimeError: CUDA error: out of memory",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None and failure.kind is K.CUDA_OOM_LOAD
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("  Warning  Evicted  109s  kubelet  Pod ephemeral local storage usage exceeds the total limit of 5Gi.",
+         K.DISK_FULL),
+        ("  Warning  Evicted  3m  kubelet  The node was low on resource: memory. Container trainer was using 61Gi.",
+         K.HOST_OOM),
+        ("RuntimeError: NCCL communicator was aborted.", K.COMM_ERROR),
+    ],
+)  # fmt: skip
+def test_a_kubelets_eviction_and_an_aborted_communicator(line: str, kind: K) -> None:
+    failure = explain_lines([line])
+    assert failure is not None and failure.kind is kind
 
 
 def test_an_nccl_watchdog_through_terminate_is_a_timeout_not_a_crash() -> None:
