@@ -29,6 +29,8 @@ KNOWN_MISSES = {
     "own message (`Error processing tensor for shard`) and a progress bar of tensor names",
     "download__dragonfly606-MonoCD-19.log": "the traceback is cut before its exception line; its frames in "
     "http/client.py alone are no failure",
+    "cuda_oom_save__ajbrock-BigGAN-PyTorch-84.log": "no traceback: only the `Saving weights` lines before the OOM "
+    "point to a save, and the script samples right after saving (its gatherer marked the label unsure)",
 }
 
 
