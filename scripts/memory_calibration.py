@@ -516,12 +516,12 @@ def allocated_measure(row: Row) -> bool:
 
 
 def zero_for(row: Row, strategy: Strategy, hidden: int | None) -> ZeroSettings | None:
-    """The shipped ZeRO config of the row's stage; ZeRO-2 with the optimizer offloaded where the row says so
-    (the schema has no value for it)."""
+    """The shipped ZeRO config of the row's stage; ZeRO-2 or ZeRO-3 with only the optimizer offloaded where
+    the row says so (the schema has no value for it)."""
     if strategy is Strategy.DDP:
         return None
     zero = zero_settings(SHIPPED_ZERO[strategy.value], hidden)
-    if strategy is Strategy.ZERO2 and _notes_say(row, "offload_optimizer cpu"):
+    if strategy in (Strategy.ZERO2, Strategy.ZERO3) and _notes_say(row, "offload_optimizer cpu"):
         zero = replace(zero, offload_optimizer=True)
     return zero
 
