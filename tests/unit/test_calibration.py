@@ -183,3 +183,14 @@ def test_a_rows_stated_lora_targets_are_read_in_llamas_names(stated: object, tar
     row = Row({"id": "r", "tuner": "lora", "framework": "peft", "lora_targets": stated, "inferred": ["target all"]})
     assert _adapter_targets(row) == targets
     assert _adapter_targets(Row({**row.raw, "lora_targets": None})) == ALL_LINEAR  # the note, "target all"
+
+
+@pytest.mark.parametrize("strategy", ["zero2", "zero3"])
+def test_a_row_with_only_its_optimizer_offloaded_is_read_so(strategy: str) -> None:
+    from memory_calibration import _strategy, zero_for
+
+    row = Row({"id": "r", "strategy": strategy, "note": "offload_optimizer cpu"})
+    zero = zero_for(row, _strategy(row), 4096)
+    assert zero is not None and zero.offload_optimizer and not zero.offload_param
+    plain = Row({"id": "r", "strategy": strategy})
+    assert not zero_for(plain, _strategy(plain), 4096).offload_optimizer  # type: ignore[union-attr]
