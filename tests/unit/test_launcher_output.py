@@ -179,28 +179,23 @@ def test_an_oom_seen_only_in_rank_prefixed_lines() -> None:
     assert (failure.kind, failure.rank) == (K.CUDA_OOM_SAVE, 6)
 
 
-def test_the_innermost_phase_frame_decides() -> None:
-    """A checkpoint load inside the training loop (a DeepSpeed resume) is a load, not a step."""
-    lines = [
-        "Traceback (most recent call last):",
-        '  File "/x/transformers/trainer.py", line 1, in _inner_training_loop',
-        '  File "/x/transformers/integrations/deepspeed.py", line 2, in deepspeed_load_checkpoint',
-        '  File "/x/deepspeed/runtime/engine.py", line 3, in load_checkpoint',
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
-    ]
-    failure = explain_lines(lines)
-    assert failure is not None and failure.kind is K.CUDA_OOM_LOAD
-
-
-def test_an_oom_building_a_layer_on_the_gpu_is_a_load() -> None:
-    """A model built straight on the GPU (a CUDA default device) runs out of memory in a layer's __init__."""
-    lines = [
-        "Traceback (most recent call last):",
-        '  File "train.py", line 97, in train',
-        '  File "/x/torch/nn/modules/conv.py", line 41, in __init__',
-        "RuntimeError: CUDA error: out of memory",
-    ]
-    failure = explain_lines(lines)
+@pytest.mark.parametrize(
+    "frames",
+    [
+        pytest.param(  # a checkpoint load inside the training loop (a DeepSpeed resume) is a load, not a step
+            ['  File "/x/transformers/trainer.py", line 1, in _inner_training_loop',
+             '  File "/x/transformers/integrations/deepspeed.py", line 2, in deepspeed_load_checkpoint',
+             '  File "/x/deepspeed/runtime/engine.py", line 3, in load_checkpoint'],
+            id="innermost-phase-frame-decides",
+        ),
+        pytest.param(  # a model built straight on the GPU (a CUDA default device): a layer's __init__
+            ['  File "train.py", line 97, in train', '  File "/x/torch/nn/modules/conv.py", line 41, in __init__'],
+            id="a-layer-built-on-the-gpu",
+        ),
+    ],
+)  # fmt: skip
+def test_an_oom_under_a_loading_frame_is_a_load(frames: list[str]) -> None:
+    failure = explain_lines(["Traceback (most recent call last):", *frames, "RuntimeError: CUDA out of memory."])
     assert failure is not None and failure.kind is K.CUDA_OOM_LOAD
 
 
