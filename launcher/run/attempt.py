@@ -39,6 +39,7 @@ class Process(Protocol):
 
     def poll(self) -> int | None: ...
     def signal_all(self, signum: int) -> None: ...
+    def mute_terminal(self) -> None: ...
     def alive_descendants(self) -> list[Any]: ...
     def finish(self) -> tuple[int, str]: ...
 
@@ -170,6 +171,9 @@ class AttemptRunner:
             code = process.poll()
             received = self.received()
             if received is not None:
+                name, log = signal.Signals(received).name, attempt_dir / "console.log"
+                sys.stderr.write(f"safe-sft: {name}: stopping the training processes (their last words: {log})\n")
+                process.mute_terminal()
                 self._stop(process, received)
                 return None
             notice = self.notice()

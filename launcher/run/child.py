@@ -59,9 +59,18 @@ def _child_setup() -> None:
 class _Relay(threading.Thread):
     """Copy one pipe to a terminal stream and the shared log, keeping a bounded tail."""
 
-    def __init__(self, source: IO[bytes], sink: BinaryIO, log: BinaryIO, lock: threading.Lock, tail: deque[bytes]):
+    def __init__(
+        self,
+        source: IO[bytes],
+        sink: BinaryIO,
+        log: BinaryIO,
+        lock: threading.Lock,
+        tail: deque[bytes],
+        muted: threading.Event,
+    ):
         super().__init__(daemon=True)
         self.source, self.sink, self.log, self.lock, self.tail = source, sink, log, lock, tail
+        self.muted = muted  # set: the terminal gets no more of this output; the log and the tail still do
         self.tail_size = 0
 
     def _log(self, chunk: bytes) -> None:
@@ -85,7 +94,7 @@ class _Relay(threading.Thread):
             if not chunk:
                 break
             view = memoryview(chunk)
-            while view:
+            while view and not self.muted.is_set():
                 written = os.write(sink_fd, view)
                 view = view[written:]
             with self.lock:
@@ -118,9 +127,10 @@ class TrainingProcess:
             preexec_fn=_child_setup,  # only prctl and signal(2): safe between fork and exec
         )
         assert self.popen.stdout is not None and self.popen.stderr is not None
+        self.muted = threading.Event()
         self.relays = [
-            _Relay(self.popen.stdout, stdout, self.log, self.lock, self.tail),
-            _Relay(self.popen.stderr, stderr, self.log, self.lock, self.tail),
+            _Relay(self.popen.stdout, stdout, self.log, self.lock, self.tail, self.muted),
+            _Relay(self.popen.stderr, stderr, self.log, self.lock, self.tail, self.muted),
         ]
         for relay in self.relays:
             relay.start()
@@ -152,6 +162,11 @@ class TrainingProcess:
                 if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
                     alive.append(proc)
         return alive
+
+    def mute_terminal(self) -> None:
+        """From now on the output goes to the log (and the tail) only: after the user's own Ctrl-C, the
+        ranks' KeyboardInterrupt tracebacks and torchrun's are no news to them."""
+        self.muted.set()
 
     def signal_all(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

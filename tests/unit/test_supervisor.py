@@ -38,6 +38,7 @@ class FakeProcess:
     def __init__(self, code: int, tail: str, polls_before_exit: int = 0) -> None:
         self.code, self.tail, self.polls = code, tail, polls_before_exit
         self.signals: list[int] = []
+        self.muted = False
 
     @property
     def pid(self) -> int:
@@ -53,6 +54,9 @@ class FakeProcess:
 
     def signal_all(self, signum: int) -> None:
         self.signals.append(signum)
+
+    def mute_terminal(self) -> None:
+        self.muted = True
 
     def alive_descendants(self) -> list[object]:
         return []
@@ -204,6 +208,7 @@ def test_signal_is_forwarded_and_never_restarted(tmp_path: Path) -> None:
     result = sup.run()
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 143, 1)
     assert process.signals[0] == signal.SIGTERM
+    assert process.muted  # the ranks' tracebacks of the signal go to console.log, not the terminal
 
 
 def test_report_masks_secret_looking_env_values(tmp_path: Path) -> None:
