@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 from launcher.errors import SafeSftError
 from launcher.masking import mask_text
 from launcher.run.lost_work import lost_line
-from launcher.run.records import reason_line
+from launcher.run.records import reason_line, set_aside_line
 from launcher.units import GiB, fmt_bytes
 
 
@@ -117,6 +117,7 @@ _ATTEMPT_FIELDS: _Fields = {
     "predicted_need_bytes": _optional(_number),
     "lost": _optional(_object),
     "preempted": _optional(_object),
+    "set_aside_checkpoint": _optional(_object),
 }
 _LOST_FIELDS: _Fields = {
     "steps": _whole,
@@ -127,6 +128,7 @@ _LOST_FIELDS: _Fields = {
 _LOST_WORK_FIELDS: _Fields = {"failures": _whole, "steps": _whole, "seconds": _number, "gpu_hours": _optional(_number)}
 _PROCESS_FIELDS: _Fields = {"pid": lambda pid: _whole(pid) and 0 < pid < 2**31, "host": _optional(_text)}
 _PREEMPTED_FIELDS: _Fields = {"step": _step, "checkpoint": _text}
+_SET_ASIDE_FIELDS: _Fields = {"path": _text, "why": _text}
 
 
 def _fields_problem(data: dict[str, Any], fields: _Fields, where: str = "") -> str | None:
@@ -186,7 +188,11 @@ def _attempt_problem(attempt: Any) -> str | None:
     estimate = attempt.get("estimate")
     if estimate is not None and not _optional(_number)(estimate.get("gpu_need_bytes")):
         return f"estimate 'gpu_need_bytes' is {_shown(estimate.get('gpu_need_bytes'))}"
-    for key, fields in (("lost", _LOST_FIELDS), ("preempted", _PREEMPTED_FIELDS)):
+    for key, fields in (
+        ("lost", _LOST_FIELDS),
+        ("preempted", _PREEMPTED_FIELDS),
+        ("set_aside_checkpoint", _SET_ASIDE_FIELDS),
+    ):
         part = attempt.get(key)
         problem = _fields_problem(part, fields, f"{key} ") if part is not None else None
         if problem:
@@ -293,6 +299,8 @@ def render_report(data: dict[str, Any]) -> str:
         if a["failure"]:
             first_line = mask_text(a["failure"]["evidence"][0])[:200]
             lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")
+        if a.get("set_aside_checkpoint"):
+            lines.append(set_aside_line(a["number"], a["set_aside_checkpoint"]))
         imbalance = (a.get("memory") or {}).get("imbalance")
         if imbalance:
             lines.append(f"  attempt {a['number']}: {imbalance}")

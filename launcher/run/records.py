@@ -84,6 +84,11 @@ class RunResult:
     give_up_reason: str | None = None
 
 
+def set_aside_line(number: int, set_aside: dict[str, str]) -> str:
+    """A checkpoint an attempt could not load, as the summary and `safe-sft report` name it."""
+    return f"  attempt {number} set aside {set_aside['path']} (left where it is): {set_aside['why']}"
+
+
 def reason_line(outcome: str, reason: str) -> str:
     """The line that ends a run's summary and `safe-sft report`: an interrupted run was stopped (by the
     user, a scheduler or a notice), not given up on."""

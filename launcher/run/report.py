@@ -21,7 +21,7 @@ from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
 from launcher.run.lost_work import Lost, gpu_hours, lost_line, lost_work
-from launcher.run.records import AttemptRecord, RunResult, reason_line
+from launcher.run.records import AttemptRecord, RunResult, reason_line, set_aside_line
 from launcher.units import fmt_bytes
 
 REPORT_SCHEMA = 1
@@ -301,6 +301,9 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
                     resumed += " (weights only, optimizer state reset)"
             outcome = a.failure.kind.value if a.failure else "finished"
             lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")
+    for a in attempts:
+        if a.set_aside:
+            lines.append(set_aside_line(a.number, a.set_aside))
     for a in attempts:
         imbalance = a.memory.imbalance() if a.memory else None
         if imbalance:

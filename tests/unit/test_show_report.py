@@ -56,6 +56,12 @@ def test_an_attempt_that_started_over_shows_step_0_and_why(run_dir: Path) -> Non
     assert f"attempt 2 did not resume from step 3: {why}" in text
 
 
+def test_a_checkpoint_an_attempt_could_not_load_is_named(run_dir: Path) -> None:
+    data = load_report(run_dir)
+    data["attempts"][1]["set_aside_checkpoint"] = {"path": "out/v0-x/checkpoint-6", "why": "it failed loading"}
+    assert "  attempt 2 set aside out/v0-x/checkpoint-6 (left where it is): it failed loading" in render_report(data)
+
+
 def test_the_report_file_itself_is_taken_as_well_as_its_dirs(run_dir: Path) -> None:
     (report,) = run_dir.glob("safe-sft/*/report.json")
     assert load_report(report)["_path"] == load_report(report.parent)["_path"] == load_report(run_dir)["_path"]
@@ -182,6 +188,11 @@ def _set(path: str, value: object):  # type: ignore[no-untyped-def]
         pytest.param(_set("process", {"pid": 10**30, "host": "h"}), "process 'pid' is", id="pid-huge"),
         pytest.param(_set("process", {"pid": -1, "host": "h"}), "process 'pid' is -1", id="pid-negative"),
         pytest.param(_set("give_up_reason", 3), "'give_up_reason' is 3", id="give-up-int"),
+        pytest.param(
+            _set("attempts.0.set_aside_checkpoint", {"path": 3}),
+            "set_aside_checkpoint 'path' is 3",
+            id="set-aside-path-int",
+        ),
         # numbers Python can neither draw nor format
         pytest.param(_set("attempts.0.memory.host_peak_bytes", 10**400), "'host_peak_bytes'", id="host-peak-huge"),
         pytest.param(_set("attempts.0.estimate", {"gpu_need_bytes": 10**400}), "'gpu_need_bytes'", id="need-huge"),

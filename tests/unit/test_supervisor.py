@@ -323,6 +323,10 @@ def test_a_checkpoint_that_fails_to_load_is_set_aside_and_the_one_before_it_used
     assert value(spawned[2], "--resume_from_checkpoint") == str(v0 / "checkpoint-3")
     assert value(spawned[2], "--per_device_train_batch_size") == value(spawned[1], "--per_device_train_batch_size")
     assert third.change == "no change" and "checkpoint-6 failed to load" in third.change_reason
+    from launcher.run.report import summary
+
+    named = f"  attempt 2 set aside {v0 / 'checkpoint-6'} (left where it is): attempt 2 failed loading it: "
+    assert named in summary(result, tmp_path / "report.json")  # type: ignore[arg-type]
     assert (v0 / "checkpoint-6" / "trainer_state.json").is_file()  # set aside, never deleted or renamed
 
 
