@@ -15,6 +15,7 @@ is classified on its ASCII lines.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import re
 import stat
@@ -27,12 +28,14 @@ from typing import BinaryIO
 
 from launcher.errors import SafeSftError
 from launcher.run.classify import RankFailure
-from launcher.run.evidence import read_error_files
+from launcher.run.evidence import error_files, read_error_files
 
 CHUNK = 8 << 20
 TAIL_BYTES = 1 << 20  # the last part of each input, kept whole
 MAX_BODY_LINES = 20_000  # keyword lines kept from before the tail (the newest)
-MAX_LINE = 4000  # characters of one line kept
+MAX_LINE = 4000  # characters of one line kept: its first and last halves (a failure is often at a line's end)
+SEGMENT_BYTES = 1 << 20  # a block's keyword lines are looked for a segment at a time, from its end
+LINE_BYTES = 4 * MAX_LINE  # bytes of one line looked at around a keyword (MAX_LINE characters of UTF-8)
 _LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 
 # Lines before the tail that can prove a failure: exceptions, tracebacks and their frames, launcher,
@@ -69,8 +72,11 @@ class LogText:
 
 
 def clean_line(raw: str) -> str:
-    """A line as a terminal would show its text: no escape sequences, no control characters."""
-    return _CONTROL.sub("", _ESCAPES.sub("", raw))[:MAX_LINE]
+    """A line as a terminal would show its text: no escape sequences, no control characters; an overlong
+    one keeps its start and its end."""
+    line = _CONTROL.sub("", _ESCAPES.sub("", raw))
+    half = MAX_LINE // 2
+    return line if len(line) <= MAX_LINE else f"{line[:half]} ... {line[-half:]}"
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -105,13 +111,29 @@ def _utf16_encoding(head: bytes) -> str | None:
 
 
 def _line_start(block: bytes, before: int) -> int:
-    """Where the line holding `before` starts: after a \n, or after a \r (a progress bar redrawn in place)."""
-    return max(block.rfind(b"\n", 0, before), block.rfind(b"\r", 0, before)) + 1
+    """Where the line holding `before` starts: after a \n, or after a \r (a progress bar redrawn in place).
+    Looked for at most LINE_BYTES back, so that a log of keyword lines is read in linear time: a longer
+    line is taken from there."""
+    low = max(0, before - LINE_BYTES)
+    return max(block.rfind(b"\n", low, before), block.rfind(b"\r", low, before), low - 1) + 1
 
 
 def _line_end(block: bytes, after: int) -> int:
-    ends = [end for end in (block.find(b"\n", after), block.find(b"\r", after)) if end >= 0]
-    return min(ends) if ends else len(block)
+    """Where the line holding `after` ends, looked for at most LINE_BYTES ahead (as `_line_start`)."""
+    high = after + LINE_BYTES
+    ends = [end for end in (block.find(b"\n", after, high), block.find(b"\r", after, high)) if end >= 0]
+    return min(ends) if ends else min(len(block), high)
+
+
+def _keyword_lines(block: bytes, begin: int, stop: int) -> list[bytes]:
+    """The lines of block[begin:stop] (begin at a line's start) that hold a keyword, each once."""
+    lines, end = [], -1
+    for match in _KEYWORDS.finditer(block, begin, stop):
+        if match.start() <= end:
+            continue
+        start, end = _line_start(block, match.start()), _line_end(block, match.end())
+        lines.append(block[max(start, begin) : min(end, stop)])
+    return lines
 
 
 class _Scanner:
@@ -119,7 +141,8 @@ class _Scanner:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.body: deque[bytes] = deque(maxlen=MAX_BODY_LINES)
+        self.body: deque[bytes] = deque()
+        self.body_bytes = 0
         self.pending = b""
         self.size = 0
         self.steps_seen = False
@@ -130,20 +153,36 @@ class _Scanner:
         self.size += len(chunk)
         self.pending += chunk
         if len(self.pending) > 2 * TAIL_BYTES:
+            # at a line's start; within a line longer than LINE_BYTES (a log without line breaks) mid-line
             cut = _line_start(self.pending, len(self.pending) - TAIL_BYTES)
-            if cut > 0:
-                self._scan(self.pending[:cut])
-                self.pending = self.pending[cut:]
+            self._scan(self.pending[:cut])
+            self.pending = self.pending[cut:]
 
     def _scan(self, block: bytes) -> None:
+        """The block's keyword lines into the body. Only its newest MAX_BODY_LINES can stay, so it is read
+        from its end a segment at a time, until that many are found (a log whose every line holds a
+        keyword, NCCL_DEBUG=INFO, is then read a fraction of a block at a time)."""
         if not self.steps_seen and _STEP_MARKER.search(block):
             self.steps_seen = True
-        end = -1
-        for match in _KEYWORDS.finditer(block):
-            if match.start() <= end:
-                continue
-            start, end = _line_start(block, match.start()), _line_end(block, match.end())
-            self.body.append(block[start : min(end, start + 4 * MAX_LINE)])
+        segments: list[list[bytes]] = []
+        found, stop = 0, len(block)
+        while stop > 0 and found < MAX_BODY_LINES:
+            begin = _line_start(block, max(0, stop - SEGMENT_BYTES)) if stop > SEGMENT_BYTES else 0
+            if begin >= stop:  # no line break in that window: a line longer than it, taken from there
+                begin = max(0, stop - SEGMENT_BYTES)
+            segments.append(_keyword_lines(block, begin, stop))
+            found += len(segments[-1])
+            stop = begin
+        for lines in reversed(segments):
+            for line in lines:
+                self._keep(line)
+
+    def _keep(self, line: bytes) -> None:
+        """The newest keyword lines, at most MAX_BODY_LINES of them and MAX_BODY_LINES x 400 bytes."""
+        self.body.append(line)
+        self.body_bytes += len(line)
+        while len(self.body) > MAX_BODY_LINES or (self.body_bytes > MAX_BODY_LINES * 400 and len(self.body) > 1):
+            self.body_bytes -= len(self.body.popleft())
 
     def lines(self) -> list[str]:
         if self.size == 0:
@@ -160,7 +199,7 @@ def _read_stream(stream: BinaryIO, name: str) -> _Scanner:
     scanner = _Scanner(name)
     decoder: codecs.IncrementalDecoder | None = None
     first = True
-    while chunk := stream.read(CHUNK):
+    for chunk in _chunks(stream, name):
         if first:
             encoding = _utf16_encoding(chunk)
             decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding else None
@@ -169,7 +208,30 @@ def _read_stream(stream: BinaryIO, name: str) -> _Scanner:
     return scanner
 
 
+def _chunks(stream: BinaryIO, name: str) -> Iterator[bytes]:
+    """The input in CHUNK-sized reads, to its end. A pipe left non-blocking (by ssh, Node.js, some CI
+    runners) is read blocking: otherwise its first empty moment would end the log."""
+    with contextlib.suppress(OSError, ValueError):  # not a real descriptor (io.UnsupportedOperation)
+        os.set_blocking(stream.fileno(), True)
+    try:
+        while chunk := stream.read(CHUNK):
+            yield chunk
+    except OSError as err:
+        raise SafeSftError(f"cannot read {name}: {err.strerror or err}", "give a log file, or pipe one in") from None
+
+
 def _files_of(path: Path) -> list[Path]:
+    """_logs_in(path), with a folder that cannot be listed or searched refused in one line."""
+    try:
+        return _logs_in(path)
+    except OSError as err:
+        where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
+        raise SafeSftError(
+            f"cannot read {path}:{where} {err.strerror or err}", "give a folder you can read, or its log file"
+        ) from None
+
+
+def _logs_in(path: Path) -> list[Path]:
     """The logs in an attempt's folder (console.log) or any folder of logs. An output dir or a run's folder
     of safe-sft's holds whole runs, each attempt's failure with it (recovered from or not): refused, with the
     newest attempt's folder named, and `safe-sft report` for the runs."""
@@ -186,7 +248,7 @@ def _files_of(path: Path) -> list[Path]:
             f"`safe-sft report {path}` tells how each run ended; to explain one attempt: {newest}",
         )
     found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _LOG_SUFFIXES)
-    if not found and not any(path.glob("**/error.json")):
+    if not found and not error_files(path):
         raise SafeSftError(f"{path} holds no log (*.log, *.out, *.err, *.txt) and no error.json", "give a log file")
     return found
 

@@ -6,8 +6,9 @@ Each corpus dir holds logs and an index.jsonl (file, label, repo, number, ...), 
 Each log goes through `safe-sft explain`'s own path (launcher.explain.explain_logs). Printed per corpus:
 accuracy, per-kind recall, the confusion matrix, and the safety counts the classifier must keep at 0:
 user errors called retryable, OOMs called user errors, `unknown` where the log holds a signal.
---big-log also times a 200 MB log (seconds and peak RSS of a separate `safe-sft explain` process) and
-the start-up of `safe-sft explain`.
+--big-log also times three 200 MB logs (seconds and peak RSS of a separate `safe-sft explain` process for
+each: training chatter, a log whose every line holds a keyword, a log without line breaks) and the
+start-up of `safe-sft explain`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -98,24 +98,64 @@ def _lines_for_big_log() -> Iterable[str]:
         yield step % i
         if i % 1000 == 0:
             yield warning
+    yield from _save_oom()
+
+
+def _lines_of_nccl_info() -> Iterable[str]:
+    """NCCL_DEBUG=INFO: every line holds a keyword (NCCL), so every line is looked at."""
+    line = "node01:12345:12399 [%d] NCCL INFO Channel %02d/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
+    for i in range(2_800_000):
+        yield line % (i % 8, i % 32)
+    yield from _save_oom()
+
+
+def _one_line_log() -> Iterable[str]:
+    """A log with no line break until its end (a progress display that never ends its line)."""
+    for _ in range(200):
+        yield "x" * (1 << 20)
+    yield " torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB\n"
+
+
+def _save_oom() -> Iterable[str]:
     yield "[rank3]: Traceback (most recent call last):\n"
     yield '[rank3]:   File "/x/transformers/trainer.py", line 3331, in _save_checkpoint\n'
     yield "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.00 GiB\n"
 
 
+# One process per log, which reports its child's peak RSS: RUSAGE_CHILDREN of this process would be the
+# largest of all the logs' runs.
+_MEASURE = (
+    "import json, resource, subprocess, sys, time\n"
+    "start = time.perf_counter()\n"
+    "out = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True).stdout\n"
+    "print(json.dumps([time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,\n"
+    "                  json.loads(out)['kind']]))\n"
+)
+
+
 def big_log_benchmark() -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    logs = (
+        ("2.1M step lines, the OOM at the end", _lines_for_big_log),
+        ("2.8M NCCL INFO lines, each a keyword line", _lines_of_nccl_info),
+        ("no line break before its end", _one_line_log),
+    )
+    lines = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "big.log"
-        with path.open("w") as handle:
-            handle.writelines(_lines_for_big_log())
-        size_mb = path.stat().st_size / 2**20
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        command = [sys.executable, "-m", "launcher", "explain", "--json", str(path)]
-        start = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-        seconds = time.perf_counter() - start
-        rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        kind = json.loads(result.stdout)["kind"]
+        for what, make in logs:
+            path = Path(tmp) / "big.log"
+            with path.open("w") as handle:
+                handle.writelines(make())
+            size_mb = path.stat().st_size / 2**20
+            command = [sys.executable, "-m", "launcher", "explain", "--json", str(path)]
+            measured = subprocess.run([sys.executable, "-c", _MEASURE, *command], capture_output=True, text=True,
+                                      env=env, check=True)  # fmt: skip
+            seconds, rss_kb, kind = json.loads(measured.stdout)
+            lines.append(
+                f"- a {size_mb:.0f} MB log ({what}): {seconds:.2f} s, peak RSS {rss_kb / 1024:.0f} MB, "
+                f"classified `{kind}`"
+            )
+            path.unlink()
         small = Path(tmp) / "small.log"
         small.write_text("torch.OutOfMemoryError: CUDA out of memory.\n")
         starts = []
@@ -123,11 +163,10 @@ def big_log_benchmark() -> str:
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "launcher", "explain", str(small)], env=env, capture_output=True)
             starts.append(time.perf_counter() - start)
-    return (
-        f"- a {size_mb:.0f} MB log (2.1M step lines, the OOM at the end): {seconds:.2f} s, peak RSS {rss_mb:.0f} MB, "
-        f"classified `{kind}`\n- `safe-sft explain` on a one-line log, whole process: median "
-        f"{1000 * sorted(starts)[2]:.0f} ms of 5"
+    lines.append(
+        f"- `safe-sft explain` on a one-line log, whole process: median {1000 * sorted(starts)[2]:.0f} ms of 5"
     )
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ Reads only; each source is parsed here once into the typed values launcher.run.c
 from __future__ import annotations
 
 import json
+import stat
 from datetime import datetime
 from pathlib import Path
 
@@ -25,11 +26,39 @@ def ranks_finished(attempt_dir: Path, node_rank: int, nproc_per_node: int) -> bo
     )
 
 
+# Where torchelastic writes a rank's error file below its log dir (<run id>/attempt_<n>/<local rank>/), seen
+# from that dir, from any folder of that layout, or from a safe-sft attempt's folder (which holds the log
+# dir as torchelastic/): never a search of the whole tree, which for `explain ~` would never end and would
+# take an unrelated old run's error file as this one's.
+_ERROR_FILES = (
+    "error.json", "*/error.json", "attempt_*/*/error.json", "*/attempt_*/*/error.json",
+    "torchelastic/*/attempt_*/*/error.json",
+)  # fmt: skip
+
+
+def error_files(log_dir: Path) -> list[Path]:
+    """The regular error.json files of torchelastic's layout below `log_dir` (a FIFO there would block)."""
+    found: set[Path] = set()
+    for pattern in _ERROR_FILES:
+        try:
+            found.update(path for path in log_dir.glob(pattern) if _regular(path))
+        except OSError:  # a folder that cannot be listed holds nothing this can read
+            continue
+    return sorted(found)
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
 def read_error_files(log_dir: Path, node_rank: int, nproc_per_node: int) -> tuple[RankFailure, ...]:
     """torchelastic's error.json files (written by @record in launcher/worker.py), one per failed rank. A file
     of another shape (a user's own recorder, a hand-made copy) gives what text it holds, never an error."""
     failures = []
-    for path in sorted(log_dir.glob("**/error.json")):
+    for path in error_files(log_dir):
         try:
             data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except (OSError, ValueError, RecursionError):

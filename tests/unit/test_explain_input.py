@@ -207,3 +207,88 @@ def test_thin_evidence_says_what_the_log_does_show(tmp_path: Path, log: str, sai
     (tmp_path / "a.log").write_text(log)
     result = explain(str(tmp_path / "a.log"))
     assert f"the evidence is thin: no line names the cause, {said}" in result.stdout.decode()
+
+
+def test_a_log_without_line_breaks_is_read_in_bounded_memory_and_keeps_its_end(tmp_path: Path) -> None:
+    """3 MB on one line, the failure at its end: the reader cuts it mid-line, keeps the line's start and
+    end, and does not hold the whole input."""
+    from launcher.logfile import MAX_LINE, read_logs
+
+    log = tmp_path / "one-line.log"
+    log.write_bytes(b"x" * (3 << 20) + b" torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    lines = read_logs([str(log)]).lines
+    assert sum(len(line) for line in lines) < 1_200_000  # the last 1 MB and bounded keyword lines, not 3 MB
+    assert max(len(line) for line in lines) <= MAX_LINE + 5
+    assert json.loads(explain("--json", str(log)).stdout)["kind"] == "cuda_oom"
+
+
+def test_a_log_of_keyword_lines_keeps_each_line_whole(tmp_path: Path) -> None:
+    """Every line names NCCL (an NCCL_DEBUG=INFO log): each kept line is one line of the log, found within
+    its own bounds (the reader looks at most a line's length around a keyword, never to the block's end)."""
+    from launcher.logfile import read_logs
+
+    line = b"node01:12345:12399 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+    log = tmp_path / "nccl.log"
+    log.write_bytes(line * 60_000 + b"[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n")
+    lines = read_logs([str(log)]).lines
+    assert set(lines[:-3]) == {line.decode().rstrip("\n")}
+    assert lines[-2] == "[rank1]: torch.OutOfMemoryError: CUDA out of memory."
+
+
+def test_a_folder_reads_error_files_of_torchelastics_layout_only(tmp_path: Path) -> None:
+    """An old run's error.json deep below a log folder is not this log's; a FIFO named error.json is no
+    file to read (it would block)."""
+    (tmp_path / "train.log").write_text(
+        "[rank0]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.\n"
+    )
+    stray = tmp_path / "old" / "run7" / "torchelastic" / "x" / "attempt_0" / "0" / "error.json"
+    stray.parent.mkdir(parents=True)
+    stray.write_text(json.dumps({"message": "torch.OutOfMemoryError: CUDA out of memory."}))
+    (tmp_path / "attempt_0" / "1").mkdir(parents=True)
+    os.mkfifo(tmp_path / "attempt_0" / "1" / "error.json")
+    result = explain("--json", str(tmp_path))
+    assert json.loads(result.stdout)["kind"] == "comm_timeout", result.stderr
+
+
+def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.11's Path.is_file() raises on EACCES (another user's run dir on a shared cluster)."""
+    from launcher.errors import SafeSftError
+    from launcher.logfile import read_logs
+
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    with pytest.raises(SafeSftError) as err:
+        read_logs([str(tmp_path)])
+    assert err.value.message == f"cannot read {tmp_path}: {tmp_path / 'console.log'} Permission denied"
+
+
+def test_stdin_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
+    with (tmp_path / "w").open("w") as write_only:
+        result = subprocess.run(
+            [sys.executable, "-m", "launcher", "explain", "-"], stdin=write_only, capture_output=True, timeout=20,
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+    assert (result.returncode, result.stderr.decode().splitlines()[0]) == (
+        2, "safe-sft: error: cannot read stdin: Bad file descriptor",
+    )  # fmt: skip
+
+
+def test_a_non_blocking_pipe_is_read_to_its_end() -> None:
+    """ssh and some CI runners leave stdin non-blocking: its first empty moment is not the log's end."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "explain", "--json", "-"], stdin=read, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    os.close(read)
+    import time
+
+    time.sleep(1.5)  # safe-sft has started and found nothing to read yet
+    os.write(write, OOM_LINES.encode())
+    os.close(write)
+    out, err = proc.communicate(timeout=20)
+    assert json.loads(out)["kind"] == "cuda_oom", err
