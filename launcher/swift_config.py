@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,11 @@ def _omegaconf_loader() -> Any:
     class Loader(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             keys = [self.construct_object(key, deep=True) for key, _ in node.value]
-            twice = sorted({str(key) for key in keys if keys.count(key) > 1})
+            try:
+                counts = Counter(keys)
+            except TypeError:  # a list or mapping as a key: PyYAML's own error names it
+                return super().construct_mapping(node, deep=deep)
+            twice = sorted({str(key) for key, count in counts.items() if count > 1})
             if twice:
                 raise yaml.constructor.ConstructorError(None, None, f"{', '.join(twice)} given twice", node.start_mark)
             return super().construct_mapping(node, deep=deep)
@@ -61,11 +66,39 @@ def omegaconf_scalar(text: str) -> object:
         return text
 
 
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_VALUES = 100_000  # a config of arguments holds hundreds; YAML aliases can make 9**9 of 0.5 KB
+
+
+def _larger_than(value: object, budget: int) -> bool:
+    """Whether `value`, with every alias expanded (as reading its values into arguments expands them), holds
+    more than `budget` values. Walked with a stack and stopped at the budget: a "billion laughs" file's
+    shared lists are never expanded."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set):
+            stack.extend(item)
+    return False
+
+
 def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False) -> dict[str, object] | None:
     if not argv or not is_config_file(argv[0]):
         return None
     path = Path(argv[0])
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:  # parsing 3 MB of YAML alone takes PyYAML 8 s
+            raise SafeSftError(
+                f"config file {path} is {size / 2**20:.1f} MiB: a config of arguments is a few KiB",
+                "give the config file itself (one `key: value` per argument), not a dataset or a log",
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise SafeSftError(f"cannot read config file {path}: {err.strerror}", "check the path") from None
@@ -78,6 +111,10 @@ def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False
             loaded = json.loads(text)
         except ValueError as err:
             raise SafeSftError(f"config file {path} is not valid JSON ({err})", "fix the JSON") from None
+        except RecursionError:
+            raise SafeSftError(
+                f"config file {path} nests too deep to read", "write one `key: value` per argument"
+            ) from None
     else:
         try:
             import yaml
@@ -92,6 +129,16 @@ def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False
             at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise SafeSftError(f"config file {path} is not valid YAML{at}: {problem}", "fix the YAML") from None
+        except RecursionError:
+            raise SafeSftError(
+                f"config file {path} nests too deep to read", "write one `key: value` per argument"
+            ) from None
+    if _larger_than(loaded, MAX_CONFIG_VALUES):
+        raise SafeSftError(
+            f"config file {path} expands to more than {MAX_CONFIG_VALUES:,} values (YAML anchors that repeat "
+            "each other, or nesting no argument needs)",
+            "write each argument's value out, without nested anchors",
+        )
     if not isinstance(loaded, dict):
         examples = "LLaMA-Factory's examples/train_lora" if omegaconf else "swift's examples"  # omegaconf: its reader
         raise SafeSftError(

@@ -163,6 +163,14 @@ def test_a_key_given_twice_in_the_yaml_is_refused_as_omegaconf_refuses_it(tmp_pa
     assert "is not valid YAML at line" in err.value.message and "cutoff_len given twice" in err.value.message
 
 
+def test_a_key_given_twice_among_thousands_is_found_in_linear_time(tmp_path: Path) -> None:
+    """The check counts keys once (it had compared each key with every other: 200k keys never ended)."""
+    many = "".join(f"k{i}: {i}\n" for i in range(20_000))
+    with pytest.raises(SafeSftError) as err:
+        _read(tmp_path, CONFIG + many + "k7: 8\n")
+    assert "k7 given twice" in err.value.message
+
+
 def test_allow_extra_args_leaves_an_unknown_key_to_llamafactory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

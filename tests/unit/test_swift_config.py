@@ -7,6 +7,11 @@ import pytest
 from launcher.errors import SafeSftError
 from launcher.swift_config import load_swift_config
 
+# "a billion laughs": 0.5 KB whose aliases expand to 9**9 values, each level nine of the one before
+LAUGHS = b"a: &a [x, x, x, x, x, x, x, x, x]\n" + b"".join(
+    b"%c: &%c [%s]\n" % (c, c, b", ".join([b"*%c" % (c - 1)] * 9)) for c in range(ord("b"), ord("j"))
+)
+
 
 @pytest.mark.parametrize(
     ("name", "content", "message"),
@@ -21,6 +26,11 @@ from launcher.swift_config import load_swift_config
         pytest.param("c.json", b"[1, 2]", "does not hold a mapping of arguments", id="json-list"),
         pytest.param("c.yaml", b"", "does not hold a mapping of arguments", id="empty"),
         pytest.param("c.yaml", None, "cannot read config file", id="missing"),
+        pytest.param("c.json", b"[" * 100_000 + b"]" * 100_000, "nests too deep to read", id="json-deep"),
+        pytest.param("c.yaml", b"a: " + b"[" * 100_000 + b"]" * 100_000, "nests too deep to read", id="yaml-deep"),
+        pytest.param("c.yaml", LAUGHS, "expands to more than 100,000 values", id="billion-laughs"),
+        pytest.param("c.yaml", b"# " + b"x" * (2 << 20), "is 2.0 MiB: a config of arguments is a few KiB",
+                     id="megabytes"),
     ],
 )  # fmt: skip
 def test_a_bad_config_file_is_one_line_naming_it(
