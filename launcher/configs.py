@@ -7,9 +7,11 @@ run as `python -m launcher` finds the folder beside the package.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from launcher.errors import SafeSftError
 from launcher.plan.ds_config import (
@@ -46,14 +48,20 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
     fix = "fix it, or pass one of zero2, zero3, zero3_offload"
     if _is_file(path):
         try:
-            config = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise SafeSftError(f"--deepspeed {value}: not a readable JSON file ({exc})", fix) from None
+            config = _finite_json(path.read_text())
+        except _NotFinite as exc:
+            raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise SafeSftError(
+                f"--deepspeed {value}: not a readable JSON file ({exc or 'nested too deep'})", fix
+            ) from None
         stem = path.stem
     else:
         try:
-            config = json.loads(value)
-        except ValueError:
+            config = _finite_json(value)
+        except _NotFinite as exc:
+            raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
+        except (ValueError, RecursionError):
             raise SafeSftError(
                 f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
                 "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
@@ -71,6 +79,29 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
             'add "train_micro_batch_size_per_gpu": "auto" to it',
         )
     return UserConfig(stem=stem, config=config)
+
+
+class _NotFinite(ValueError):
+    """NaN, Infinity, a number too large for a float (1e400, which json reads as inf) or for a 64-bit int."""
+
+
+def _reject(text: str) -> float:
+    raise _NotFinite(text)
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    return number if math.isfinite(number) else _reject(text)
+
+
+def _bounded_int(text: str) -> int:
+    number = int(text)
+    return number if abs(number) < 2**63 else int(_reject(text))
+
+
+def _finite_json(text: str) -> Any:
+    """JSON with finite numbers only: DeepSpeed's sizes and counts become ints, and int(inf) fails."""
+    return json.loads(text, parse_constant=_reject, parse_float=_finite_float, parse_int=_bounded_int)
 
 
 def _is_file(path: Path) -> bool:

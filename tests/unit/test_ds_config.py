@@ -151,6 +151,15 @@ def test_read_user_deepspeed_reads_a_file_or_inline_json_and_leaves_swifts_names
         pytest.param('{"zero_optimization": {"stage": true}}', '"stage": true is not a ZeRO stage', id="stage-bool"),
         pytest.param('{"zero_optimization": {"stage": -1}}', '"stage": -1 is not a ZeRO stage', id="stage-negative"),
         pytest.param('{"zero_optimization": [2]}', '"zero_optimization": \\[2\\] is not an object', id="zero-list"),
+        *(
+            pytest.param(
+                f'{{"zero_optimization": {{"stage": 3, "stage3_max_live_parameters": {number}}}}}',
+                f"{number} is no number DeepSpeed can use",
+                id=f"size-{number}",
+            )
+            for number in ("Infinity", "NaN", "1e400", "1" + "0" * 30)
+        ),
+        pytest.param("[" * 100_000 + "]" * 100_000, "not a readable JSON file", id="nested-too-deep"),
     ],
 )
 def test_read_user_deepspeed_errors_name_the_value(tmp_path: Path, content: str | None, message: str) -> None:
