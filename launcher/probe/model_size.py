@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import struct
 from collections import defaultdict
 from collections.abc import Mapping
@@ -35,6 +36,8 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
     """Each tensor's dtype and shape from a safetensors file's header; SafeSftError where the file is not one
     (a download cut short, a header of another shape)."""
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read for ever
+            raise ValueError("it is not a regular file")
         with path.open("rb") as handle:
             prefix = handle.read(8)
             if len(prefix) < 8:
@@ -51,6 +54,35 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
         raise SafeSftError(
             f"{path} is not a readable safetensors file: {err}", "download the model again (or complete it)"
         ) from None
+
+
+WEIGHTS_INDEX = "model.safetensors.index.json"
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The safetensors files transformers loads from a model dir: the ones its index names, else
+    model.safetensors, else every *.safetensors there. Mistral's repos also ship the same weights whole as
+    consolidated.safetensors, which summing every file would count twice. A file the index names that is
+    not there (a download cut short) is a SafeSftError."""
+    index = directory / WEIGHTS_INDEX
+    if index.exists():
+        fix = "download the model again (or complete it)"
+        try:
+            if not stat.S_ISREG(index.stat().st_mode):
+                raise ValueError("it is not a regular file")
+            weight_map = json.loads(index.read_bytes()).get("weight_map")
+            if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+                raise ValueError("it has no weight_map of tensor names to file names")
+        except (OSError, ValueError, AttributeError, RecursionError) as err:
+            raise SafeSftError(f"{index} cannot be read: {err}", fix) from None
+        named = sorted({directory / name for name in weight_map.values()})
+        missing = [path for path in named if not path.exists()]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise SafeSftError(f"{missing[0]}, which {WEIGHTS_INDEX} names, is missing{more}", fix)
+        return named
+    single = directory / "model.safetensors"
+    return [single] if single.exists() else sorted(directory.glob("*.safetensors"))
 
 
 def _tensor_entry(tensor: str, info: object) -> TensorEntry:
@@ -327,7 +359,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     if "vision_max_tiles" in extra and extra["vision_max_tiles"] is None:
         extra["vision_max_tiles"] = _processor_max_tiles(directory / PROCESSOR_CONFIG, warnings)
     quant_bits = extra["quant_bits"]
-    files = sorted(directory.glob("*.safetensors"))
+    files = weight_files(directory)
     if files:
         groups: dict[str, int] = defaultdict(int)
         dtypes: dict[str, int] = defaultdict(int)

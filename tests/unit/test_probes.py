@@ -1,6 +1,7 @@
 """Probes against fakes: an NVML module, cgroup trees, safetensors files written by the test."""
 
 import json
+import os
 import struct
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,6 +124,44 @@ def test_model_dir_exact_count_and_largest_layer(tmp_path: Path) -> None:
     assert facts.total_params == 800 + 256 + 64 + 256 + 800
     assert facts.largest_layer_params == 800
     assert (facts.source, facts.dtype, facts.hidden_size, facts.num_layers) == ("safetensors", "BF16", 8, 2)
+
+
+def _sharded(directory: Path) -> None:
+    """Two shards and their index, and the same weights whole in consolidated.safetensors (Mistral's repos)."""
+    directory.mkdir()
+    shards = {"model-00001-of-00002.safetensors": {"a": [10, 10]}, "model-00002-of-00002.safetensors": {"b": [5]}}
+    for name, tensors in shards.items():
+        write_safetensors(directory / name, tensors)
+    write_safetensors(directory / "consolidated.safetensors", {"a": [10, 10], "b": [5]})
+    weight_map = {tensor: name for name, tensors in shards.items() for tensor in tensors}
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+def test_a_sharded_model_counts_the_files_its_index_names_and_only_those(tmp_path: Path) -> None:
+    _sharded(tmp_path / "m")
+    assert probe_model(str(tmp_path / "m"), {}, tmp_path).total_params == 105  # not 210
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        pytest.param(lambda m: (m / "model-00002-of-00002.safetensors").unlink(),
+                     "model-00002-of-00002.safetensors, which model.safetensors.index.json names, is missing",
+                     id="a-shard-missing"),
+        pytest.param(lambda m: (m / "model.safetensors.index.json").write_text("[1]"),
+                     "model.safetensors.index.json cannot be read", id="index-not-an-object"),
+        pytest.param(lambda m: ((m / "model-00001-of-00002.safetensors").unlink(),
+                                os.mkfifo(m / "model-00001-of-00002.safetensors")),
+                     "is not a readable safetensors file: it is not a regular file", id="a-shard-a-fifo"),
+    ],
+)  # fmt: skip
+def test_a_model_dir_a_download_left_incomplete_is_one_line(tmp_path: Path, damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    model = tmp_path / "m"
+    _sharded(model)
+    damage(model)
+    with pytest.raises(SafeSftError) as err:
+        probe_model(str(model), {}, tmp_path)
+    assert message in err.value.message and "download the model again" in err.value.hint
 
 
 def test_head_size_and_decoder_family_from_config(tmp_path: Path) -> None:
