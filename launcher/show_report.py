@@ -23,6 +23,16 @@ from launcher.units import GiB, fmt_bytes
 
 
 def find_report(path: Path) -> Path:
+    """_find_report(path), with a folder that cannot be listed or searched refused in one line (Python 3.11's
+    is_file raises on EACCES: another user's run dir on a shared cluster)."""
+    try:
+        return _find_report(path)
+    except OSError as err:
+        where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
+        raise SafeSftError(f"cannot read {path}:{where} {err.strerror or err}", "check its permissions") from None
+
+
+def _find_report(path: Path) -> Path:
     """The report.json given, else the run dir's own, else the newest one below an output dir or its
     safe-sft folder."""
     fix = "give a run dir, or the output dir of a safe-sft run"
@@ -82,6 +92,13 @@ def _number(value: Any) -> bool:
         return False
 
 
+MAX_SECONDS = 1e12  # 31,000 years: a time past it is no run's, and matplotlib cannot place it on an axis
+
+
+def _seconds(value: Any) -> bool:
+    return _number(value) and 0 <= value < MAX_SECONDS
+
+
 def _whole(value: Any) -> bool:
     return _number(value) and isinstance(value, int)
 
@@ -107,7 +124,7 @@ _Fields = dict[str, Callable[[Any], bool]]
 _ATTEMPT_FIELDS: _Fields = {
     "number": _whole,
     "exit_code": _optional(_whole),
-    "duration_s": _optional(_number),
+    "duration_s": _optional(_seconds),
     "last_step": _optional(_step),
     "failure": _optional(_object),
     "resumed_from": _optional(_object),
@@ -223,6 +240,9 @@ def _memory_problem(memory: dict[str, Any]) -> str | None:
     t, gpu_used, host_used = timeline.get("t"), timeline.get("gpu_used_bytes"), timeline.get("host_used_bytes")
     if not _numbers(t) or not _numbers(host_used):
         return "memory 'timeline' 't' or 'host_used_bytes' is not a list of numbers"
+    wrong = next((time for time in t if not _seconds(time)), None)
+    if wrong is not None:
+        return f"memory 'timeline' 't' holds {_shown(wrong)}, a time no run reaches"
     if not isinstance(gpu_used, dict) or not all(
         isinstance(k, str) and k.isascii() and k.isdigit() and _numbers(v) for k, v in gpu_used.items()
     ):
@@ -279,8 +299,8 @@ def render_report(data: dict[str, Any]) -> str:
     header = f"  {'#':>2}  {'duration':>9}  {'exit':>5}  {'failure':<14}  {'step':>9}  memory peaks"
     lines.append(header)
     for a in data["attempts"]:
-        failure = a["failure"]["kind"] if a["failure"] else "-"
-        step = a["last_step"] if a["last_step"] is not None else "-"
+        failure = a["failure"]["kind"] if a.get("failure") else "-"
+        step = a["last_step"] if a.get("last_step") is not None else "-"
         resumed = ""
         if a.get("resumed_from"):
             resumed = "0->" if a["resumed_from"].get("started_over") else f"{a['resumed_from']['step']}->"
@@ -296,7 +316,7 @@ def render_report(data: dict[str, Any]) -> str:
         over = (a.get("resumed_from") or {}).get("started_over")
         if isinstance(over, str):
             lines.append(f"  attempt {a['number']} did not resume from step {a['resumed_from']['step']}: {over}")
-        if a["failure"]:
+        if a.get("failure"):
             first_line = mask_text(a["failure"]["evidence"][0])[:200]
             lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")
         if a.get("set_aside_checkpoint"):
@@ -312,9 +332,10 @@ def render_report(data: dict[str, Any]) -> str:
         if lost:
             reloading = lost["reload_seconds"]  # 0 for the last attempt: nothing restarted after it
             reload = f", {reloading:.0f} s of it restarting and reloading" if reloading else ""
+            back = lost.get("back_to_step")
+            where = f"back to step {back}" if back is not None else "back to a step not recorded"
             lines.append(
-                f"  attempt {a['number']} lost {lost['steps']} steps, {lost['seconds']:.0f} s (back to step "
-                f"{lost['back_to_step']}{reload})"
+                f"  attempt {a['number']} lost {lost['steps']} steps, {lost['seconds']:.0f} s ({where}{reload})"
             )
     total = data.get("lost_work") or {}
     if total.get("failures"):
@@ -370,6 +391,30 @@ PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg", ".jpg": "jpeg", ".j
 _PLOT_FIX = "give a path in a writable folder ending in .png (or .pdf, .svg, .jpg)"
 
 
+def _draw(plt: Any, data: dict[str, Any], series: dict[str, tuple[list[float], list[float]]]) -> Any:
+    """The figure: each series, the estimate and capacity levels, each failure marked where it ended."""
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, ys, label=label, linewidth=1.5)
+    for label, x0, x1, level in plot_levels(data):
+        capacity = label == "GPU capacity"
+        ax.hlines(level, x0, x1, colors="black" if capacity else "gray", linestyles="-" if capacity else ":",
+                  linewidth=1, label=label)  # fmt: skip
+    offset = 0.0
+    for a in data["attempts"]:
+        offset += float(a.get("duration_s") or 0.0)
+        if a.get("failure"):
+            ax.axvline(offset, color="red", linestyle="--", linewidth=1)
+            ax.annotate(f"#{a['number']} {_printable(a['failure']['kind'])}", (offset, 0), rotation=90, fontsize=8,
+                        xytext=(3, 5), textcoords="offset points", color="red")  # fmt: skip
+    ax.set_xlabel("seconds since the first attempt started")
+    ax.set_ylabel("memory used (GiB)")
+    ax.set_title(f"safe-sft: {_printable(data['outcome'])} after {len(data['attempts'])} attempt(s)")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
 def plot_report(data: dict[str, Any], out: Path) -> Any:
     """Draw the memory timeline to `out` (its suffix names the format), failures marked, each attempt's
     estimate and the GPUs' capacity as horizontal lines; returns the figure.
@@ -394,25 +439,7 @@ def plot_report(data: dict[str, Any], out: Path) -> Any:
         import matplotlib.pyplot as plt
     except ImportError:
         raise SafeSftError("--plot needs matplotlib", "pip install 'safe-sft[plot]'") from None
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, label=label, linewidth=1.5)
-    for label, x0, x1, level in plot_levels(data):
-        capacity = label == "GPU capacity"
-        ax.hlines(level, x0, x1, colors="black" if capacity else "gray", linestyles="-" if capacity else ":",
-                  linewidth=1, label=label)  # fmt: skip
-    offset = 0.0
-    for a in data["attempts"]:
-        offset += float(a.get("duration_s") or 0.0)
-        if a["failure"]:
-            ax.axvline(offset, color="red", linestyle="--", linewidth=1)
-            ax.annotate(f"#{a['number']} {_printable(a['failure']['kind'])}", (offset, 0), rotation=90, fontsize=8,
-                        xytext=(3, 5), textcoords="offset points", color="red")  # fmt: skip
-    ax.set_xlabel("seconds since the first attempt started")
-    ax.set_ylabel("memory used (GiB)")
-    ax.set_title(f"safe-sft: {_printable(data['outcome'])} after {len(data['attempts'])} attempt(s)")
-    ax.legend(loc="upper left")
-    fig.tight_layout()
+    fig = _draw(plt, data, series)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial{out.suffix}")
     try:
         fig.savefig(partial, dpi=100, format=fmt)

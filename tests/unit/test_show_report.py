@@ -198,6 +198,12 @@ def _set(path: str, value: object):  # type: ignore[no-untyped-def]
         pytest.param(_set("attempts.0.estimate", {"gpu_need_bytes": 10**400}), "'gpu_need_bytes'", id="need-huge"),
         pytest.param(_set("attempts.0.memory.timeline.gpu_used_bytes", {"²": [1, 2]}), "'gpu_used_bytes'", id="key-²"),
         pytest.param(_set("attempts.0.number", True), "'number' is true", id="number-bool"),
+        pytest.param(_set("attempts.0.duration_s", 1e308), "'duration_s' is 1e+308", id="duration-past-any-run"),
+        pytest.param(
+            _set("attempts.0.memory.timeline.t", [0, 1.7e308]),
+            "'t' holds 1.7e+308, a time no run",
+            id="time-past-any-run",
+        ),
     ],
 )
 def test_a_report_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path: Path, mutate, problem: str) -> None:  # type: ignore[no-untyped-def]
@@ -382,3 +388,32 @@ def test_the_reason_is_worded_as_the_runs_own_summary_words_it(run_dir: Path, ou
     data = load_report(run_dir)
     data["outcome"], data["give_up_reason"] = outcome, "a reason"
     assert render_report(data).splitlines()[-1] == f"  {word}: a reason"
+
+
+@pytest.mark.parametrize("key", ["failure", "last_step", "lost.back_to_step"])
+def test_a_key_the_report_may_leave_out_reads_as_null(tmp_path: Path, key: str) -> None:
+    """A hand-trimmed report, or one of a version that did not write them: shown, plotted, never a KeyError."""
+
+    def drop(report: dict) -> None:  # type: ignore[type-arg]
+        first = report["attempts"][0]
+        first["lost"] = {"steps": 3, "seconds": 4.0, "reload_seconds": 0, "back_to_step": 2}
+        *parents, last = key.split(".")
+        del (first[parents[0]] if parents else first)[last]
+
+    data = load_report(_report_with(tmp_path, drop))
+    text = render_report(data)
+    assert text.startswith(f"{data['_path']}: failed after 1 attempt(s)")
+    plot_report(data, tmp_path / "memory.png")
+    assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_a_folder_that_cannot_be_searched_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.errors import SafeSftError
+
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    with pytest.raises(SafeSftError) as err:
+        load_report(tmp_path)
+    assert err.value.message == f"cannot read {tmp_path}: Permission denied"
