@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +63,9 @@ def probe_disk(output_dir: Path) -> DiskFacts:
     where = nearest_existing(output_dir)
     free = disk_free(output_dir)
     problem = None
-    blocker = _file_in_the_way(output_dir)
+    blocker = _in_the_way(output_dir)
     if blocker is not None:
-        problem = f"{blocker} is a file, not a directory"
+        problem = blocker
     elif _holds_no_blocks(where):
         problem = f"{where} is on a kernel filesystem (proc, sysfs), which holds no files"
     elif _read_only_fs(where):
@@ -74,11 +75,31 @@ def probe_disk(output_dir: Path) -> DiskFacts:
     return DiskFacts(path=str(where), free_bytes=free, problem=problem)
 
 
-def _file_in_the_way(path: Path) -> Path | None:
+def _in_the_way(path: Path) -> str | None:
+    """What stops `path` being made as a folder: the first existing part of it, from the path up, that is
+    not a folder, or a symlink that leads nowhere (a purged scratch dir, a loop: `exists()` is False for
+    it, so the free space would be measured on the wrong filesystem)."""
     for part in (path.absolute(), *path.absolute().parents):
+        if part.is_symlink() and not part.exists():
+            try:
+                target = f" ({os.readlink(part)})"
+            except OSError:
+                target = ""
+            return f"{part} is a symlink that leads nowhere{target}"
         if part.exists():
-            return None if part.is_dir() else part
+            return None if part.is_dir() else f"{part} is {_kind(part)}, not a directory"
     return None
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a file"
 
 
 def _read_only_fs(path: Path) -> bool:
