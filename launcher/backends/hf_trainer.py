@@ -56,7 +56,8 @@ def read(argv: list[str]) -> BackendArgs:
     if path.is_dir():
         raise SafeSftError(f"training script {script} is a directory, not a script", USAGE)
     if not path.is_file():
-        raise SafeSftError(f"training script {script} does not exist", USAGE)
+        exists = path.exists()  # a FIFO or a device: python would block on it, or read no script
+        raise SafeSftError(f"training script {script} {'is not a regular file' if exists else 'does not exist'}", USAGE)
     if rest and is_config_file(rest[0]):
         raise SafeSftError(
             f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",

@@ -151,7 +151,8 @@ def build_plan(
     options = options or PlanOptions()
     warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
     warnings.extend(data.warnings if data else ())
-    warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
+    if options.backend == "swift":  # a script parses its own fields too; LLaMA-Factory's reader refuses a typo
+        warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")

@@ -183,6 +183,22 @@ def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_torchrun_with_a_device_as_its_script_says_so() -> None:
+    result = _run_cli("torchrun", "--", "/dev/zero", "--output_dir", "o")
+    assert result.stderr.splitlines()[0] == "safe-sft: error: training script /dev/zero is not a regular file"
+
+
+def test_a_scripts_own_arguments_are_not_called_unknown_to_swift(tmp_path: Path) -> None:
+    """An HF-Trainer script parses its own dataclasses' fields (ModelArguments' --model_name_or_path) beside
+    TrainingArguments': safe-sft cannot know them, and swift is not involved."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    own = ["--model_name_or_path", "m", "--output_dir", str(tmp_path / "o"), "--use_cpu", "true"]
+    result = _run_cli("plan", "--json", "--backend", "torchrun", str(script), *own)
+    assert result.returncode == 0, result.stderr
+    assert not [w for w in json.loads(result.stdout)["warnings"] if "model_name_or_path" in w]
+
+
 def test_a_script_keeps_its_own_accumulation_for_the_processes_asked_for(tmp_path: Path) -> None:
     """`swift sft` alone picks one process on the CPU, so safe-sft's --nproc 2 would halve swift's
     accumulation to keep swift's global batch; `torchrun --nproc_per_node 2 SCRIPT` runs two, as asked."""
