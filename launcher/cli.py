@@ -11,6 +11,7 @@ import copy
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -803,6 +804,8 @@ COMMANDS: dict[str, tuple[click.Command, bool]] = {
     "report": (report_command, False),
 }
 
+READERS = ("plan", "doctor", "explain", "report")  # the commands that only read and print
+
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -829,6 +832,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args[0] in COMMANDS:
         command, takes_swift_args = COMMANDS[args[0]]
-        _invoke(command, args[1:], takes_swift_args)
+        # `safe-sft plan | head -1`: end as cat and grep do when the reader goes (SIGPIPE, 141), not with
+        # click's exit 1, which means a failed run; a training run goes on whatever its stdout does
+        before = signal.signal(signal.SIGPIPE, signal.SIG_DFL) if args[0] in READERS else None
+        try:
+            _invoke(command, args[1:], takes_swift_args)
+        finally:
+            if before is not None:  # main() called in-process (the tests) hands the process back as it was
+                signal.signal(signal.SIGPIPE, before)
         return
     _invoke(run_command, args, True)

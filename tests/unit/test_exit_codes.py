@@ -162,3 +162,21 @@ def test_2_a_master_port_this_user_may_not_listen_on(monkeypatch: pytest.MonkeyP
         check_ports_free(topology, None)
     assert err.value.message == "MASTER_PORT=80 (from flag) is below the ports this user may listen on"
     assert err.value.hint == "set MASTER_PORT or --master-port to a free port of 1024 or more on every node"
+
+
+def test_a_reader_that_goes_away_ends_plan_as_it_ends_cat() -> None:
+    """`safe-sft plan | head -1`: SIGPIPE (141 in a shell), not click's exit 1, which means a failed run."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "plan", "--explain-memory", "--assume-gpus", "8x80GiB", "--model",
+         "Qwen/Qwen2.5-7B-Instruct", "--dataset", "d.jsonl"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=repo,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the plan prints (it takes a tenth of a second to start)
+    assert proc.wait(timeout=30) == -signal.SIGPIPE, proc.stderr.read() if proc.stderr else ""
