@@ -239,10 +239,9 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     nproc_text = os.environ.get("NPROC_PER_NODE")
     nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not one_per_gpu(nproc_text) else None
     memlock = raise_memlock()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     host = probe_host(Path(check_dir or "."))
     topology, bad_args = as_the_run_reads(swift, os.environ, host)
-    checks = run_checks(host, memlock, nproc=nproc, cores=cores, topology=topology, swift_args=bad_args)
+    checks = run_checks(host, memlock, nproc=nproc, cores=host.cpu_cores, topology=topology, swift_args=bad_args)
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:

@@ -156,6 +156,12 @@ def build_plan(
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
+    cpu_ranks = topology.nproc_per_node.value
+    if not topology.gpus and host.cpu_cores is not None and cpu_ranks > host.cpu_cores:
+        warnings.append(
+            f"{cpu_ranks} training processes on {host.cpu_cores} usable CPU core(s): each needs a core of its "
+            f"own, and runs crawl far above that (lower NPROC_PER_NODE to at most {host.cpu_cores})"
+        )
     floor = checkpoint_floor_bytes(swift, model)
     if floor is not None and host.disk_free_bytes is not None and host.disk_free_bytes < floor:
         warnings.append(

@@ -6,6 +6,7 @@ a /sys root, a path) so tests can point it at a fake.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -31,4 +32,5 @@ def probe_host(output_dir: Path, nvml: ModuleType | None = None) -> HostFacts:
         free_port=free_port(),
         disk_path=disk.path,
         disk_problem=disk.problem,
+        cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     )

@@ -435,3 +435,21 @@ def test_a_master_name_that_resolves_to_this_hosts_loopback_is_refused_on_a_node
     assert err.value.message.startswith("MASTER_ADDR=localhost resolves to ")
     assert err.value.message.endswith(" on this host, node 1: its own loopback, where node 0's safe-sft is not")
     check_master_reachable("10.1.2.3", 1)  # resolves elsewhere: no error
+
+
+@pytest.mark.parametrize(("nproc", "warned"), [(2, False), (3, True)])
+def test_more_cpu_training_processes_than_cores_is_a_plan_warning(nproc: int, warned: bool) -> None:
+    """As doctor says it: every CPU rank needs a core of its own."""
+    from dataclasses import replace
+
+    from launcher.plan.build import LaunchPaths, build_plan
+    from launcher.plan.swift_args import parse_swift_argv
+    from tests.conftest import host
+
+    topo = resolve_topology(TopologyRequest(), {"NPROC_PER_NODE": str(nproc)}, (), free_port=1, use_cpu=True)
+    plan = build_plan(
+        parse_swift_argv(["--model", "m", "--use_cpu", "true"]), topo, replace(host(), cpu_cores=2), None,
+        env={}, paths=LaunchPaths("python", "w.py", "/cfg"),
+    )  # fmt: skip
+    warning = f"{nproc} training processes on 2 usable CPU core(s): each needs a core of its own"
+    assert any(w.startswith(warning) for w in plan.warnings) is warned
