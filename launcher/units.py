@@ -89,7 +89,9 @@ def fmt_bytes(n: int | None) -> str:
     """Bytes for people: `1.5 GiB`, `64 MiB`, `unknown`."""
     if n is None:
         return "unknown"
-    for unit, size in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    if abs(n) >= 1024**6:  # no machine's: said so, in a width the plan's tables can hold
+        return f"{n / 1024**5:.1e} PiB"
+    for unit, size in (("PiB", 1024**5), ("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
