@@ -67,6 +67,7 @@ def resume_point(
     earlier: Path | None = None,
     set_aside: Collection[Path] = (),
     same_experiment: Callable[[Path], bool] = lambda _checkpoint: True,
+    only_model: bool = False,
 ) -> tuple[Resume | None, dict[str, str]]:
     """(the resume point, the newer checkpoints skipped as unreadable, with why).
 
@@ -79,6 +80,8 @@ def resume_point(
     `same_experiment` says its run is this one's experiment (the output dir is shared by all of them).
     `set_aside` (checkpoints that failed to load in an attempt) are left out for the rest of the run. Paths
     are compared with their folders resolved: a relative or `..` path names the same checkpoint.
+    `only_model` (the user's --resume_only_model true) holds for every checkpoint this run did not write:
+    the user's own start, an earlier run's; this run's own are resumed whole where they can be.
     """
     aside = {canonical(path) for path in set_aside}
     found: list[Checkpoint] = []
@@ -103,6 +106,8 @@ def resume_point(
         return None, reasons
     checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
     why = weights_only_reason(checkpoint, settings, writers)
+    if only_model and checkpoint.path not in writers:  # not this run's: as the user asked for it, not as it allows
+        why = "--resume_only_model true was given"
     return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), reasons
 
 

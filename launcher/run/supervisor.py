@@ -437,7 +437,8 @@ class Supervisor:
                 return None, {}
             # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),
             # an earlier checkpoint under the output dir predicted from the argv
-            return resume_point([self.output_dir], settings, {})
+            only_model = swift.get_bool("resume_only_model", False)
+            return resume_point([self.output_dir], settings, {}, only_model=only_model)
         return resume_point(
             [Path(a.run_dir) for a in attempts if a.run_dir],
             settings,
@@ -447,6 +448,7 @@ class Supervisor:
             earlier=None if self._users_own_start() else self.output_dir,
             set_aside=self.set_aside,
             same_experiment=lambda checkpoint: other_experiment(checkpoint, self.prepared.swift) is None,
+            only_model=self.prepared.swift.get_bool("resume_only_model", False),
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:

@@ -134,3 +134,16 @@ def test_another_experiments_checkpoint_is_told_by_its_args(
     swift = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
     found = other_experiment(checkpoint, swift)
     assert found == (differs.format(data=data) if differs else None)
+
+
+def test_resume_only_model_holds_for_a_checkpoint_this_run_did_not_write(tmp_path: Path) -> None:
+    """--resume-latest with --resume_only_model true: an earlier run's checkpoint loads its weights only, as
+    asked; one this run wrote is resumed whole."""
+    from launcher.run.resume import resume_point
+
+    earlier = make(tmp_path / "v0-earlier" / "checkpoint-4")
+    found, _ = resume_point([tmp_path], settings(), {}, only_model=True)
+    assert found is not None and (found.checkpoint, found.weights_only) == (str(earlier), True)
+    assert found.why_weights_only == "--resume_only_model true was given"
+    own, _ = resume_point([tmp_path], settings(), {earlier: settings()}, only_model=True)
+    assert own is not None and not own.weights_only

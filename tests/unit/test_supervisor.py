@@ -419,6 +419,29 @@ def test_the_users_own_checkpoint_that_fails_to_load_ends_the_run(tmp_path: Path
     assert (six / "trainer_state.json").is_file()
 
 
+def test_the_users_resume_only_model_holds_for_their_checkpoint_on_every_attempt(tmp_path: Path) -> None:
+    """--resume_only_model true with the user's checkpoint: attempt 2 (an OOM, nothing saved) loads its
+    weights only again, as the user asked; it had loaded the optimizer state the user left out. This run's
+    own checkpoint, saved in attempt 2, is resumed whole in attempt 3."""
+    (own,) = _earlier_run(tmp_path, 4)
+    v1 = tmp_path / "v1-x"
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--resume_from_checkpoint", str(own), "--resume_only_model", "true"),
+        [(FakeProcess(1, OOM_SUMMARY), []), (FakeProcess(1, OOM_SUMMARY), [v1 / "checkpoint-6"]),
+         (FakeProcess(0, ""), [])],
+    )  # fmt: skip
+    assert (result.outcome, len(spawned)) == ("succeeded", 3)  # type: ignore[attr-defined]
+    assert [value(argv, "--resume_from_checkpoint") for argv in spawned] == [
+        str(own),
+        str(own),
+        str(v1 / "checkpoint-6"),
+    ]
+    assert [value(argv, "--resume_only_model") for argv in spawned] == ["true", "true", None]
+    second = result.attempts[1]  # type: ignore[attr-defined]
+    assert second.resumed_from.why_weights_only == "--resume_only_model true was given"
+
+
 def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
     v0 = tmp_path / "v0-x"
     tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
