@@ -174,7 +174,10 @@ def _unshared(
     run_id: str, attempt: int, reports: Sequence[NodeReport], root: NodeReport, resume: Resume | None
 ) -> Decision | None:
     """A stop when a node does not see the checkpoint to resume from."""
-    blind = [r.node for r in reports if resume is not None and resume.checkpoint not in r.checkpoints]
+    # the user's own start is checked complete on every node before its first attempt
+    blind = [
+        r.node for r in reports if resume is not None and not resume.start and resume.checkpoint not in r.checkpoints
+    ]
     if not blind:
         return None
     return Decision(
@@ -326,13 +329,17 @@ def decode_decision(text: str, run_id: str, attempt: int) -> Decision:
     resume = None
     if data.get("resume") is not None:
         raw = data["resume"]
-        if not isinstance(raw, dict) or set(raw) != {"checkpoint", "step", "weights_only", "why_weights_only"}:
+        if not isinstance(raw, dict) or set(raw) != {"checkpoint", "step", "weights_only", "why_weights_only", "start"}:
             raise ProtocolError("a decision's resume point is malformed", SAME_VERSION)
+        start = _bool(raw["start"], "start")  # the user's own start: every node's own argument names it
+        if start and raw["checkpoint"] != "":
+            raise ProtocolError("a decision names a path for the user's own checkpoint", SAME_VERSION)
         resume = Resume(
-            _relative_path(raw["checkpoint"]),
+            "" if start else _relative_path(raw["checkpoint"]),
             _int(raw["step"], "step", 0, 1 << 40) or 0,
-            bool(raw["weights_only"]),
+            _bool(raw["weights_only"], "weights_only"),
             _text(raw["why_weights_only"], "why_weights_only"),
+            start,
         )
     kind = _kind(data.get("root_kind"))
     return Decision(

@@ -36,6 +36,12 @@ class Resume:
     step: int
     weights_only: bool
     why_weights_only: str = ""
+    start: bool = False  # the user's own --resume_from_checkpoint (anywhere), not a checkpoint safe-sft chose
+
+    def as_given(self, only_model: bool) -> bool:
+        """The user's own checkpoint resumed as they asked (`only_model`: their --resume_only_model): their
+        --ignore_data_skip then holds too; any other resume continues where the checkpoint stopped."""
+        return self.start and self.weights_only == only_model
 
 
 def plan_swift_args(swift: SwiftArgs, plan: Plan) -> SwiftArgs:
@@ -210,6 +216,11 @@ def attempt_args(
         updates["resume_from_checkpoint"] = resume.checkpoint
         if "resume_only_model" not in missing:
             updates["resume_only_model"] = _flag(resume.weights_only) if resume.weights_only else None
+        only_model = base.get_bool("resume_only_model", False)
+        if base.get_bool("ignore_data_skip", False) and not resume.as_given(only_model):
+            # the user's flag is for their own resume: with it, a retry would replay the data from the epoch's
+            # start, and a weights-only one (swift's "start afresh from these weights") train from step 0
+            updates["ignore_data_skip"] = "false"
     if fresh_version_dir and "add_version" in missing and fresh_output_dir is not None:
         updates["output_dir"] = fresh_output_dir  # only when it would save over a checkpoint (as below)
     elif fresh_version_dir and base.has("add_version") and not base.get_bool("add_version", True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from launcher.errors import SafeSftError
@@ -43,9 +44,14 @@ def only_incomplete(output_dir: Path) -> tuple[Path, str] | None:
     return newest, skipped[newest]
 
 
-def given_resume(path: Path, weights_only: bool) -> Resume:
+def given_resume(path: Path, weights_only: bool, fresh: bool = False) -> Resume:
     """The user's own --resume_from_checkpoint as an attempt resumes from it: its step from its name
-    (`checkpoint-N`), else from its trainer_state.json; weights only where --resume_only_model says so."""
+    (`checkpoint-N`), else from its trainer_state.json; weights only where --resume_only_model says so.
+    `fresh` (--resume_only_model with --ignore_data_skip: swift's way to start a new training from a
+    checkpoint's weights) trains from step 0."""
+    why = "--resume_only_model true was given" if weights_only else ""
+    if fresh:
+        return Resume(str(path), 0, weights_only, why, start=True)
     step = checkpoint_step(path)
     if step is None:
         try:
@@ -54,7 +60,7 @@ def given_resume(path: Path, weights_only: bool) -> Resume:
             state = None
         found = state.get("global_step") if isinstance(state, dict) else None
         step = found if type(found) is int else 0
-    return Resume(str(path), step, weights_only, "--resume_only_model true was given" if weights_only else "")
+    return Resume(str(path), step, weights_only, why, start=True)
 
 
 def resume_point(
@@ -106,6 +112,11 @@ def resume_point(
         return None, reasons
     checkpoint = max(found, key=lambda c: (c.step, c.path.stat().st_mtime))
     why = weights_only_reason(checkpoint, settings, writers)
+    if started_from is not None and checkpoint.path == canonical(Path(started_from.checkpoint)):
+        # the user's own start again: weights only where they asked for it too, at the step it starts from
+        weights_only = bool(why) or started_from.weights_only
+        path, reason = str(checkpoint.path), why or started_from.why_weights_only
+        return Resume(path, started_from.step, weights_only, reason, start=True), reasons
     if only_model and checkpoint.path not in writers:  # not this run's: as the user asked for it, not as it allows
         why = "--resume_only_model true was given"
     return Resume(str(checkpoint.path), checkpoint.step, bool(why), why), reasons
@@ -212,20 +223,23 @@ def complete_checkpoints(output_dir: Path) -> list[str]:
 
 
 def relative_to(resume: Resume | None, output_dir: Path) -> Resume | None:
+    """A resume point as node 0 sends it: relative to the shared output dir; the user's own start (which may
+    lie anywhere) as no path at all, since every node was given it (their arguments agree)."""
     if resume is None:
         return None
-    relative = str(Path(resume.checkpoint).relative_to(output_dir))
-    return Resume(relative, resume.step, resume.weights_only, resume.why_weights_only)
+    relative = "" if resume.start else str(Path(resume.checkpoint).relative_to(output_dir))
+    return replace(resume, checkpoint=relative)
 
 
-def shared_resume(decided: Resume | None, output_dir: Path) -> Resume | None:
-    """Node 0's checkpoint as this node sees it on the shared output dir: it must be complete here too."""
+def shared_resume(decided: Resume | None, output_dir: Path, start: str | None) -> Resume | None:
+    """Node 0's checkpoint as this node sees it on the shared output dir (or, for the user's own start, this
+    node's --resume_from_checkpoint, `start`): it must be complete here too."""
     if decided is None:
         return None
-    path = output_dir / decided.checkpoint
+    path = Path(start) if decided.start and start else output_dir / decided.checkpoint
     if not is_complete(path):
         raise SafeSftError(
             f"checkpoint {path} that node 0 chose is not complete on this node",
             "put the output dir on a filesystem all nodes share (NFS, Lustre, GPFS)",
         )
-    return Resume(str(path), decided.step, decided.weights_only, decided.why_weights_only)
+    return replace(decided, checkpoint=str(path))

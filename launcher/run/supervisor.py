@@ -175,7 +175,7 @@ class Supervisor:
         for number in range(1, self.config.max_attempts + 1):
             skipped: dict[str, str] = {}
             if self.coordinator is not None and number > 1:
-                resume = shared_resume(decided_resume, self._swift_output_dir(attempts))
+                resume = shared_resume(decided_resume, self._swift_output_dir(attempts), self._users_own_start())
             else:
                 resume, skipped = self._resume_point(number, settings, attempts)
             # never back to step 0 from the user's own checkpoint, nor with its argument still loading it
@@ -430,7 +430,9 @@ class Supervisor:
             swift = self.prepared.swift
             given = self._users_own_start()
             if given:  # the user's own (checked complete before anything started): recorded as this run's start
-                return given_resume(Path(given), swift.get_bool("resume_only_model", False)), {}
+                only_model = swift.get_bool("resume_only_model", False)
+                fresh = only_model and swift.get_bool("ignore_data_skip", False)
+                return given_resume(Path(given), only_model, fresh), {}
             # a trainer that resumes on its own would take the newest checkpoint, complete or not
             by_itself = self.prepared.backend.resumes_latest and not swift.get_bool("overwrite_output_dir", False)
             if not (self.config.resume_latest or by_itself):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +90,22 @@ def test_a_node_that_died_loading_the_checkpoint_gets_the_same_settings_from_the
     assert again.load_failed is True
 
 
+def test_the_users_own_start_travels_without_a_path_and_each_node_reads_its_own(tmp_path: Path) -> None:
+    """A --resume_from_checkpoint outside the output dir (a colleague's run) is no path inside it: node 0
+    sends none, and each node resumes the checkpoint its own argument names (the nodes' arguments agree)."""
+    from launcher.run.resume import relative_to, shared_resume
+    from tests.unit.test_checkpoints import make
+
+    theirs = make(tmp_path / "elsewhere" / "checkpoint-4")
+    start = Resume(str(theirs), 4, True, "--resume_only_model true was given", start=True)
+    sent = relative_to(start, tmp_path / "out")
+    assert sent is not None and sent.checkpoint == ""
+    decision = decide("job-7", 1, [report(0, K.CUDA_OOM, checkpoints=())], 1, SETTINGS, [], max_attempts=5,
+                      resume_for=lambda s: sent)  # fmt: skip
+    assert decision.action == "retry" and decode_decision(encode(decision), "job-7", 1).resume == sent
+    assert shared_resume(sent, tmp_path / "out", str(theirs)) == start
+
+
 def test_max_attempts_stops() -> None:
     assert run([report(0, K.CUDA_OOM), report(1, None), report(2, None)], max_attempts=1).action == "stop"
 
@@ -140,10 +157,25 @@ RETRY = Decision("job-7", 1, "retry", "why", 1, "cuda_oom", replace(SETTINGS, mi
                     "step": 1,
                     "weights_only": False,
                     "why_weights_only": "",
+                    "start": False,
                 },
             ),
             "not a checkpoint inside",
             id="path-escape",
+        ),
+        pytest.param(
+            tampered(
+                RETRY,
+                resume={
+                    "checkpoint": "/etc/x",
+                    "step": 1,
+                    "weights_only": False,
+                    "why_weights_only": "",
+                    "start": True,
+                },
+            ),
+            "names a path for the user's own checkpoint",
+            id="start-with-a-path",
         ),
         pytest.param(tampered(RETRY, settings=None), "retry decision without settings", id="retry-without-plan"),
         pytest.param(tampered(RETRY, type="NodeReport"), "not a Decision", id="wrong-type"),

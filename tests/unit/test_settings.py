@@ -236,6 +236,33 @@ def test_resume_flags_are_appended(resume: Resume, expected_tail: list[str]) -> 
     assert list(run(START, resume=resume).swift.argv()) == [*USER_ARGV, *expected_tail]
 
 
+USERS = "/theirs/checkpoint-8"
+
+
+@pytest.mark.parametrize(
+    ("extra", "resume", "skip"),
+    [
+        pytest.param([], Resume("/out/v0/checkpoint-3", 3, False), "false", id="this-runs-own-checkpoint"),
+        pytest.param([], Resume("/out/v0/checkpoint-3", 3, True, "stage changed"), "false", id="weights-only-rung"),
+        pytest.param(["--resume_from_checkpoint", USERS], Resume(USERS, 8, False, start=True), "true",
+                     id="the-users-start-as-given"),
+        pytest.param(["--resume_from_checkpoint", USERS, "--resume_only_model", "true"],
+                     Resume(USERS, 0, True, "asked", start=True), "true", id="the-users-fresh-start-as-given"),
+        pytest.param(["--resume_from_checkpoint", USERS], Resume(USERS, 8, True, "stage changed", start=True),
+                     "false", id="the-users-start-weights-only-by-the-ladder"),
+    ],
+)  # fmt: skip
+def test_the_users_ignore_data_skip_holds_only_for_their_own_resume(
+    extra: list[str], resume: Resume, skip: str
+) -> None:
+    """With it, a retry from the run's own checkpoint replays the data from the epoch's start (samples trained
+    twice, others never), and a weights-only one makes swift train from step 0 over the checkpoints there."""
+    argv = ["--model", "m", "--ignore_data_skip", "true", *extra]
+    got = run(START, argv=argv, resume=resume)
+    assert got.swift.get("ignore_data_skip") == skip
+    assert run(START, argv=["--model", "m"], resume=resume).swift.has("ignore_data_skip") is False
+
+
 def test_a_resumed_attempt_replaces_the_users_resume_from_checkpoint() -> None:
     argv = ["--model", "m", "--resume_from_checkpoint", "/old/checkpoint-1"]
     got = run(START, argv=argv, resume=Resume("/out/v1/checkpoint-5", 5, False))

@@ -442,6 +442,25 @@ def test_the_users_resume_only_model_holds_for_their_checkpoint_on_every_attempt
     assert second.resumed_from.why_weights_only == "--resume_only_model true was given"
 
 
+def test_a_fresh_start_from_the_users_weights_goes_on_from_this_runs_own_checkpoint(tmp_path: Path) -> None:
+    """--resume_from_checkpoint X --resume_only_model true --ignore_data_skip true: swift trains from step 0 on
+    X's weights. After an OOM, the retry goes on from this run's checkpoint-3 (X, named checkpoint-8, had been
+    ranked above it: resumed whole at max_steps, nothing trained), continuing its data."""
+    (theirs,) = _earlier_run(tmp_path, 8)
+    v1 = tmp_path / "v1-x"
+    result, spawned = run_scripted(
+        tmp_path,
+        prepared(tmp_path, "--resume_from_checkpoint", str(theirs), "--resume_only_model", "true",
+                 "--ignore_data_skip", "true"),
+        [(FakeProcess(1, OOM_SUMMARY), [v1 / "checkpoint-3"]), (FakeProcess(0, ""), [])],
+    )  # fmt: skip
+    assert (result.outcome, len(spawned)) == ("succeeded", 2)  # type: ignore[attr-defined]
+    first = result.attempts[0]  # type: ignore[attr-defined]
+    assert (first.resumed_from.step, first.resumed_from.start) == (0, True)
+    assert value(spawned[1], "--resume_from_checkpoint") == str(v1 / "checkpoint-3")
+    assert (value(spawned[1], "--resume_only_model"), value(spawned[1], "--ignore_data_skip")) == (None, "false")
+
+
 def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
     v0 = tmp_path / "v0-x"
     tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
@@ -802,8 +821,10 @@ def test_a_users_resume_outside_checkpoint_n_takes_its_step_from_its_state(tmp_p
     saved = tmp_path / "best-model"
     make(saved)
     (saved / "trainer_state.json").write_text(json.dumps({"global_step": 42}))
-    assert given_resume(saved, True) == Resume(str(saved), 42, True, "--resume_only_model true was given")
+    assert given_resume(saved, True) == Resume(str(saved), 42, True, "--resume_only_model true was given", start=True)
     assert given_resume(tmp_path / "checkpoint-9", False).step == 9
+    # --resume_only_model with --ignore_data_skip: swift starts a new training from its weights, at step 0
+    assert given_resume(tmp_path / "checkpoint-9", True, fresh=True).step == 0
 
 
 DISK_FULL_TAIL = "[rank0]: OSError: [Errno 28] No space left on device: '/out/checkpoint-2/model.safetensors'"
