@@ -162,6 +162,12 @@ def build_plan(
             f"{cpu_ranks} training processes on {host.cpu_cores} usable CPU core(s): each needs a core of its "
             f"own, and runs crawl far above that (lower NPROC_PER_NODE to at most {host.cpu_cores})"
         )
+    if topology.world_size > 1 and swift.get_bool("auto_find_batch_size", False):
+        warnings.append(
+            f"--auto_find_batch_size true with {topology.world_size} training processes: accelerate halves the "
+            "batch on the rank that ran out of memory only, and the others wait for it in their next collective "
+            "(a hang, not an OOM); leave it out: safe-sft's ladder halves the micro-batch on every rank"
+        )
     floor = checkpoint_floor_bytes(swift, model)
     if floor is not None and host.disk_free_bytes is not None and host.disk_free_bytes < floor:
         warnings.append(

@@ -453,3 +453,16 @@ def test_more_cpu_training_processes_than_cores_is_a_plan_warning(nproc: int, wa
     )  # fmt: skip
     warning = f"{nproc} training processes on 2 usable CPU core(s): each needs a core of its own"
     assert any(w.startswith(warning) for w in plan.warnings) is warned
+
+
+@pytest.mark.parametrize(("nproc", "warned"), [(1, False), (2, True)])
+def test_auto_find_batch_size_on_several_ranks_is_a_plan_warning(nproc: int, warned: bool) -> None:
+    """accelerate retries a smaller batch on the one rank that ran out of memory: the others hang."""
+    from launcher.plan.build import LaunchPaths, build_plan
+    from launcher.plan.swift_args import parse_swift_argv
+    from tests.conftest import host
+
+    topo = resolve_topology(TopologyRequest(), {"NPROC_PER_NODE": str(nproc)}, (), free_port=1, use_cpu=True)
+    swift = parse_swift_argv(["--model", "m", "--use_cpu", "true", "--auto_find_batch_size", "true"])
+    plan = build_plan(swift, topo, host(), None, env={}, paths=LaunchPaths("python", "w.py", "/cfg"))
+    assert any(w.startswith("--auto_find_batch_size true with 2 training processes") for w in plan.warnings) is warned
