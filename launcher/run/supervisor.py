@@ -244,7 +244,8 @@ class Supervisor:
             if not self._wait_before_retry(failure.kind, history, number):
                 return self._interrupted(attempts)
             history.append(failure.kind)
-            settings, change, predicted = step.settings, (step.change, step.reason), step.predicted_need_bytes
+            reason = step.reason + self._best_model_note(settings, step.settings, attempts)
+            settings, change, predicted = step.settings, (step.change, reason), step.predicted_need_bytes
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
 
     def _wait_before_retry(self, kind: FailureKind, history: list[FailureKind], number: int) -> bool:
@@ -488,6 +489,20 @@ class Supervisor:
         self.set_aside[canonical(Path(resumed.checkpoint))] = why
         record.set_aside = {"path": resumed.checkpoint, "why": why}
         sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
+
+    def _best_model_note(self, before: Settings, after: Settings, attempts: list[AttemptRecord]) -> str:
+        """What a ZeRO stage change costs --load_best_model_at_end: transformers loads the best checkpoint at
+        the end under the final stage, and one saved under another (an earlier attempt's) does not load
+        (swift warns and keeps the last model)."""
+        if before.deepspeed == after.deepspeed or not self.prepared.swift.get_bool("load_best_model_at_end", False):
+            return ""
+        if not any(a.checkpoints_written for a in attempts):
+            return ""
+        return (
+            f"; with --load_best_model_at_end, a best checkpoint saved so far (under {before.deepspeed or 'no ZeRO'})"
+            f" does not load under {after.deepspeed or 'no ZeRO'} at the end: the final model may be the last, "
+            "not the best (best_model_checkpoint in trainer_state.json names it)"
+        )
 
     def _would_overwrite(self, base: SwiftArgs, resume: Resume | None, output_dir: Path) -> str | None:
         """Why an attempt with --add_version false must write to a versioned dir instead, or None. `output_dir`:

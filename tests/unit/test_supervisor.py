@@ -461,6 +461,23 @@ def test_a_fresh_start_from_the_users_weights_goes_on_from_this_runs_own_checkpo
     assert (value(spawned[1], "--resume_only_model"), value(spawned[1], "--ignore_data_skip")) == (None, "false")
 
 
+def test_a_zero_stage_change_says_what_it_costs_load_best_model_at_end(tmp_path: Path) -> None:
+    """transformers loads the best checkpoint at the end under the final ZeRO stage: an earlier attempt's,
+    saved under another, does not load (swift warns and keeps the last model)."""
+    one = ("--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1")
+
+    def script(out: Path) -> list[tuple[FakeProcess, list[Path]]]:
+        saving = [(FakeProcess(1, OOM_SUMMARY), [out / f"v{n}-x" / f"checkpoint-{3 + n}"]) for n in range(4)]
+        return [*saving, (FakeProcess(0, ""), [])]
+
+    result, _ = run_scripted(tmp_path, prepared(tmp_path, *one, "--load_best_model_at_end", "true"), script(tmp_path))
+    staged = [a for a in result.attempts if a.change and "deepspeed" in a.change]  # type: ignore[attr-defined]
+    assert staged and "with --load_best_model_at_end, a best checkpoint saved so far" in staged[0].change_reason
+    (tmp_path / "plain").mkdir()
+    plain, _ = run_scripted(tmp_path / "plain", prepared(tmp_path / "plain", *one), script(tmp_path / "plain"))
+    assert not any("load_best_model_at_end" in (a.change_reason or "") for a in plain.attempts)  # type: ignore[attr-defined]
+
+
 def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
     v0 = tmp_path / "v0-x"
     tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
