@@ -215,6 +215,24 @@ def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(ti
     assert_no_sample_lost_or_repeated(tiny, tmp_path, env, per_device_train_batch_size=1, deepspeed="zero2")
 
 
+def test_d2_the_users_ignore_data_skip_never_makes_a_retry_start_over(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--ignore_data_skip true, micro-batch 1: the OOM moves the run to ZeRO-2 and resumes checkpoint-3's
+    weights only. With the user's flag kept, swift took that for "start afresh from these weights": it trained
+    from step 0 into the same dir (--add_version false) and saved over checkpoint-3, the one it resumed from."""
+    out = tmp_path / "out"
+    knobs = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1, "add_version": "false",
+             "ignore_data_skip": "true"}  # fmt: skip
+    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    result = safe_sft(swift_args(tiny, out, **knobs), env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    second = report(out)["attempts"][1]
+    assert (second["settings"]["deepspeed"], second["resumed_from"]["step"]) == ("zero2", 3)
+    assert second["resumed_from"]["weights_only"] is True and second["resumed_from"]["started_over"] is None
+    assert args_json(out)["ignore_data_skip"] is False
+    assert last_step(out) == "8/8"
+    assert_no_sample_lost_or_repeated(tiny, tmp_path, env, **knobs)
+
+
 def test_j_guided_ladder_moves_two_knobs_from_the_oom_messages_figure(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The OOM message says the GPU had 2.75 GiB. The estimate for the failed settings (micro-batch 2, no
     checkpointing, max_length 131072: logits, activations and the 1.75 GiB fitted CUDA context dominate) is
