@@ -22,7 +22,7 @@ from launcher.run import resolved
 from launcher.run.checkpoints import checkpoint_step, is_complete, load_failure_line, snapshot
 from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
-from launcher.run.diagnose import collect_stacks
+from launcher.run.diagnose import collect_stacks, oom_retry_in_stacks
 from launcher.run.gpumon import MemoryMonitor
 from launcher.run.launcher_output import parse_launcher_output
 from launcher.run.notice import give_notice, max_steps_of, stopping_step
@@ -139,6 +139,7 @@ class AttemptRunner:
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
                 interrupted_by=self._interrupted_by(),
                 hang=hang,
+                hang_cause=oom_retry_in_stacks(attempt_dir) if hang else None,
                 steps_seen=steps_seen,
             )
         )

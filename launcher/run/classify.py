@@ -311,6 +311,7 @@ class AttemptEvidence:
     interrupted_by: str | None = None  # SIGINT/SIGTERM/SIGHUP that the user or scheduler sent safe-sft
     stopped_by: str | None = None  # a log's word that the launcher was signalled or the job cancelled
     hang: str | None = None  # the watchdog's finding
+    hang_cause: str | None = None  # what the hung ranks' stacks show caused it (launcher.run.diagnose)
     steps_seen: bool = False  # training steps were logged in this attempt
 
 
@@ -542,6 +543,9 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     if evidence.interrupted_by:
         interrupted = FailureKind.INTERRUPTED
         return Failure(interrupted, (f"safe-sft received {evidence.interrupted_by}",), summary=_summary(interrupted))
+    if evidence.hang and evidence.hang_cause:  # an OOM that one rank's retry hid from the log
+        oom = FailureKind.CUDA_OOM
+        return Failure(oom, (evidence.hang_cause, evidence.hang), exit_code=evidence.exit_code, summary=_summary(oom))
     if evidence.hang:
         return Failure(
             FailureKind.HANG, (evidence.hang,), exit_code=evidence.exit_code, summary=_summary(FailureKind.HANG)

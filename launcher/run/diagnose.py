@@ -21,6 +21,26 @@ PY_SPY_TIMEOUT = 20
 NOTABLE_STATES = {psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_DISK_SLEEP, psutil.STATUS_ZOMBIE}
 
 
+# accelerate's retry of a smaller batch after a CUDA OOM (--auto_find_batch_size): on several ranks only the
+# rank that ran out retries, and the others wait for it in their next collective
+_OOM_RETRY_FRAME = "find_executable_batch_size"
+
+
+def oom_retry_in_stacks(attempt_dir: Path) -> str | None:
+    """What the hung attempt's stacks (stacks.txt) show caused the hang, where it was a CUDA OOM that
+    accelerate caught on one rank; None otherwise."""
+    try:
+        stacks = (attempt_dir / "stacks.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    if _OOM_RETRY_FRAME not in stacks:
+        return None
+    return (
+        f"a rank's stack is in accelerate's {_OOM_RETRY_FRAME}: it caught a CUDA OOM and retries a smaller batch "
+        "on its own while the other ranks wait (--auto_find_batch_size)"
+    )
+
+
 def find_py_spy() -> str | None:
     """On PATH, or beside this interpreter (a virtual environment's bin/ that was never activated)."""
     return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))

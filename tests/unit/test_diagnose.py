@@ -44,3 +44,36 @@ def test_py_spy_is_found_beside_the_interpreter_when_not_on_path(monkeypatch) ->
         pytest.fail("py-spy is not beside this interpreter: install the dev extra (scripts/setup.sh does)")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert diagnose.find_py_spy() == str(Path(sys.executable).parent / "py-spy")
+
+
+# two ranks' stacks as py-spy dumped them when --auto_find_batch_size hid an OOM (the hostile test's run)
+STACKS = """=== pid 101 (sleeping) ===
+Thread 101 (idle): "MainThread"
+    all_reduce (torch/distributed/distributed_c10d.py:2806)
+    _inner_training_loop (transformers/trainer.py:2550)
+=== pid 102 (running) ===
+Thread 102 (active): "MainThread"
+    _inner_training_loop (transformers/trainer.py:2480)
+    decorator (accelerate/utils/memory.py:174)
+    find_executable_batch_size.<locals>.decorator (accelerate/utils/memory.py:160)
+"""
+
+
+def test_a_hang_whose_stacks_show_accelerates_oom_retry_is_that_oom(tmp_path: Path) -> None:
+    """accelerate caught the OOM on one rank and retried alone; the others waited. The ladder must halve the
+    micro-batch on every rank, not treat it as a communication hang."""
+    from launcher.model import FailureKind
+    from launcher.run.classify import AttemptEvidence, classify
+
+    assert diagnose.oom_retry_in_stacks(tmp_path) is None  # no stacks collected
+    (tmp_path / "stacks.txt").write_text(STACKS.replace("find_executable_batch_size.<locals>.", ""))
+    assert diagnose.oom_retry_in_stacks(tmp_path) is None
+    (tmp_path / "stacks.txt").write_text(STACKS)
+    cause = diagnose.oom_retry_in_stacks(tmp_path)
+    assert cause is not None and "find_executable_batch_size" in cause
+    found = classify(AttemptEvidence(exit_code=-15, hang="no progress for 30 s", hang_cause=cause))
+    assert (
+        found is not None and found.kind is FailureKind.CUDA_OOM and found.evidence == (cause, "no progress for 30 s")
+    )
+    plain = classify(AttemptEvidence(exit_code=-15, hang="no progress for 30 s"))
+    assert plain is not None and plain.kind is FailureKind.HANG
