@@ -29,3 +29,10 @@ class SafeSftError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (fix: {self.hint})" if self.hint else self.message
+
+
+def folder_unreadable(path: object, err: OSError, hint: str) -> SafeSftError:
+    """A folder that cannot be listed or searched, in one line: the entry that failed is named where it is not
+    the folder itself (Python 3.11's `is_file()` raises on EACCES, for another user's run dir)."""
+    where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
+    return SafeSftError(f"cannot read {path}:{where} {err.strerror or err}", hint)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from launcher.errors import SafeSftError
+from launcher.errors import SafeSftError, folder_unreadable
 from launcher.run.classify import RankFailure
 from launcher.run.evidence import error_files, read_error_files
 
@@ -225,10 +225,7 @@ def _files_of(path: Path) -> list[Path]:
     try:
         return _logs_in(path)
     except OSError as err:
-        where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
-        raise SafeSftError(
-            f"cannot read {path}:{where} {err.strerror or err}", "give a folder you can read, or its log file"
-        ) from None
+        raise folder_unreadable(path, err, "give a folder you can read, or its log file") from None
 
 
 def _logs_in(path: Path) -> list[Path]:

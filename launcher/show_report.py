@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from launcher.errors import SafeSftError
+from launcher.errors import SafeSftError, folder_unreadable
 from launcher.masking import mask_text
 from launcher.run.lost_work import lost_line
 from launcher.run.records import reason_line, set_aside_line
@@ -28,8 +28,7 @@ def find_report(path: Path) -> Path:
     try:
         return _find_report(path)
     except OSError as err:
-        where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
-        raise SafeSftError(f"cannot read {path}:{where} {err.strerror or err}", "check its permissions") from None
+        raise folder_unreadable(path, err, "check its permissions") from None
 
 
 def _find_report(path: Path) -> Path:
