@@ -280,6 +280,7 @@ class Supervisor:
         failure = record.failure
         if failure is not None:
             coordinator.request_stop(number)
+        load_failed = self._set_aside_if_unloadable(record) is not None  # node 0 decides for every node
         report = NodeReport(
             run_id=coordinator.run_id,
             attempt=number,
@@ -290,7 +291,7 @@ class Supervisor:
             checkpoints=tuple(complete_checkpoints(self._swift_output_dir(attempts))),
             capacity_bytes=memory.capacity_bytes if memory else None,
             peak_bytes=memory.peak_bytes if memory else None,
-            load_failed=self._set_aside_if_unloadable(record) is not None,
+            load_failed=load_failed,
         )
         interrupted = failure is not None and failure.kind is FailureKind.INTERRUPTED
         if interrupted and coordinator.node != 0:
@@ -474,10 +475,9 @@ class Supervisor:
         failure, resumed = record.failure, record.resumed_from
         if failure is None or resumed is None or record.load_failure is None or failure.kind not in LOAD_SUSPECTS:
             return None
-        why = f"attempt {record.number} failed loading it: {record.load_failure[:300]}"
-        self.set_aside[canonical(Path(resumed.checkpoint))] = why
-        record.set_aside = {"path": resumed.checkpoint, "why": why}
-        sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
+        self._set_aside(
+            record, resumed.checkpoint, f"attempt {record.number} failed loading it: {record.load_failure[:300]}"
+        )
         return resumed.checkpoint
 
     def _set_aside_for_nodes(self, record: AttemptRecord, nodes: list[int]) -> None:
@@ -485,10 +485,13 @@ class Supervisor:
         resumed = record.resumed_from
         if not nodes or resumed is None or canonical(Path(resumed.checkpoint)) in self.set_aside:
             return
-        why = f"node(s) {nodes} failed loading it in attempt {record.number}"
-        self.set_aside[canonical(Path(resumed.checkpoint))] = why
-        record.set_aside = {"path": resumed.checkpoint, "why": why}
-        sys.stderr.write(f"safe-sft: set aside {resumed.checkpoint} for the rest of this run ({why}); not deleted\n")
+        self._set_aside(record, resumed.checkpoint, f"node(s) {nodes} failed loading it in attempt {record.number}")
+
+    def _set_aside(self, record: AttemptRecord, checkpoint: str, why: str) -> None:
+        """Leave `checkpoint` out of every later resume point (it stays where it is), and say so."""
+        self.set_aside[canonical(Path(checkpoint))] = why
+        record.set_aside = {"path": checkpoint, "why": why}
+        sys.stderr.write(f"safe-sft: set aside {checkpoint} for the rest of this run ({why}); not deleted\n")
 
     def _best_model_note(self, before: Settings, after: Settings, attempts: list[AttemptRecord]) -> str:
         """What a ZeRO stage change costs --load_best_model_at_end: transformers loads the best checkpoint at
