@@ -426,13 +426,13 @@ class Supervisor:
     def _resume_point(
         self, number: int, settings: Settings, attempts: list[AttemptRecord]
     ) -> tuple[Resume | None, dict[str, str]]:
+        swift = self.prepared.swift
+        only_model = swift.get_bool("resume_only_model", False)  # for every checkpoint this run did not write
         if number == 1:
             if self.requeued is not None:
                 return self._requeued_resume(self.requeued, settings), {}
-            swift = self.prepared.swift
             given = self._users_own_start()
             if given:  # the user's own (checked complete before anything started): recorded as this run's start
-                only_model = swift.get_bool("resume_only_model", False)
                 fresh = only_model and swift.get_bool("ignore_data_skip", False)
                 return given_resume(Path(given), only_model, fresh), {}
             # a trainer that resumes on its own would take the newest checkpoint, complete or not
@@ -441,7 +441,6 @@ class Supervisor:
                 return None, {}
             # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),
             # an earlier checkpoint under the output dir predicted from the argv
-            only_model = swift.get_bool("resume_only_model", False)
             return resume_point([self.output_dir], settings, {}, only_model=only_model)
         return resume_point(
             [Path(a.run_dir) for a in attempts if a.run_dir],
@@ -451,8 +450,8 @@ class Supervisor:
             started_from=attempts[0].resumed_from,
             earlier=None if self._users_own_start() else self.output_dir,
             set_aside=self.set_aside,
-            same_experiment=lambda checkpoint: other_experiment(checkpoint, self.prepared.swift) is None,
-            only_model=self.prepared.swift.get_bool("resume_only_model", False),
+            same_experiment=lambda checkpoint: other_experiment(checkpoint, swift) is None,
+            only_model=only_model,
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:
