@@ -33,6 +33,7 @@ from launcher.run.evidence import error_files, read_error_files
 CHUNK = 8 << 20
 TAIL_BYTES = 1 << 20  # the last part of each input, kept whole
 MAX_BODY_LINES = 20_000  # keyword lines kept from before the tail (the newest)
+MAX_BODY_BYTES = MAX_BODY_LINES * 400  # ... and their bytes: a log of long keyword lines stays bounded too
 MAX_LINE = 4000  # characters of one line kept: its first and last halves (a failure is often at a line's end)
 SEGMENT_BYTES = 1 << 20  # a block's keyword lines are looked for a segment at a time, from its end
 LINE_BYTES = 4 * MAX_LINE  # bytes of one line looked at around a keyword (MAX_LINE characters of UTF-8)
@@ -167,9 +168,8 @@ class _Scanner:
         segments: list[list[bytes]] = []
         found, stop = 0, len(block)
         while stop > 0 and found < MAX_BODY_LINES:
-            begin = _line_start(block, max(0, stop - SEGMENT_BYTES)) if stop > SEGMENT_BYTES else 0
-            if begin >= stop:  # no line break in that window: a line longer than it, taken from there
-                begin = max(0, stop - SEGMENT_BYTES)
+            # a line's start, or within a line longer than LINE_BYTES: always before `stop`
+            begin = _line_start(block, stop - SEGMENT_BYTES) if stop > SEGMENT_BYTES else 0
             segments.append(_keyword_lines(block, begin, stop))
             found += len(segments[-1])
             stop = begin
@@ -178,10 +178,10 @@ class _Scanner:
                 self._keep(line)
 
     def _keep(self, line: bytes) -> None:
-        """The newest keyword lines, at most MAX_BODY_LINES of them and MAX_BODY_LINES x 400 bytes."""
+        """The newest keyword lines, at most MAX_BODY_LINES of them and MAX_BODY_BYTES."""
         self.body.append(line)
         self.body_bytes += len(line)
-        while len(self.body) > MAX_BODY_LINES or (self.body_bytes > MAX_BODY_LINES * 400 and len(self.body) > 1):
+        while len(self.body) > MAX_BODY_LINES or (self.body_bytes > MAX_BODY_BYTES and len(self.body) > 1):
             self.body_bytes -= len(self.body.popleft())
 
     def lines(self) -> list[str]:
