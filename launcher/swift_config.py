@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -93,7 +94,10 @@ def load_swift_config(argv: list[str] | tuple[str, ...], omegaconf: bool = False
         return None
     path = Path(argv[0])
     try:
-        size = path.stat().st_size
+        facts = path.stat()
+        if not stat.S_ISREG(facts.st_mode) and not stat.S_ISDIR(facts.st_mode):  # a FIFO would block for ever
+            raise SafeSftError(f"config file {path} is not a regular file", "give the config file itself")
+        size = facts.st_size
         if size > MAX_CONFIG_BYTES:  # parsing 3 MB of YAML alone takes PyYAML 8 s
             raise SafeSftError(
                 f"config file {path} is {size / 2**20:.1f} MiB: a config of arguments is a few KiB",

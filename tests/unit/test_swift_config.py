@@ -47,6 +47,15 @@ def test_a_bad_config_file_is_one_line_naming_it(
     assert message in err.value.message and "\n" not in err.value.message
 
 
+def test_a_config_file_that_is_a_fifo_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "c.yaml")
+    with pytest.raises(SafeSftError) as err:
+        load_swift_config([str(tmp_path / "c.yaml"), "--model", "m"])
+    assert err.value.message == f"config file {tmp_path / 'c.yaml'} is not a regular file"
+
+
 def test_a_config_dir_named_like_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").mkdir()
     with pytest.raises(SafeSftError, match="cannot read config file"):
