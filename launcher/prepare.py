@@ -35,7 +35,7 @@ from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.dataset import check_sample_count, probe_datasets
 from launcher.probe.model_size import probe_model
-from launcher.probe.network import loopback_address, route_interface
+from launcher.probe.network import loopback_among, resolve, route_interface
 from launcher.units import parse_param_count, parse_size
 
 WORKER = SWIFT.worker
@@ -168,9 +168,10 @@ def prepare(
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     probe_route = topology.nnodes.value > 1 and host.network.known
+    master_addresses = resolve(topology.master_addr.value) if probe_route else ()
     if probe_route and topology.node_rank.value > 0 and not request.allow_loopback_master:
-        check_master_reachable(topology.master_addr.value, topology.node_rank.value)
-    iface = route_interface(topology.master_addr.value) if probe_route else None
+        check_master_not_loopback(topology.master_addr.value, master_addresses, topology.node_rank.value)
+    iface = route_interface(master_addresses)
     plan = build_plan(
         swift,
         topology,
@@ -311,11 +312,11 @@ def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:
     )
 
 
-def check_master_reachable(master_addr: str, node_rank: int) -> None:
-    """On a node other than node 0, a MASTER_ADDR name that resolves to this host's loopback (a host name
-    /etc/hosts maps to 127.0.1.1) leads nowhere: node 0's store is on another host. (On node 0 it may:
-    the store listens on every address.)"""
-    loopback = loopback_address(master_addr)
+def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node_rank: int) -> None:
+    """On a node other than node 0, a MASTER_ADDR name that resolves (to `addresses`) to this host's
+    loopback (a host name /etc/hosts maps to 127.0.1.1) leads nowhere: node 0's store is on another host.
+    (On node 0 it may: the store listens on every address.)"""
+    loopback = loopback_among(addresses)
     if loopback is not None:
         raise SafeSftError(
             f"MASTER_ADDR={master_addr} resolves to {loopback} on this host, node {node_rank}: its own loopback, "

@@ -27,13 +27,26 @@ def probe_network(sys_ib: Path = Path("/sys/class/infiniband")) -> NetworkFacts:
     return NetworkFacts(ib_devices=ib, interfaces=interfaces, warnings=tuple(warnings))
 
 
-def route_interface(master_addr: str, port: int = 9) -> str | None:
-    """The interface whose address the kernel would use to reach master_addr (None if unknown)."""
+def resolve(name: str) -> tuple[str, ...]:
+    """The addresses `name` resolves to here, in the resolver's order; () when it resolves to none.
+    Resolved once per run: a slow resolver is waited on once."""
     try:
-        infos = socket.getaddrinfo(master_addr, port, type=socket.SOCK_DGRAM)
-        family, _, _, _, sockaddr = infos[0]
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return ()
+    return tuple(dict.fromkeys(str(sockaddr[0]) for *_, sockaddr in infos))
+
+
+def route_interface(addresses: tuple[str, ...], port: int = 9) -> str | None:
+    """The interface whose address the kernel would use to reach the first of `addresses` (None if
+    unknown)."""
+    if not addresses:
+        return None
+    target = addresses[0]
+    family = socket.AF_INET6 if ":" in target else socket.AF_INET
+    try:
         with socket.socket(family, socket.SOCK_DGRAM) as sock:
-            sock.connect(sockaddr)  # UDP connect sends nothing; it only picks a route
+            sock.connect((target, port))  # UDP connect sends nothing; it only picks a route
             local_ip = sock.getsockname()[0]
     except OSError:
         return None
@@ -43,18 +56,11 @@ def route_interface(master_addr: str, port: int = 9) -> str | None:
     return None
 
 
-def loopback_address(name: str) -> str | None:
-    """The loopback address `name` resolves to on this host (Debian's host name at 127.0.1.1, say); None
-    when it resolves elsewhere or not at all."""
-    try:
-        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return None
-    for *_, sockaddr in infos:
-        address = str(sockaddr[0]).split("%")[0]
-        if ipaddress.ip_address(address).is_loopback:
-            return address
-    return None
+def loopback_among(addresses: tuple[str, ...]) -> str | None:
+    """The first loopback address among `addresses` (a host name Debian maps to 127.0.1.1, say); None when
+    there is none."""
+    bare = (address.split("%")[0] for address in addresses)
+    return next((address for address in bare if ipaddress.ip_address(address).is_loopback), None)
 
 
 def free_port() -> int:

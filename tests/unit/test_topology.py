@@ -425,16 +425,37 @@ def test_a_stale_nnodes_that_overrides_slurm_is_named_with_slurms_count() -> Non
 def test_a_master_name_that_resolves_to_this_hosts_loopback_is_refused_on_a_node_other_than_0() -> None:
     """Debian maps the host name to 127.0.1.1: MASTER_ADDR=$(hostname) passed the literal check, and node 1
     then waited --node-timeout for a store on its own loopback."""
-    from launcher.prepare import check_master_reachable
-    from launcher.probe.network import loopback_address
+    from launcher.prepare import check_master_not_loopback
+    from launcher.probe.network import loopback_among, resolve
 
-    assert loopback_address("localhost") in ("127.0.0.1", "::1")
-    assert loopback_address("10.1.2.3") is None and loopback_address("no-such-host.invalid") is None
+    assert loopback_among(resolve("localhost")) in ("127.0.0.1", "::1")
+    assert loopback_among(resolve("10.1.2.3")) is None and resolve("no-such-host.invalid") == ()
     with pytest.raises(SafeSftError) as err:
-        check_master_reachable("localhost", 1)
+        check_master_not_loopback("localhost", resolve("localhost"), 1)
     assert err.value.message.startswith("MASTER_ADDR=localhost resolves to ")
     assert err.value.message.endswith(" on this host, node 1: its own loopback, where node 0's safe-sft is not")
-    check_master_reachable("10.1.2.3", 1)  # resolves elsewhere: no error
+    check_master_not_loopback("10.1.2.3", resolve("10.1.2.3"), 1)  # resolves elsewhere: no error
+
+
+def test_master_addr_is_resolved_once_for_the_loopback_check_and_the_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow resolver was waited on twice on a node other than node 0: once for the loopback check and once
+    for the interface NCCL is pinned to."""
+    import socket
+
+    from launcher.probe import network
+
+    calls: list[object] = []
+    real = socket.getaddrinfo
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(args[0])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(network.socket, "getaddrinfo", counting)
+    addresses = network.resolve("localhost")
+    assert network.loopback_among(addresses) is not None
+    assert network.route_interface(addresses) is not None  # the loopback interface routes to localhost
+    assert calls == ["localhost"]
 
 
 @pytest.mark.parametrize(("nproc", "warned"), [(2, False), (3, True)])
