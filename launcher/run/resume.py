@@ -181,17 +181,35 @@ IDENTITY_FIELDS = (
 NUMBER_FIELDS = frozenset({"learning_rate", "seed", "weight_decay", "warmup_ratio", "lora_rank", "lora_alpha"})
 
 
+# swift's defaults for the identity fields that have one, the same in swift 3 and 4 (a run that relies on one
+# is the same experiment only as a run that had it); learning_rate's depends on the tuner
+SWIFT_DEFAULTS = {
+    "tuner_type": "lora", "seed": "42", "lr_scheduler_type": "cosine", "weight_decay": "0.1", "lora_rank": "8",
+    "lora_alpha": "32",
+}  # fmt: skip
+
+
 def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
     """How the run that saved `checkpoint` differs from this one in IDENTITY_FIELDS (the first difference,
-    from its args.json, as swift wrote it), or None: the same, or nothing to compare."""
+    from its args.json, as swift wrote it), or None: the same, or nothing to compare. A field this run does
+    not give is compared as swift's default (SWIFT_DEFAULTS), where it has a fixed one."""
     saved = saved_args(checkpoint)
     for key in IDENTITY_FIELDS:
-        if key not in saved or not swift.has(key):
+        given = swift.get(key) if swift.has(key) else _swift_default(key, swift)
+        if key not in saved or given is None:
             continue
-        given, then = swift.get(key) or "", saved[key]
+        then = saved[key]
         if not _same(key, given, then):
-            return f"its run had {key} {_shown(then)}, this one {given}"
+            default = "" if swift.has(key) else " (swift's default)"
+            return f"its run had {key} {_shown(then)}, this one {given}{default}"
     return None
+
+
+def _swift_default(key: str, swift: SwiftArgs) -> str | None:
+    if key == "learning_rate":
+        tuner = swift.get("tuner_type") if swift.has("tuner_type") else SWIFT_DEFAULTS["tuner_type"]
+        return "1e-5" if tuner == "full" else "1e-4"
+    return SWIFT_DEFAULTS.get(key)
 
 
 def _same(key: str, given: str, then: object) -> bool:

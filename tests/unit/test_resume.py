@@ -105,15 +105,19 @@ def _saved_by(run_dir: Path, **args: object) -> Path:
 @pytest.mark.parametrize(
     ("given", "differs"),
     [
-        ([], None),  # nothing given: nothing to compare
-        (["--learning_rate", "1e-5", "--seed", "42"], None),  # the same values, as swift wrote them
-        (["--per_device_train_batch_size", "8", "--deepspeed", "zero3"], None),  # the ladder's knobs: no identity
-        (["--learning_rate", "1e-3"], "its run had learning_rate 1e-05, this one 1e-3"),
-        (["--seed", "7"], "its run had seed 42, this one 7"),
-        (["--dataset", "other.jsonl"], "its run had dataset {data}, this one other.jsonl"),
+        (["--tuner_type", "full"], None),  # the rest as swift's defaults, the same as that run's
+        (["--tuner_type", "full", "--learning_rate", "1e-5", "--seed", "42"], None),  # as swift wrote them
+        (["--tuner_type", "full", "--per_device_train_batch_size", "8", "--deepspeed", "zero3"], None),  # no identity
+        (["--tuner_type", "full", "--learning_rate", "1e-3"], "its run had learning_rate 1e-05, this one 1e-3"),
+        (["--tuner_type", "full", "--seed", "7"], "its run had seed 42, this one 7"),
+        (["--tuner_type", "full", "--dataset", "other.jsonl"], "its run had dataset {data}, this one other.jsonl"),
         (["--tuner_type", "lora"], "its run had tuner_type full, this one lora"),
-        (["--lr_scheduler_type", "constant"], "its run had lr_scheduler_type cosine, this one constant"),
-        (["--lr_scheduler_type", "cosine", "--lora_rank", "8"], None),
+        ([], "its run had tuner_type full, this one lora (swift's default)"),
+        (
+            ["--tuner_type", "full", "--lr_scheduler_type", "constant"],
+            "its run had lr_scheduler_type cosine, this one constant",
+        ),
+        (["--tuner_type", "full", "--lr_scheduler_type", "cosine", "--lora_rank", "8"], None),
     ],
 )
 def test_another_experiments_checkpoint_is_told_by_its_args(
@@ -134,6 +138,30 @@ def test_another_experiments_checkpoint_is_told_by_its_args(
     swift = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
     found = other_experiment(checkpoint, swift)
     assert found == (differs.format(data=data) if differs else None)
+
+
+@pytest.mark.parametrize(
+    ("given", "differs"),
+    [
+        ([], "its run had learning_rate 5e-05, this one 1e-4 (swift's default)"),
+        (["--learning_rate", "5e-5"], "its run had seed 7, this one 42 (swift's default)"),
+        (["--learning_rate", "5e-5", "--seed", "7"], None),
+        (["--tuner_type", "full", "--learning_rate", "5e-5", "--seed", "7"], None),  # lr given: no default
+    ],
+)
+def test_a_field_left_to_swifts_default_is_compared_as_that_default(
+    tmp_path: Path, given: list[str], differs: str | None
+) -> None:
+    """A user who relies on swift's default learning rate or seed was not protected against an experiment
+    that had set another one: a field not given was not compared at all."""
+    from launcher.backends.swift import swift_options, swift_value_kinds
+    from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.resume import other_experiment
+
+    tuner = "full" if "full" in given else "lora"
+    checkpoint = _saved_by(tmp_path / "v0-a", model="m", tuner_type=tuner, learning_rate=5e-05, seed=7, lora_rank=8)
+    swift = parse_swift_argv(["--model", "m", *given], None, swift_options(), swift_value_kinds())
+    assert other_experiment(checkpoint, swift) == differs
 
 
 def test_resume_only_model_holds_for_a_checkpoint_this_run_did_not_write(tmp_path: Path) -> None:
