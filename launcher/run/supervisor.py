@@ -326,7 +326,8 @@ class Supervisor:
             lost = bool(coordinator.silent)  # a node whose report never came is lost, as a node that never answered
             return RunResult("failed", attempts, EXIT_LOST_NODE if lost else EXIT_TRAINING_FAILED, decision.reason)
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN
-        change = (decision.change or "no change", decision.reason)
+        reason = decision.reason + self._best_model_note(settings, decision.settings, attempts)
+        change = (decision.change or "no change", reason)
         return decision.settings, change, decision.resume, kind, decision.predicted_need_bytes
 
     # ---- the guided ladder's view of memory ---------------------------------------------------------

@@ -478,6 +478,41 @@ def test_a_zero_stage_change_says_what_it_costs_load_best_model_at_end(tmp_path:
     assert not any("load_best_model_at_end" in (a.change_reason or "") for a in plain.attempts)  # type: ignore[attr-defined]
 
 
+class OneNodeChannel:
+    """The nodes' channel as node 0 of a one-node "multi-node" run sees it: node 0's decision path, with
+    its own report as the only one."""
+
+    run_id, node, nnodes = "test", 0, 1
+
+    def __init__(self) -> None:
+        self.silent: set[int] = set()
+        self.signals = None
+
+    def request_stop(self, attempt: int) -> None: ...
+    def stop_requested(self, attempt: int) -> bool:
+        return False
+
+    def acknowledge(self, attempt: int) -> None: ...
+    def exchange(self, attempt: int, report: object, decide):  # type: ignore[no-untyped-def]
+        return decide([report])
+
+
+def test_node_0s_decision_also_says_what_a_zero_stage_change_costs_load_best_model_at_end(tmp_path: Path) -> None:
+    """The note was on one-node ladders only: node 0's decision of a ZeRO rung left it out."""
+    one = ("--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1")
+    script = [(FakeProcess(1, OOM_SUMMARY), [tmp_path / f"v{n}-x" / f"checkpoint-{3 + n}"]) for n in range(4)]
+    spawned: list[list[str]] = []
+    sup = Supervisor(
+        prepared(tmp_path, *one, "--load_best_model_at_end", "true"), RunConfig(), {},
+        run_dir=tmp_path / "safe-sft" / "run", spawn=scripted(tmp_path, [*script, (FakeProcess(0, ""), [])], spawned),
+        sleep=lambda _: None, coordinator=OneNodeChannel(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    result = sup.run()
+    assert result.attempts[0].decision["action"] == "retry"  # node 0 decided each step
+    staged = [a for a in result.attempts if a.change and "deepspeed" in a.change]
+    assert staged and "with --load_best_model_at_end, a best checkpoint saved so far" in staged[0].change_reason
+
+
 def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> None:
     v0 = tmp_path / "v0-x"
     tail = "[rank0]: ValueError: remaining_argv: ['--bogus']"
