@@ -82,6 +82,12 @@ _EVAL_FRAME = re.compile(
     r"\bin _?(?:evaluat\w*|eval|eval_\w+|validat\w*|val_step|valid|valid_\w+|test|test_\w+|predict\w*|"
     r"prediction_\w+)$"
 )
+# a progress bar whose own name (before its first percentage) is an evaluation's: Lightning's "Validation
+# DataLoader 0:  3%|", catalyst's "Epoch (valid):  3%", tqdm's "Evaluating:  3%|" (a training bar's postfix
+# may say val_loss: only the name counts)
+_EVAL_PROGRESS = re.compile(
+    r"^[^%|]{0,80}?\b(?i:valid(?:ation)?|val|eval(?:uat\w*)?|test(?:ing)?|predict\w*)\b[^%|]{0,40}?\d{1,3}(?:\.\d+)?%"
+)
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 
 _HOST_ALLOC = re.compile(
@@ -337,7 +343,7 @@ def _frame_phase(line: str) -> FailureKind | None:
     text = _clean(line)
     if _SAVE_FRAME.search(text):
         return FailureKind.CUDA_OOM_SAVE
-    if _EVAL_FRAME.search(text):
+    if _EVAL_FRAME.search(text) or _EVAL_PROGRESS.search(text):
         return FailureKind.CUDA_OOM_EVAL
     if _LOAD_FRAME.search(text):
         return FailureKind.CUDA_OOM_LOAD
@@ -351,11 +357,13 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
     rank = _rank_of(lines[at])
     start = max(0, at - 400)
     frames: list[str] = []
+    header = None
     for index in range(at - 1, start - 1, -1):
         line = lines[index]
         if rank is not None and _rank_of(line) not in (rank, None):
             continue
         if "Traceback (most recent call last)" in line:
+            header = index
             break
         if _FRAME_LINE.match(_clean(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
             frames.append(line)
@@ -363,12 +371,14 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
     frames[:0] = [lines[at], *logged_before]  # the OOM line and what was logged just before
     if not any(_frame_phase(frame) for frame in frames):
         frames += _traceback_after(lines, at, rank)[::-1]  # an allocator's message printed before its traceback
+    if header is not None:  # outermost: the progress bar the traceback cut short (its frames may be elided)
+        frames += [line for line in lines[max(0, header - 2) : header] if _EVAL_PROGRESS.search(_clean(line))]
     for position, frame in enumerate(frames):  # innermost first
         phase = _frame_phase(frame)
         if phase is None:
             continue
         if phase is FailureKind.CUDA_OOM:  # a forward or a loss: evaluation runs them too, inside its own frames
-            outer = next((f for f in frames[position + 1 :] if _EVAL_FRAME.search(_clean(f))), None)
+            outer = next((f for f in frames[position + 1 :] if _frame_phase(f) is FailureKind.CUDA_OOM_EVAL), None)
             if outer is not None:
                 return FailureKind.CUDA_OOM_EVAL, _clean(outer)
         return phase, _clean(frame)

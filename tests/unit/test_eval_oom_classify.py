@@ -97,3 +97,25 @@ LIGHTNING_EVAL = """Traceback (most recent call last):
 def test_a_forward_inside_evaluation_is_the_evaluations(frames: str, kind: FailureKind) -> None:
     found = classify_text([*frames.splitlines(), OOM], steps_seen=True)
     assert found is not None and found[0] is kind
+
+
+CUT_TRACEBACK = ["Traceback (most recent call last):", "....", "RuntimeError: CUDA error: out of memory"]
+
+
+@pytest.mark.parametrize(
+    ("bar", "kind"),
+    [
+        ("Validation DataLoader 0:   3%|▍            | 1/32 [00:01<00:46,  1.50s/it]", FailureKind.CUDA_OOM_EVAL),
+        ("Evaluating:  40%|████      | 4/10 [00:03<00:05,  1.1it/s]", FailureKind.CUDA_OOM_EVAL),
+        ("2/10 * Epoch (valid):  12% 4/32 [00:02<00:16,  1.7it/s, loss=0.9]", FailureKind.CUDA_OOM_EVAL),
+        # a training bar whose postfix names the last validation's loss: only the bar's own name counts
+        ("Epoch 3:  45%|████▌     | 45/100 [00:30<00:37, v_num=0, val_loss=0.412]", FailureKind.CUDA_OOM),
+        ("Epoch (train):  45% 45/100 [00:30<00:37, loss=0.412]", FailureKind.CUDA_OOM),
+    ],
+)
+def test_a_traceback_cut_to_nothing_takes_its_phase_from_the_progress_bar_it_ended(
+    bar: str, kind: FailureKind
+) -> None:
+    """A pasted traceback whose frames the user elided: the progress bar it cut short names the phase."""
+    found = classify_text([bar, *CUT_TRACEBACK], steps_seen=True)
+    assert found is not None and found[0] is kind
