@@ -54,6 +54,10 @@ DECIMAL_GB = 1e9 / GiB  # one GB in GiB
 DECIMAL_GB_NOTE = "/1e9 (decimal gb"  # how a row's notes say its source prints decimal GB
 
 
+# Strategies safe-sft does not plan (`megatron sft` is another command): such rows are not scored.
+NOT_PLANNED = ("megatron",)
+
+
 @dataclass(frozen=True)
 class Row:
     raw: dict[str, Any] = field(repr=False)
@@ -69,11 +73,12 @@ class Row:
     @property
     def scorable(self) -> bool:
         """The row has what scoring needs: the card's size, the model's size, the GPU count and a figure
-        (a peak, a sum over the GPUs, or an OOM)."""
+        (a peak, a sum over the GPUs, or an OOM), and a strategy `swift sft` runs (not Megatron's)."""
         raw, measured = self.raw, self.raw.get("measured") or {}
         kinds = ("peak_per_gpu_gib", "total_all_gpus_gib", "oom")
         return (
-            raw.get("gpu_mem_gib") is not None
+            not self.strategy.startswith(NOT_PLANNED)
+            and raw.get("gpu_mem_gib") is not None
             and raw.get("params_b") is not None
             and raw.get("gpus") is not None
             and measured.get("kind") in kinds
@@ -135,7 +140,7 @@ def _arch(row: Row) -> dict[str, Any]:
         "intermediate": typical.intermediate_size,
         "heads": typical.num_attention_heads,
     }
-    arch = dict(row.raw["arch"])
+    arch = dict(row.raw.get("arch") or {})  # a row whose architecture its gatherer did not know: typical
     return {**arch, **{k: v for k, v in fallback.items() if arch.get(k) is None}}
 
 
@@ -389,6 +394,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         gradient_checkpointing=_checkpointing(row),
         gpus_per_node=per_node,
         nnodes=nodes,
+        sequence_parallel=_sequence_parallel(row),
         intermediate_size=arch.get("intermediate"),
         num_heads=arch.get("heads"),
         weight_bytes=4 if row.raw.get("torch_dtype") == "float32" else 2,
@@ -404,7 +410,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         image_pixels=int(image_tokens) * 28 * 28,
         fused_cross_entropy=_liger(row) or bool((row.raw.get("settings") or {}).get("fused_cross_entropy")),
         vocab_logits=not _notes_say(row, "sequence-classification"),
-        pure_dtype=row.raw.get("precision") == "bf16-true" or _notes_say(row, "bf16-true"),
+        pure_dtype=str(row.raw.get("precision") or "").startswith("bf16-true") or _notes_say(row, "bf16-true"),
         upcast_unquantized=_kbit_upcast(row),
         model_type=model_type,
         head_dim=head_dim,
@@ -521,17 +527,29 @@ def zero_for(row: Row, strategy: Strategy, hidden: int | None) -> ZeroSettings |
     if strategy is Strategy.DDP:
         return None
     zero = zero_settings(SHIPPED_ZERO[strategy.value], hidden)
-    if strategy in (Strategy.ZERO2, Strategy.ZERO3) and _notes_say(row, "offload_optimizer cpu"):
+    offloaded = _notes_say(row, "offload_optimizer cpu") or row.strategy == "zero2_offload"
+    if strategy in (Strategy.ZERO2, Strategy.ZERO3) and offloaded:
         zero = replace(zero, offload_optimizer=True)
     return zero
 
 
 def _strategy(row: Row) -> Strategy:
+    """The row's strategy as the planner's: FSDP's full shard is ZeRO-3 (the tables' convention), with its
+    CPU offload ZeRO-3's offload; a `+` names what runs beside it (sequence parallelism)."""
     return {
         "zero2": Strategy.ZERO2,
+        "zero2_offload": Strategy.ZERO2,  # with the optimizer offloaded: zero_for
         "zero3": Strategy.ZERO3,
+        "fsdp": Strategy.ZERO3,
         "zero3_offload": Strategy.ZERO3_OFFLOAD,
-    }.get(row.strategy, Strategy.DDP)
+        "fsdp_offload": Strategy.ZERO3_OFFLOAD,
+    }.get(row.strategy.split("+")[0], Strategy.DDP)
+
+
+def _sequence_parallel(row: Row) -> int:
+    """swift's --sequence_parallel_size, where the row's strategy names it (`ddp+ulysses_sp8`)."""
+    found = re.search(r"\bsp(\d+)$|_sp(\d+)$", row.strategy)
+    return int(next(g for g in found.groups() if g)) if found else 1
 
 
 STATE_PARTS = ("gpu_weights", "gpu_gradients", "gpu_optimizer", "gpu_zero_buckets")

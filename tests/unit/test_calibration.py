@@ -194,3 +194,37 @@ def test_a_row_with_only_its_optimizer_offloaded_is_read_so(strategy: str) -> No
     assert zero is not None and zero.offload_optimizer and not zero.offload_param
     plain = Row({"id": "r", "strategy": strategy})
     assert not zero_for(plain, _strategy(plain), 4096).offload_optimizer  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "read", "offload_optimizer", "sequence_parallel"),
+    [
+        ("fsdp", "zero3", False, 1),  # FSDP's full shard: the tables' convention
+        ("fsdp_offload", "zero3_offload", True, 1),
+        ("zero2_offload", "zero2", True, 1),
+        ("ddp+ulysses_sp8", "ddp", None, 8),
+        ("zero3+sp4", "zero3", False, 4),
+    ],
+)
+def test_a_rows_strategy_is_read_in_the_planners_terms(
+    strategy: str, read: str, offload_optimizer: bool | None, sequence_parallel: int
+) -> None:
+    """Held-out table 12 wrote FSDP, ZeRO-2 with offload and Ulysses sequence parallelism as they are
+    named; each was read as plain DDP."""
+    from memory_calibration import _sequence_parallel, _strategy, zero_for
+
+    row = Row({"id": "r", "strategy": strategy})
+    assert _strategy(row).value == read and _sequence_parallel(row) == sequence_parallel
+    zero = zero_for(row, _strategy(row), 4096)
+    assert (zero.offload_optimizer if zero else None) == offload_optimizer
+
+
+def test_megatron_rows_and_bf16_true_with_a_note_are_read_as_they_ran() -> None:
+    """`megatron sft` is another command: not scored. A precision written `bf16-true (...)` is pure bf16."""
+    base = {"id": "r", "gpu_mem_gib": 80, "params_b": 7, "gpus": 2, "measured": {"kind": "oom"}}
+    assert Row({**base, "strategy": "zero3"}).scorable
+    assert not Row({**base, "strategy": "megatron_tp2_sp"}).scorable
+    row = load(JOINED)[0]
+    noted = Row({**row.raw, "precision": "bf16-true (torch_dtype bfloat16)"})
+    assert train_shape(noted).pure_dtype
+    assert not train_shape(Row({**row.raw, "precision": "bf16"})).pure_dtype
