@@ -113,9 +113,7 @@ CUT_TRACEBACK = ["Traceback (most recent call last):", "....", "RuntimeError: CU
         ("Epoch (train):  45% 45/100 [00:30<00:37, loss=0.412]", FailureKind.CUDA_OOM),
     ],
 )
-def test_a_traceback_cut_to_nothing_takes_its_phase_from_the_progress_bar_it_ended(
-    bar: str, kind: FailureKind
-) -> None:
+def test_a_traceback_cut_to_nothing_takes_its_phase_from_the_progress_bar_it_ended(bar: str, kind: FailureKind) -> None:
     """A pasted traceback whose frames the user elided: the progress bar it cut short names the phase."""
     found = classify_text([bar, *CUT_TRACEBACK], steps_seen=True)
     assert found is not None and found[0] is kind
