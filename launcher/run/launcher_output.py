@@ -13,7 +13,8 @@ Read here, and only here:
 - Python's subprocess as accelerate and llamafactory-cli use it (`returned non-zero exit status 1`,
   `died with <Signals.SIGKILL: 9>`);
 - Slurm (`Detected 1 oom_kill event`, `Exceeded job memory limit`, `CANCELLED AT ... DUE TO TIME LIMIT`,
-  `srun: error: node: task 0: Killed`) and the shell's `Killed`;
+  `srun: error: node: task 0: Killed`), LSF's job report (`TERM_RUNLIMIT: job killed after reaching LSF
+  run time limit.`, `TERM_MEMLIMIT: ...`), PBS (`PBS: job killed: walltime ...`) and the shell's `Killed`;
 - the kernel's OOM killer lines, and container runtimes' `OOMKilled`;
 - `[rankN]:` / `[defaultN]:` prefixes (the rank a line came from), and swift's step log (training began).
 An exit status above 128 is read as 128 + a signal number, as shells and container runtimes report it.
@@ -173,13 +174,18 @@ _LAUNCHER_SIGNAL = re.compile(
     r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got sig(?:nal|val): ?(\d+)|"
     r"^\s*(KeyboardInterrupt)\b"
 )
+# A batch system stopped the job or step: Slurm's cancel line, LSF's job report's termination reason (its
+# owner's or an administrator's kill, a run or CPU time limit, preemption, a closed queue window), PBS's
+# walltime. A memory limit's kill is a host OOM (below).
 _SCHEDULER_STOP = re.compile(
-    r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)"
+    r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)|"
+    r"^\s*TERM_(?:(?:FORCE_|REQUEUE_)?(?:OWNER|ADMIN)|RUNLIMIT|CPULIMIT|PREEMPT|WINDOW|DEADLINE|BUCKET_KILL|LOAD): |"
+    r"PBS: job killed: walltime \d+ exceeded limit"
 )
 _KERNEL_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom[-_]kill event|"
     r"Exceeded (?:job|step) memory limit|oom_reaper: reaped process|\bOOMKilled\b|task \d+: Out Of Memory|"
-    r"oom_kill \d+ -> \d+"
+    r"oom_kill \d+ -> \d+|^\s*TERM_(?:MEMLIMIT|SWAP): |PBS: job killed: v?mem "
 )
 _STEP_LOG = re.compile(r"global_step/max_steps|\{'loss': |\"loss\": \d|'train_runtime'|\"train_runtime\"")
 _FINISHED = re.compile(r"last_model_checkpoint:|'train_runtime'|\"train_runtime\"")

@@ -112,6 +112,13 @@ def test_launcher_signal(line: str, signal_name: str) -> None:
         ("[1.2] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,task=python", True, False),
         ("slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-02-02T10:00:00 DUE TO TIME LIMIT ***", False, True),
         ("slurmstepd: error: *** STEP 77.0 ON gpu-1 CANCELLED AT 2024-02-02T10:00:00 ***", False, True),
+        ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", False, True),  # LSF's job report
+        ("TERM_OWNER: job killed by owner.", False, True),
+        ("TERM_REQUEUE_ADMIN: job killed and requeued by root or LSF administrator.", False, True),
+        ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", True, False),
+        ("TERM_CWD_NOTEXIST: current working directory is not accessible", False, False),  # the user's, not a stop
+        ("=>> PBS: job killed: walltime 7230 exceeded limit 7200", False, True),
+        ("=>> PBS: job killed: mem job total 34000000 kb exceeded limit 33554432 kb", True, False),
         ("INFO: training step 5 of 100", False, False),
     ],
 )
@@ -164,6 +171,22 @@ def test_a_time_limit_beats_the_sigterms_it_causes() -> None:
     failure = explain_lines(lines)
     assert failure is not None and failure.kind is K.INTERRUPTED
     assert "DUE TO TIME LIMIT" in failure.evidence[0]
+
+
+def test_an_lsf_job_reports_termination_reason_beats_the_signal_it_sent() -> None:
+    """LSF's report after a job it stopped: the shell's word for the warning signal, then the reason and the
+    exit status (128 + SIGTERM). The reason is what stopped the job, as Slurm's CANCELLED line is."""
+    lines = [
+        "User defined signal 2",
+        "------------------------------------------------------------",
+        "TERM_RUNLIMIT: job killed after reaching LSF run time limit.",
+        "Exited with exit code 140.",
+    ]
+    failure = explain_lines(lines)
+    assert failure is not None and failure.kind is K.INTERRUPTED
+    assert failure.evidence[0] == "TERM_RUNLIMIT: job killed after reaching LSF run time limit."
+    owner = explain_lines(["Terminated", "TERM_OWNER: job killed by owner.", "Exited with exit code 143."])
+    assert owner is not None and owner.kind is K.INTERRUPTED  # bkill, as scancel: not another agent's SIGTERM
 
 
 def test_an_oom_seen_only_in_rank_prefixed_lines() -> None:
