@@ -46,27 +46,20 @@ def read_user_deepspeed(value: str | None) -> UserConfig | None:
         return None
     path = Path(value)
     fix = "fix it, or pass one of zero2, zero3, zero3_offload"
-    if _is_file(path):
-        try:
-            config = _finite_json(path.read_text())
-        except _NotFinite as exc:
-            raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise SafeSftError(
-                f"--deepspeed {value}: not a readable JSON file ({exc or 'nested too deep'})", fix
-            ) from None
-        stem = path.stem
-    else:
-        try:
-            config = _finite_json(value)
-        except _NotFinite as exc:
-            raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
-        except (ValueError, RecursionError):
-            raise SafeSftError(
-                f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
-                "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
-            ) from None
-        stem = "inline"
+    is_file = _is_file(path)
+    try:
+        config = _finite_json(path.read_text() if is_file else value)
+    except _NotFinite as exc:
+        raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if is_file:
+            why = exc or "nested too deep"
+            raise SafeSftError(f"--deepspeed {value}: not a readable JSON file ({why})", fix) from None
+        raise SafeSftError(
+            f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
+            "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
+        ) from None
+    stem = path.stem if is_file else "inline"
     if not isinstance(config, dict):
         raise SafeSftError(f"--deepspeed {value}: the JSON is not an object", fix)
     problem = stage_problem(config)
