@@ -28,7 +28,7 @@ from launcher.model import (
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.data_lengths import PERCENTILE
 from launcher.plan.device_map import max_memory_arg
-from launcher.plan.ds_config import SHIPPED_ZERO
+from launcher.plan.ds_config import SHIPPED_ZERO, unknown_zero_key_warnings
 from launcher.plan.estimate import (
     describe_activations,
 )
@@ -153,6 +153,8 @@ def build_plan(
     warnings.extend(data.warnings if data else ())
     if options.backend == "swift":  # a script parses its own fields too; LLaMA-Factory's reader refuses a typo
         warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
+    if options.user_deepspeed_config is not None:
+        warnings.extend(unknown_zero_key_warnings(options.user_deepspeed_config))
     notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")

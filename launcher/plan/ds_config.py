@@ -23,6 +23,68 @@ RUNG_NAMES = ("zero0", "zero1", "zero2", "zero2_offload", "zero3", "zero3_offloa
 OFFLOAD_SECTIONS = ("offload_optimizer", "offload_param")
 BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
 OFFLOAD_DEVICES = ("cpu", "nvme")
+# DeepSpeed's deprecated spellings (deepspeed/runtime/zero/config.py), still in committed configs: `true`
+# offloads to the host as the section it names would. A copy for another rung drops them with the user's
+# offload sections, since DeepSpeed refuses a config that spells one both ways.
+LEGACY_OFFLOAD = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}
+LEGACY_OFFLOAD_KEYS = (*LEGACY_OFFLOAD.values(), "cpu_offload_use_pin_memory")
+# The ZeRO keys DeepSpeed takes under two names (a field and its alias, or a deprecated name and its
+# replacement: deepspeed/runtime/zero/config.py; tests/unit/test_ds_config.py holds this to DeepSpeed's own
+# model), each -> the name this module reads. A config may write either (axolotl's and LLaVA's drop the
+# `stage3_` prefix), and DeepSpeed refuses both together: a rung's copy keeps the user's spelling only.
+ZERO_ALIASES = {
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
+    "param_persistence_threshold": "stage3_param_persistence_threshold",
+    "model_persistence_threshold": "stage3_model_persistence_threshold",
+    "max_live_parameters": "stage3_max_live_parameters",
+    "max_reuse_distance": "stage3_max_reuse_distance",
+    "gather_16bit_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save",
+    "module_granularity_threshold": "stage3_module_granularity_threshold",
+    "use_all_reduce_for_fetch_params": "stage3_use_all_reduce_for_fetch_params",
+    "allgather_sequential": "stage3_allgather_sequential",
+}
+
+
+DEEPSPEED_VERSION = "0.19"  # the version scripts/setup.sh installs, whose keys ZERO_KEYS lists
+# Every key the ZeRO section of DeepSpeed 0.19 takes (its fields and their aliases): it refuses any other,
+# in every rank at start (tests/unit/test_ds_config.py holds this to DeepSpeed's own model).
+ZERO_KEYS = frozenset(
+    {
+        "allgather_bucket_size", "allgather_partitions", "compute_grad_norm", "contiguous_gradients",
+        "elastic_checkpoint", "enable_sanity_checks", "ignore_unused_parameters", "leaf_module", "legacy_stage1",
+        "load_from_fp32_weights", "log_trace_cache_warnings", "memory_efficient_linear", "offload_optimizer",
+        "offload_param", "overlap_comm", "override_module_apply", "parameter_alignment",
+        "pipeline_loading_checkpoint", "reduce_bucket_size", "reduce_scatter", "round_robin_gradients",
+        "save_muon_momentum_buffer_in_memory", "stage", "sub_group_size", "use_multi_rank_bucket_allreduce",
+        "zenflow", "zero_hpz_partition_size", "zero_quantized_gradients", "zero_quantized_nontrainable_weights",
+        "zero_quantized_weights", *LEGACY_OFFLOAD_KEYS, *ZERO_ALIASES, *ZERO_ALIASES.values(),
+    }
+)  # fmt: skip
+
+
+def unknown_zero_key_warnings(config: Mapping[str, Any]) -> list[str]:
+    """A warning for each ZeRO key of the user's config that DeepSpeed does not take, with the known key it
+    most looks like (a warning, not an error: another DeepSpeed version may take it)."""
+    unknown = [key for key in zero_section(config) if key not in ZERO_KEYS]
+    if not unknown:
+        return []
+    import difflib  # only for a config that has such a key
+
+    warnings = []
+    for key in unknown:
+        like = difflib.get_close_matches(key, ZERO_KEYS, n=1, cutoff=0.8)
+        fix = f"did you mean {like[0]!r}?" if like else "remove it"
+        warnings.append(
+            f"--deepspeed config: DeepSpeed {DEEPSPEED_VERSION} takes no zero_optimization key {key!r} and stops every "
+            f"rank at start with it: {fix}"
+        )
+    return warnings
+
+
+def zero_key(name: str) -> str:
+    """A ZeRO key's one name here, whichever of DeepSpeed's names a config wrote."""
+    return ZERO_ALIASES.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -42,14 +104,19 @@ def zero_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return section if isinstance(section, Mapping) else {}
 
 
+def offloaded(zero: Mapping[str, Any], name: str) -> bool:
+    """Whether a ZeRO section offloads `name` (offload_optimizer or offload_param) to the host or NVMe,
+    in either spelling."""
+    section = zero.get(name)
+    if isinstance(section, Mapping):
+        return section.get("device") in OFFLOAD_DEVICES
+    return zero.get(LEGACY_OFFLOAD[name]) is True
+
+
 def offloads(config: Mapping[str, Any]) -> bool:
     """True when the config offloads the optimizer or the parameters to the host (or NVMe)."""
     zero = zero_section(config)
-    for name in OFFLOAD_SECTIONS:
-        section = zero.get(name)
-        if isinstance(section, Mapping) and section.get("device") in OFFLOAD_DEVICES:
-            return True
-    return False
+    return any(offloaded(zero, name) for name in OFFLOAD_SECTIONS)
 
 
 def stage_problem(config: Mapping[str, Any]) -> str | None:
@@ -114,9 +181,14 @@ def for_rung(base: Mapping[str, Any], template: Mapping[str, Any], *, pin_memory
     kept = {
         key: value
         for key, value in zero_section(base).items()
-        if key not in ("stage", *OFFLOAD_SECTIONS) and not (key.startswith("stage3_") and target.get("stage") != 3)
+        if key not in ("stage", *OFFLOAD_SECTIONS, *LEGACY_OFFLOAD_KEYS)
+        and not (zero_key(key).startswith("stage3_") and target.get("stage") != 3)
     }
-    zero: JsonObject = {**copy.deepcopy(dict(target)), **copy.deepcopy(kept)}
+    spelled = {zero_key(key) for key in kept}  # the template's own spelling of a key the user set goes
+    zero: JsonObject = {
+        **{key: copy.deepcopy(value) for key, value in target.items() if zero_key(key) not in spelled},
+        **copy.deepcopy(kept),
+    }
     if not pin_memory:
         for name in OFFLOAD_SECTIONS:
             section = zero.get(name)
@@ -187,7 +259,7 @@ def auto_value(key: str, hidden_size: int | None) -> int:
 
 def zero_settings(config: Mapping[str, Any], hidden_size: int | None) -> ZeroSettings:
     """Read a DeepSpeed config's ZeRO section; "auto" values as transformers fills them, missing keys as DeepSpeed's."""
-    zero = zero_section(config)
+    zero = {zero_key(key): value for key, value in zero_section(config).items()}
 
     def size(key: str) -> int:
         value = zero.get(key, _ZERO_DEFAULTS[key])
@@ -195,17 +267,12 @@ def zero_settings(config: Mapping[str, Any], hidden_size: int | None) -> ZeroSet
             return auto_value(key, hidden_size)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _ZERO_DEFAULTS[key]
 
-    def device(name: str) -> bool:
-        section = zero.get(name)
-        return isinstance(section, Mapping) and section.get("device") in OFFLOAD_DEVICES
-
-    stage = zero.get("stage", 0)
-    stage = stage if isinstance(stage, int) and 0 <= stage <= 3 else 0
+    stage = _stage_number(zero.get("stage", 0)) or 0  # as DeepSpeed reads it: 3, 3.0 or "3"
     overlap = zero.get("overlap_comm")
     return ZeroSettings(
         stage=stage,
-        offload_optimizer=device("offload_optimizer"),
-        offload_param=stage == 3 and device("offload_param"),
+        offload_optimizer=offloaded(zero, "offload_optimizer"),
+        offload_param=stage == 3 and offloaded(zero, "offload_param"),
         reduce_bucket=size("reduce_bucket_size"),
         allgather_bucket=size("allgather_bucket_size"),
         prefetch_bucket=size("stage3_prefetch_bucket_size"),

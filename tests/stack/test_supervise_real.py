@@ -268,9 +268,9 @@ def test_j_guided_ladder_moves_two_knobs_from_the_oom_messages_figure(tiny, tmp_
     assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), **knobs)
 
 
-def user_deepspeed_file(tmp: Path, **top: object) -> tuple[Path, str]:
+def user_deepspeed_file(tmp: Path, zero_keys: dict[str, object] | None = None, **top: object) -> tuple[Path, str]:
     """A user's own ZeRO-2 config, as people write them: some literal values, some of their own tuning."""
-    zero = {"stage": 2, "overlap_comm": False, "allgather_bucket_size": 50000000}
+    zero = {"stage": 2, "overlap_comm": False, "allgather_bucket_size": 50000000, **(zero_keys or {})}
     config = {"zero_optimization": zero, "train_micro_batch_size_per_gpu": "auto", **top}
     path = tmp / "my_ds.json"
     text = json.dumps({**config, "steps_per_print": 1000}, indent=1)
@@ -301,9 +301,18 @@ def test_i_users_own_config_with_literal_batch_sizes_survives_a_halved_micro_bat
     assert user_file.read_text() == user_text  # never rewritten
 
 
-def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "zero_keys",
+    [
+        pytest.param({}, id="plain"),
+        # axolotl's and LLaVA's configs write DeepSpeed's field name, not its stage3_ alias: beside our
+        # template's alias, DeepSpeed refused the zero3 copy in every rank ("Extra inputs are not permitted")
+        pytest.param({"gather_16bit_weights_on_model_save": True, "max_live_parameters": 100000000}, id="field-names"),
+    ],
+)
+def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_path: Path, zero_keys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    user_file, user_text = user_deepspeed_file(tmp_path)
+    user_file, user_text = user_deepspeed_file(tmp_path, zero_keys)
     env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
     result = safe_sft(swift_args(tiny, out, per_device_train_batch_size=1, deepspeed=user_file), env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -313,8 +322,12 @@ def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_
     assert second["resumed_from"]["weights_only"] is True
     used = args_json(run_dirs(out)[-1])["deepspeed"]
     assert used["zero_optimization"]["stage"] == 3
-    assert used["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True  # from our zero3.json
+    gather = "gather_16bit_weights_on_model_save" if zero_keys else "stage3_gather_16bit_weights_on_model_save"
+    assert used["zero_optimization"][gather] is True  # the user's spelling, else our zero3.json's
     assert used["zero_optimization"]["allgather_bucket_size"] == 50000000 and used["steps_per_print"] == 1000
+    if zero_keys:
+        assert used["zero_optimization"]["max_live_parameters"] == 100000000
+        assert "stage3_max_live_parameters" not in used["zero_optimization"]
     assert last_step(run_dirs(out)[-1]) == "8/8"
     assert user_file.read_text() == user_text
 

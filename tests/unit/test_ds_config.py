@@ -229,3 +229,117 @@ def test_a_literal_batch_size_the_first_attempt_contradicts_is_run_as_a_copy_wit
     else:
         assert first.value is not None and first.value.startswith("/out/safe-sft/ds-zero2-")
         assert first.write is not None and all(first.write[key] == "auto" for key in literal)
+
+
+# DeepSpeedExamples' Megatron-LM scripts/ds_zero-offload_config.json and GLM's config_blocklm_10B.json write
+# the optimizer's offload in DeepSpeed's deprecated spelling
+LEGACY = {"train_batch_size": 64, "zero_optimization": {"stage": 2, "cpu_offload": True, "reduce_bucket_size": 5e7}}
+
+
+def test_the_deprecated_cpu_offload_spelling_is_read_as_the_offload_it_is() -> None:
+    """`cpu_offload: true` offloads the optimizer as `offload_optimizer: {device: cpu}` does: it was read as
+    plain ZeRO-2 (the estimate kept the optimizer on the GPU and none of it in host RAM)."""
+    from launcher.plan.ds_config import zero_settings
+
+    assert rung_of(LEGACY) == "zero2_offload"
+    assert zero_settings(LEGACY, 4096).offload_optimizer
+    param = {"zero_optimization": {"stage": 3, "cpu_offload_param": True}}
+    assert rung_of(param) == "zero3_offload" and zero_settings(param, 4096).offload_param
+    off = {"zero_optimization": {"stage": 2, "cpu_offload": False}}
+    assert rung_of(off) == "zero2" and not zero_settings(off, 4096).offload_optimizer
+
+
+@pytest.mark.parametrize("rung", ["zero2", "zero3", "zero3_offload"])
+def test_every_rungs_copy_of_a_deprecated_spelling_is_a_config_deepspeed_takes(rung: str) -> None:
+    """DeepSpeed refuses `cpu_offload` beside `offload_optimizer` ("Cannot provide deprecated parameter
+    'cpu_offload' and replacing parameter 'offload_optimizer' together"): the zero3_offload rung's copy of
+    such a config stopped every rank at start."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    copy = for_rung(LEGACY, TEMPLATES[rung], pin_memory=True)
+    zero = DeepSpeedZeroConfig(**copy["zero_optimization"])
+    assert (zero.offload_optimizer is not None) is rung.endswith("_offload")  # the rung's choice, not the user's
+    assert copy["zero_optimization"]["reduce_bucket_size"] == 5e7  # the user's other keys kept
+
+
+def test_a_stage_written_as_deepspeed_also_reads_it_is_that_stage_in_the_estimate() -> None:
+    """DeepSpeed takes 3, 3.0 and "3"; the estimate read the last two as stage 0 (no sharding)."""
+    from launcher.plan.ds_config import zero_settings
+
+    for stage in (3, 3.0, "3"):
+        assert zero_settings({"zero_optimization": {"stage": stage}}, 4096).stage == 3
+
+
+def _deepspeed_zero_keys() -> tuple[str, set[str]]:
+    import deepspeed
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    keys = set()
+    for name, field in DeepSpeedZeroConfig.model_fields.items():
+        keys |= {name, *([field.alias] if field.alias else [])}
+    return deepspeed.__version__, keys
+
+
+def test_the_zero_keys_and_their_two_names_are_deepspeeds_own() -> None:
+    """ZERO_KEYS and ZERO_ALIASES are DeepSpeed's ZeRO model, read without importing it: every key listed is
+    one DeepSpeed takes, and on the version they were read from, every key it takes is listed."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from launcher.plan.ds_config import DEEPSPEED_VERSION, ZERO_ALIASES, ZERO_KEYS
+
+    version, keys = _deepspeed_zero_keys()
+    assert keys >= ZERO_KEYS
+    if version.startswith(DEEPSPEED_VERSION + "."):
+        assert keys == ZERO_KEYS
+    for name, field in DeepSpeedZeroConfig.model_fields.items():
+        if field.alias:
+            assert ZERO_ALIASES[name] == field.alias
+        new = (field.json_schema_extra or {}).get("new_param")
+        if new in DeepSpeedZeroConfig.model_fields and DeepSpeedZeroConfig.model_fields[new].alias:
+            assert ZERO_ALIASES[name] == DeepSpeedZeroConfig.model_fields[new].alias  # a deprecated name
+
+
+@pytest.mark.parametrize(
+    ("key", "warned"),
+    [
+        ("stage3_param_persitence_threshold", "did you mean 'stage3_param_persistence_threshold'?"),
+        ("_stage3_param_persistence_threshold", "did you mean 'stage3_param_persistence_threshold'?"),
+        ("offload_everything", "remove it"),
+        ("max_live_parameters", None),  # DeepSpeed's field name beside its stage3_ alias
+        ("cpu_offload", None),
+    ],
+)
+def test_a_zero_key_deepspeed_refuses_is_a_plan_warning(key: str, warned: str | None) -> None:
+    """DeepSpeedExamples' ZeRO-Infinity config misspells a key, and its NVMe inference config disables one
+    with a leading underscore: DeepSpeed stops every rank at start on either."""
+    from launcher.plan.ds_config import unknown_zero_key_warnings
+
+    found = unknown_zero_key_warnings({"zero_optimization": {"stage": 3, key: 1}})
+    if warned is None:
+        assert found == []
+    else:
+        (line,) = found
+        assert line.startswith(f"--deepspeed config: DeepSpeed 0.19 takes no zero_optimization key {key!r}")
+        assert line.endswith(warned)
+
+
+def test_a_rungs_copy_keeps_the_users_spelling_of_a_key_deepspeed_takes_under_two_names() -> None:
+    """axolotl's zero3_bf16.json writes `max_live_parameters` (no `stage3_`), s1's the deprecated
+    `stage3_gather_fp16_weights_on_model_save`: with the template's spelling beside them, DeepSpeed refused
+    the zero3_offload rung's copy ("Extra inputs are not permitted"), a config it had taken from the user."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    user = {
+        "train_micro_batch_size_per_gpu": "auto",
+        "zero_optimization": {
+            "stage": 3, "max_live_parameters": 0, "max_reuse_distance": 0,
+            "stage3_gather_fp16_weights_on_model_save": True,
+        },
+    }  # fmt: skip
+    copy = for_rung(user, TEMPLATES["zero3_offload"], pin_memory=True)
+    zero = DeepSpeedZeroConfig(**copy["zero_optimization"])
+    assert (zero.max_live_parameters, zero.max_reuse_distance) == (0, 0)  # the user's values
+    assert "stage3_max_live_parameters" not in copy["zero_optimization"]
+    from launcher.plan.ds_config import zero_settings
+
+    assert zero_settings(user, 4096).max_live_parameters == 0  # the estimate reads either name too
