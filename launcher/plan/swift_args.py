@@ -148,6 +148,16 @@ _KIND_FIX = {
 }
 
 
+def _left_over_fix(key: str, rest: list[str]) -> str:
+    r"""The fix for tokens after a one-value option: a lone space is a shell script's `\ ` line end."""
+    if any(not token.strip() for token in rest):
+        return (
+            "remove the space after the backslash that ends the line: `\\ ` passes a lone space and ends the "
+            "command there, so the lines after it were never passed"
+        )
+    return _value_fix(key, TAKES_ONE_VALUE, "")
+
+
 def _value_fix(key: str, problem: str, value: str) -> str:
     """The fix for a value swift's parser would refuse (`_refuses`' problem)."""
     if problem == TAKES_NO_VALUE:
@@ -301,6 +311,12 @@ class SwiftArgs:
             problem = kind.refuses(self.get_values(key), value)
             if problem in LEFT_OVER and self.get_bool("ignore_args_error", False):
                 continue  # swift leaves the tokens over, and --ignore_args_error lets it
+            if problem == TAKES_ONE_VALUE:
+                first, *rest = self.get_values(key)
+                raise SafeSftError(
+                    f"--{key} {first!r} {problem}, and is followed by {' '.join(map(repr, rest))}",
+                    _left_over_fix(key, rest),
+                )
             if problem:
                 shown = "" if problem == NEEDS_A_VALUE else f" {value!r}"
                 raise SafeSftError(f"--{key}{shown} {problem}", _value_fix(key, problem, value))

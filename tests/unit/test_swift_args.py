@@ -124,15 +124,31 @@ REFUSED = {  # id: (argv, config file, the start of the error)
     "through-a-prefix": (["--torch_dt", "bf16"], None, "--torch_dtype 'bf16' is not one of"),
     "a-number-not-listed": (["--quant_bits", "3.5"], None, "--quant_bits '3.5' is not one of"),
     "in-the-config-file": (["c.yaml"], {"torch_dtype": "BF16"}, "--torch_dtype 'BF16' is not one of"),
-    "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16 float16' takes one"),
+    "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16' takes one value, and is"),
     # what swift's parser leaves over, and stops on (remaining_argv) in every rank
-    "a-stray-word": (["--model", "m", "junk"], None, "--model 'm junk' takes one value"),
-    "a-config-file-last": (["--model", "m", "c.yml"], None, "--model 'm c.yml' takes one value"),
-    "an-em-dash": (["--model", "m", "\u2014max_length", "5"], None, "--model 'm \u2014max_length 5' takes one"),
-    "a-single-dash": (["--model", "m", "-max_length", "0"], None, "--model 'm -max_length 0' takes one value"),
-    "a-double-dash": (["--model", "m", "--", "--save_steps", "5"], None, "--model 'm --' takes one value"),
-    "a-list-in-the-config": (["c.yaml"], {"model": ["a", "b"]}, "--model 'a b' takes one value"),
-    "a-bool-and-a-word": (["--gradient_checkpointing", "true", "x"], None, "--gradient_checkpointing 'true x'"),
+    "a-stray-word": (["--model", "m", "junk"], None, "--model 'm' takes one value, and is followed by 'junk'"),
+    "a-config-file-last": (["--model", "m", "c.yml"], None, "--model 'm' takes one value, and is followed by 'c.yml'"),
+    "an-em-dash": (
+        ["--model", "m", "\u2014max_length", "5"],
+        None,
+        "--model 'm' takes one value, and is followed by '\u2014max",
+    ),
+    "a-single-dash": (
+        ["--model", "m", "-max_length", "0"],
+        None,
+        "--model 'm' takes one value, and is followed by '-max",
+    ),
+    "a-double-dash": (
+        ["--model", "m", "--", "--save_steps", "5"],
+        None,
+        "--model 'm' takes one value, and is followed by '--'",
+    ),
+    "a-list-in-the-config": (["c.yaml"], {"model": ["a", "b"]}, "--model 'a' takes one value, and is followed by 'b'"),
+    "a-bool-and-a-word": (
+        ["--gradient_checkpointing", "true", "x"],
+        None,
+        "--gradient_checkpointing 'true' takes one value",
+    ),
     "no-value": (["--max_length"], None, "--max_length needs a value"),
     "float": (["--learning_rate", "abc"], None, "--learning_rate 'abc' is not a number"),
     "int": (["--save_steps", "1e3"], None, "--save_steps '1e3' is not a whole number"),
@@ -244,3 +260,13 @@ def test_a_config_files_env_block_is_a_mapping_or_nothing_as_swift_reads_it(env:
     with pytest.raises(SafeSftError) as err:
         parse_swift_argv(["c.yaml"], {"ENV": env, "model": "m"})
     assert err.value.message.startswith("the config file's ENV is ") and "not a mapping" in err.value.message
+
+
+def test_a_lone_space_after_a_value_is_named_as_a_scripts_backslash_space() -> None:
+    """Two of 57 public swift scripts end a line in a backslash and a space: bash passes a lone space and
+    ends the command there, dropping every line after it."""
+    args = parse_swift_argv(["--model", "m", " "], None, frozenset(KINDS), KINDS)
+    with pytest.raises(SafeSftError) as error:
+        args.check_values()
+    assert error.value.message == "--model 'm' takes one value, and is followed by ' '"
+    assert error.value.hint.startswith("remove the space after the backslash that ends the line")
