@@ -343,7 +343,13 @@ def run_command(
     **kwargs: Any,
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
-    from launcher.prepare import check_launchable, check_trainer_installed, prepare, refuse_assumptions
+    from launcher.prepare import (
+        check_launchable,
+        check_swift_options,
+        check_trainer_installed,
+        prepare,
+        refuse_assumptions,
+    )
     from launcher.render import render_plan
     from launcher.run.checkpoints import checkpoint_problem
     from launcher.run.lock import acquire
@@ -378,6 +384,7 @@ def run_command(
             "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
         )
     check_trainer_installed(prepared.backend)
+    check_swift_options(prepared.swift, prepared.backend)
     from launcher.plan.notice import slurm_job
 
     job = slurm_job(os.environ)

@@ -298,6 +298,30 @@ def check_trainer_installed(backend: Backend) -> None:
         )
 
 
+def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
+    """An option the installed swift sft does not have stops every rank at start (`remaining_argv`), unless
+    --ignore_args_error true: refused before anything starts, where the installed ms-swift is the version
+    safe-sft's option table was read from (another version may have the option: the plan warns only)."""
+    unknown = swift.unknown_flags() if backend.name == "swift" else ()  # none under --ignore_args_error true
+    if not unknown:
+        return
+    import importlib.metadata
+
+    from launcher.backends.swift import table_version
+    from launcher.plan.swift_args import unknown_flag_warning
+
+    try:
+        installed = importlib.metadata.version("ms-swift")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    if installed.split(".")[:2] != table_version().split(".")[:2]:
+        return
+    raise SafeSftError(
+        unknown_flag_warning(unknown[0], swift.options).replace("swift sft", f"swift sft {installed}", 1),
+        "write the option as swift sft spells it (`swift sft --help`), or drop it",
+    )
+
+
 def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:
     """swift's names for a ZeRO config (`--deepspeed zero2`) are swift's own: transformers under another
     trainer takes a file or inline JSON, and stops on the name in every rank after the start."""

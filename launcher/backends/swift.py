@@ -7,6 +7,7 @@ convert (a number, a truthy word, a Literal field's choice) is refused before an
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -29,6 +30,12 @@ def _option_table() -> dict[str, ValueKind]:
 def swift_options() -> frozenset[str]:
     """`swift sft`'s option names (ms-swift 4.6), read without importing swift."""
     return frozenset(_option_table())
+
+
+def table_version() -> str:
+    """The ms-swift version the option table was written from ("4.6.0"), from its comment line."""
+    found = re.search(r"ms-swift ([\d.]+)", read_option_table(OPTIONS_FILE)[0])
+    return found.group(1) if found else ""
 
 
 def swift_value_kinds() -> Mapping[str, ValueKind]:

@@ -119,7 +119,8 @@ def _lf_plain(tiny: dict[str, object], out: Path, tmp: Path) -> list[str]:
 
 
 ENTRIES = {
-    "swift": Entry("swift", _swift_safe_sft, _swift_plain, ["--no_such_option", "1"], {}),
+    # a template swift does not have (an option it does not have, safe-sft refuses itself before any rank starts)
+    "swift": Entry("swift", _swift_safe_sft, _swift_plain, ["--template=no_such_template"], {}),
     "torchrun": Entry(
         "torchrun", _torchrun_safe_sft, _torchrun_plain, ["--no_such_option", "1"], {"PYTHONPATH": str(HF_RANK_HOOKS)}
     ),

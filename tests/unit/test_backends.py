@@ -647,3 +647,37 @@ def test_a_llamafactory_config_that_holds_no_mapping_points_at_llamafactorys_exa
         LLAMAFACTORY.read([str(config)])
     assert err.value.message == f"config file {config} does not hold a mapping of arguments"
     assert err.value.hint == "write one `key: value` line per argument, as LLaMA-Factory's examples/train_lora do"
+
+
+@pytest.mark.parametrize(
+    ("installed", "argv", "refused"),
+    [
+        ("4.6.2", ["--model", "m", "--train_type", "lora"], True),  # ms-swift 3's name: 24 of 57 public scripts
+        ("4.6.2", ["--model", "m", "--train_type", "lora", "--ignore_args_error", "true"], False),
+        ("4.6.2", ["--model", "m", "--tuner_type", "lora"], False),
+        ("3.12.1", ["--model", "m", "--train_type", "lora"], False),  # another swift: its options may differ
+    ],
+)
+def test_an_option_the_installed_swift_does_not_have_is_refused_before_any_rank_starts(
+    monkeypatch: pytest.MonkeyPatch, installed: str, argv: list[str], refused: bool
+) -> None:
+    """swift stops every rank on it (`ValueError: remaining_argv: ['--train_type', 'lora']`), after torchrun
+    started them all; the plan had only warned."""
+    import importlib.metadata
+
+    from launcher.backends.swift import read, table_version
+    from launcher.prepare import check_swift_options
+
+    assert table_version() == "4.6.0"
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: installed)
+    swift = read(argv).args
+    if not refused:
+        check_swift_options(swift, SWIFT)
+        return
+    with pytest.raises(SafeSftError) as err:
+        check_swift_options(swift, SWIFT)
+    assert err.value.message == (
+        "--train_type is no option of swift sft 4.6.2 (did you mean --tuner_type?): swift stops on it unless "
+        "--ignore_args_error true is given"
+    )
+    check_swift_options(swift, HF_TRAINER)  # a script's own options are its own
