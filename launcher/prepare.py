@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -155,7 +155,7 @@ def prepare(
     read = backend.read(list(swift_argv))
     swift = with_home_expanded(read.args)
     # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
-    named = read_named_inputs(swift, backend, assumed=options.assumes_machine)
+    named = read_named_inputs(swift, backend, assumed=options.assumes_machine, check_named=read.check_named)
     user_deepspeed, data = named.user_deepspeed, named.data
     output_dir = Path(output_dir_of(swift))
     host = apply_assumptions(host or probe_host(output_dir), options)
@@ -201,6 +201,8 @@ def prepare(
         ),
         data=data,
     )
+    if named.warnings:
+        plan = replace(plan, warnings=(*plan.warnings, *named.warnings))
     return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed, backend=backend)
 
 
@@ -221,12 +223,20 @@ class NamedInputs:
 
     user_deepspeed: UserConfig | None
     data: DataFacts | None
+    warnings: tuple[str, ...] = ()  # what a plan for another machine found missing here
 
 
-def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bool = False) -> NamedInputs:
+def read_named_inputs(
+    swift: SwiftArgs,
+    backend: Backend = SWIFT,
+    *,
+    assumed: bool = False,
+    check_named: Callable[[], None] | None = None,
+) -> NamedInputs:
     """The run's checks of the trainer's values and of what they name, in this order: the values, the
-    --deepspeed config, the model's path, the datasets' sample counts and files (SafeSftError at the first
-    bad one). `assumed`: a plan for another machine, whose model and dataset files need not be here."""
+    --deepspeed config, the model's path, the datasets' sample counts and files, the trainer's own check of
+    its files (`check_named`) (SafeSftError at the first bad one). `assumed`: a plan for another machine,
+    whose model and dataset files need not be here (the trainer's own check's error is a warning then)."""
     swift.check_values()
     check_deepspeed_name(swift, backend)
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
@@ -239,7 +249,15 @@ def read_named_inputs(swift: SwiftArgs, backend: Backend = SWIFT, *, assumed: bo
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     if data and not assumed:
         check_dataset_files(data)
-    return NamedInputs(user_deepspeed, data)
+    warnings: tuple[str, ...] = ()
+    try:
+        if check_named is not None:
+            check_named()
+    except SafeSftError as err:
+        if not assumed:
+            raise
+        warnings = (f"{err.message} (not checked further: the plan is for another machine)",)
+    return NamedInputs(user_deepspeed, data, warnings)
 
 
 def first_attempt_terms(prepared: Prepared, resume_latest: bool) -> dict[str, str]:

@@ -57,6 +57,9 @@ class BackendArgs:
 
     worker_args: tuple[str, ...]
     args: SwiftArgs
+    # the trainer's check of the files its arguments name (LLaMA-Factory's dataset_info.json), run with the
+    # other such checks: a plan for another machine only warns of what is not here
+    check_named: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)

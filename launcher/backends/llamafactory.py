@@ -18,6 +18,7 @@ checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir). Its image 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs
@@ -89,9 +90,9 @@ def read(argv: list[str]) -> BackendArgs:
         name, negated = SPELLING.swift_key(normalize_key(key))
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)
-    check_llamafactory_datasets(merged, where, Path.cwd())
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
-    return BackendArgs(("-m", ENTRY, str(path.resolve())), args)
+    datasets = partial(check_llamafactory_datasets, merged, where, Path.cwd())
+    return BackendArgs(("-m", ENTRY, str(path.resolve())), args, check_named=datasets)
 
 
 def launch_env(env: Mapping[str, str]) -> tuple[EnvSetting, ...]:

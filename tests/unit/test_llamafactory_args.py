@@ -49,7 +49,9 @@ def data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def _read(tmp_path: Path, text: str, *overrides: str) -> None:
     config = tmp_path / "sft.yaml"
     config.write_text(text)
-    LLAMAFACTORY.read([str(config), *overrides])
+    read = LLAMAFACTORY.read([str(config), *overrides])
+    assert read.check_named is not None
+    read.check_named()  # as the run path does, with the other checks of what the arguments name
 
 
 def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) -> None:
@@ -262,3 +264,20 @@ def test_a_dataset_missing_from_dataset_info_is_refused_when_the_config_is_read(
         f"{tmp_path / 'sft.yaml'}: dataset identiy is not in {tmp_path / 'data' / 'dataset_info.json'}"
     )
     assert err.value.hint.startswith("did you mean identity?")
+
+
+def test_a_plan_for_another_machine_warns_of_a_dataset_info_that_is_not_here(tmp_path: Path) -> None:
+    """LLaMA-Factory looks dataset_info.json up where it runs: 50 of 54 public configs name datasets in a
+    data/ folder of their own repository. A plan for another machine took that for an error (exit 2); the
+    model and data files of a swift plan for another machine are only warned of."""
+    from launcher.prepare import read_named_inputs
+
+    config = tmp_path / "sft.yaml"
+    config.write_text(CONFIG + f"dataset_dir: {tmp_path / 'elsewhere'}\n")
+    read = LLAMAFACTORY.read([str(config)])
+    named = read_named_inputs(read.args, LLAMAFACTORY, assumed=True, check_named=read.check_named)
+    (warning,) = named.warnings
+    assert warning.startswith(f"{tmp_path / 'elsewhere' / 'dataset_info.json'} cannot be read (No such file")
+    assert warning.endswith("(not checked further: the plan is for another machine)")
+    with pytest.raises(SafeSftError):
+        read_named_inputs(read.args, LLAMAFACTORY, assumed=False, check_named=read.check_named)
