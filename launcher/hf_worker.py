@@ -22,6 +22,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
+    from worker_tie import tie_to_torchrun  # this file's folder is sys.path[0]
+
+    tie_to_torchrun()
+
 from torch.distributed.elastic.multiprocessing.errors import record
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
@@ -123,7 +128,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     worker = _sibling("worker")
-    worker.die_with_parent()
     worker.install_notice_callback()
     report_training_arguments()
     log_steps()

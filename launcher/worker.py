@@ -18,32 +18,23 @@ before its device and unsloth set-up that must precede torch and transformers.
 This file runs in the training processes only; the launcher never imports it.
 """
 
-import ctypes
 import importlib.util
 import json
 import os
 import runpy
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
+    from worker_tie import tie_to_torchrun  # this file's folder is sys.path[0]
+
+    tie_to_torchrun()
+
 from torch.distributed.elastic.multiprocessing.errors import record
 
-PR_SET_PDEATHSIG = 1
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
 PIPELINE_MODULE = "swift.pipelines.base"  # defines SwiftPipeline._parse_args, which SwiftSft inherits
-
-
-def die_with_parent() -> None:
-    """torchrun starts workers in their own sessions: tie each to torchrun's life instead."""
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # torchrun died before the prctl took effect
-        sys.exit(1)
 
 
 def _plain(value: Any) -> Any:
@@ -164,6 +155,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    die_with_parent()
     install_notice_callback()
     main()

@@ -7,6 +7,7 @@ and sleep are injected so the loop is testable without processes.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -62,6 +63,7 @@ from launcher.run.resume import (
     weights_only_reason,
 )
 from launcher.units import fmt_bytes
+from launcher.worker_tie import LAUNCHER_PID_ENV
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
 # What a checkpoint that cannot be loaded looks like to the classifier (JSONDecodeError, a safetensors or
@@ -593,6 +595,7 @@ class Supervisor:
             "PET_LOG_DIR": str(attempt_dir / "torchelastic"),
             resolved.ENV_NAME: str(resolved.path_in(attempt_dir)),  # where the worker reports swift's arguments
             NOTICE_DIR_ENV: str(attempt_dir),
+            LAUNCHER_PID_ENV: str(os.getpid()),  # a rank whose torchrun died before it tied itself stops
         }
         argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
         ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
