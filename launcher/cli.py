@@ -814,6 +814,10 @@ READERS = ("plan", "doctor", "explain", "report")  # the commands that only read
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:  # the console entry (tests call main in-process, with their own streams)
+        from launcher.streams import guard_std_streams
+
+        guard_std_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         click.echo(USAGE)

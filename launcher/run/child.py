@@ -23,6 +23,8 @@ from typing import IO, BinaryIO
 
 import psutil
 
+from launcher.streams import mute
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 CHUNK = 1 << 20
@@ -95,7 +97,11 @@ class _Relay(threading.Thread):
                 break
             view = memoryview(chunk)
             while view and not self.muted.is_set():
-                written = os.write(sink_fd, view)
+                try:
+                    written = os.write(sink_fd, view)
+                except OSError:  # the terminal's reader or disk is gone: keep draining into the log and tail
+                    mute(sink_fd)
+                    break
                 view = view[written:]
             with self.lock:
                 self._log(chunk)

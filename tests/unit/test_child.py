@@ -31,3 +31,26 @@ def test_a_muted_process_writes_to_its_log_only(tmp_path: Path) -> None:
     assert (tmp_path / "terminal").read_text() == "before\n"
     logged = (tmp_path / "console.log").read_text().splitlines()
     assert logged[0] == "before" and sorted(logged[1:]) == ["after", "after on stderr"]  # two pipes: either first
+
+
+def test_a_terminal_whose_reader_is_gone_is_muted_and_the_process_runs_to_its_end(tmp_path: Path) -> None:
+    """`safe-sft ... | head -1`: the relay died on EPIPE, nothing drained the process's stdout, and a rank
+    that printed more than the pipe holds blocked in print for good (the watchdog then called it a hang)."""
+    import os
+
+    script = "import sys\nfor _ in range(48): sys.stdout.write('x' * 65535 + '\\n')\nprint('done', flush=True)\n"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    terminal = os.fdopen(write_end, "wb")
+    process = TrainingProcess([sys.executable, "-c", script], {}, tmp_path / "console.log", terminal, terminal)
+    deadline = time.monotonic() + 60
+    while process.popen.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if process.popen.poll() is None:
+        process.popen.kill()
+        raise AssertionError("the process blocked writing to its undrained stdout")
+    code, tail = process.finish()
+    assert code == 0 and tail.rstrip().endswith("done")
+    assert (tmp_path / "console.log").stat().st_size == 48 * 65536 + len("done\n")  # all of it, in the log
+    assert os.readlink(f"/proc/self/fd/{terminal.fileno()}") == os.devnull  # muted, not written again
+    terminal.close()
