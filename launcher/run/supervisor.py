@@ -202,13 +202,13 @@ class Supervisor:
                     agreed = self._agree(self.coordinator, number, record, settings, history, attempts, memory)
                 except WaitInterrupted as err:  # Ctrl-C while waiting for the other nodes: stop now
                     sys.stderr.write(f"safe-sft: {err.message}\n")
-                    return self._interrupted(attempts)
+                    return self._interrupted(attempts, err.message)
                 self.on_attempt(attempts)
                 if isinstance(agreed, RunResult):
                     return agreed
                 settings, change, decided_resume, kind, predicted = agreed
-                if not self._wait_before_retry(kind, history, number):
-                    return self._interrupted(attempts)
+                if (stopped := self._wait_before_retry(kind, history, number)) is not None:
+                    return self._interrupted(attempts, stopped)
                 history.append(kind)
                 continue
             failure = record.failure
@@ -243,18 +243,19 @@ class Supervisor:
                 if failure.kind is FailureKind.DOWNLOAD:
                     reason += f" ({_download_env({**self.prepared.swift.config_env, **self.base_env})})"
                 return RunResult("failed", attempts, 1, reason)
-            if not self._wait_before_retry(failure.kind, history, number):
-                return self._interrupted(attempts)
+            if (stopped := self._wait_before_retry(failure.kind, history, number)) is not None:
+                return self._interrupted(attempts, stopped)
             history.append(failure.kind)
             reason = step.reason + self._best_model_note(settings, step.settings, attempts)
             settings, change, predicted = step.settings, (step.change, reason), step.predicted_need_bytes
         return RunResult("failed", attempts, 1, f"--max-attempts {self.config.max_attempts} reached")
 
-    def _wait_before_retry(self, kind: FailureKind, history: list[FailureKind], number: int) -> bool:
-        """Wait as the ladder says before attempt `number` + 1 (a failed download); False: a signal ended it."""
+    def _wait_before_retry(self, kind: FailureKind, history: list[FailureKind], number: int) -> str | None:
+        """Wait as the ladder says before attempt `number` + 1 (a failed download); the line that says a
+        signal ended the wait, or None."""
         seconds = wait_before_retry(kind, history, self.config.download_wait)
         if seconds <= 0 or number >= self.config.max_attempts:  # no attempt follows: nothing to wait for
-            return True
+            return None
         sys.stderr.write(f"safe-sft: waiting {seconds:g} s before attempt {number + 1}: {kind.value} failed\n")
         try:
             wait_until(
@@ -263,8 +264,8 @@ class Supervisor:
             )  # fmt: skip
         except WaitInterrupted as err:
             sys.stderr.write(f"safe-sft: {err.message}\n")
-            return False
-        return True
+            return err.message
+        return None
 
     # ---- several nodes ------------------------------------------------------------------------------
 
@@ -417,9 +418,10 @@ class Supervisor:
 
         return step
 
-    def _interrupted(self, attempts: list[AttemptRecord]) -> RunResult:
-        """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart."""
-        return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM))
+    def _interrupted(self, attempts: list[AttemptRecord], why: str | None = None) -> RunResult:
+        """A user's or scheduler's signal ends the run: exit 128 + that signal, never a restart. `why`: the
+        line that said so where the signal came between attempts (the report's give_up_reason)."""
+        return RunResult("interrupted", attempts, 128 + (self.received or signal.SIGTERM), why)
 
     def _zero3_fits(self, attempts: list[AttemptRecord] | None = None) -> bool:
         """Whether zero3 fits the GPUs, its estimate corrected by what this run's attempts measured."""

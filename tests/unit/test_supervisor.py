@@ -823,6 +823,8 @@ def test_a_signal_during_the_wait_before_a_retry_ends_the_run_without_another_at
     result = sup.run()
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 130, 1)
     assert fake.now < 10
+    # the report says why (it was null): the line the terminal showed
+    assert (result.give_up_reason or "").startswith("SIGINT received while waiting for attempt 2")
 
 
 @pytest.mark.parametrize(("incomplete", "found"), [(False, "no checkpoint"), (True, "no complete checkpoint")])
