@@ -639,7 +639,7 @@ _SUMMARIES = {
     FailureKind.CUDA_ERROR: "a CUDA error other than out of memory",
     FailureKind.CRASH: "a native crash",
     FailureKind.KILLED: "a training process was killed",
-    FailureKind.USER_ERROR: "bad arguments, a missing path or bad data",
+    FailureKind.USER_ERROR: "an error in the set-up (arguments, paths, data, a port in use) that a retry does not fix",
     FailureKind.INTERRUPTED: "the run was interrupted or cancelled",
     FailureKind.HANG: "no progress within the watchdog's allowance",
     FailureKind.UNKNOWN: "an unrecognised failure",

@@ -437,3 +437,17 @@ def test_a_user_error_raised_while_handling_another_is_quoted_at_the_end_of_its_
     unchained = "KeyError: 'a'\nsomething else\nValueError: later, unrelated"
     failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, unchained),)))
     assert failure is not None and failure.evidence[0] == "KeyError: 'a'"
+
+
+def test_a_port_taken_as_the_attempt_started_is_a_set_up_error_that_names_the_port() -> None:
+    """Two runs given one MASTER_PORT, started together: both pass safe-sft's check of the port before either
+    binds it. The loser was told "bad arguments, a missing path or bad data"."""
+    line = (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+        "port: 30020, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+    )
+    failure = classify(
+        AttemptEvidence(exit_code=1, rank_failures=(), log_tail=("Traceback (most recent call last):", line))
+    )
+    assert failure is not None and failure.kind is K.USER_ERROR
+    assert "a port in use" in failure.summary and "port: 30020" in failure.evidence[0]
