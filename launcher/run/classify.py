@@ -104,7 +104,10 @@ _HTTP_ONLY_FAILURE = (
     r"Consistency check failed: file should be of size|urlopen error|"
     r"httpx\.(?:ConnectError|ConnectTimeout|ReadTimeout|ReadError|WriteError|RemoteProtocolError|ProxyError|PoolTimeout)|"
     r"httpcore\.\w+(?:Error|Timeout)|ClientConnectorError|ServerDisconnectedError|ClientPayloadError|"
-    r"Cannot connect to host|(?<!Dist)NetworkError: \[E\d+\] Connection|too many \d+ error responses"
+    r"Cannot connect to host|(?<!Dist)NetworkError: \[E\d+\] Connection|too many \d+ error responses|"
+    # modelscope_hub's own (ms-swift 4's hub client), its message often in Chinese: a timeout, the download's
+    # deadline or floor speed, a server error, a rate limit, each with its E10xx code
+    r"\b_?Download(?:Deadline|TooSlow|Deferred)Error\b|(?:RequestTimeout|RateLimit|Server)Error: \[E10\d\d\]"
 )
 _WEB_REQUEST = (
     r"https?://|HTTPS?Connection|\bhost='|huggingface\.co|hf-mirror|modelscope|\b[Hh]ub\b|LocalEntryNotFoundError|"
@@ -229,7 +232,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"validation errors? for|ValidationError|MisconfigurationException|ConfigurationError|You requested gpu|"
         r"DDP expects same model across all ranks|"  # the nodes were given different models
         r"The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
-        r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error|Cannot access gated repo",
+        r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error|Cannot access gated repo|"
+        r"(?:Authentication|PermissionDenied|NotExist)Error: \[E30\d\d\]",  # modelscope_hub: a token, access, an id
     ),
     _p(
         FailureKind.CUDA_ERROR,

@@ -451,3 +451,24 @@ def test_a_port_taken_as_the_attempt_started_is_a_set_up_error_that_names_the_po
     )
     assert failure is not None and failure.kind is K.USER_ERROR
     assert "a port in use" in failure.summary and "port: 30020" in failure.evidence[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        # ms-swift 4's hub client with no network (seen on this project's machines), its message in Chinese
+        ("modelscope_hub._download_control._DownloadDeadlineError: [E1001] 下载总时限已耗尽", K.DOWNLOAD),
+        ("_DownloadTooSlowError: [E1020] 下载速度过低", K.DOWNLOAD),
+        ("modelscope_hub.errors.RequestTimeoutError: [E1001] 请求超时", K.DOWNLOAD),
+        ("modelscope_hub.errors.RateLimitError: [E1021] 请求过于频繁", K.DOWNLOAD),
+        ("modelscope_hub.errors.ServerError: [E1002] 服务器错误", K.DOWNLOAD),
+        ("modelscope_hub.errors.NotExistError: [E3020] 数据集不存在", K.USER_ERROR),
+        ("modelscope_hub.errors.AuthenticationError: [E3001] 认证失败", K.USER_ERROR),
+    ],
+)  # fmt: skip
+def test_modelscope_hubs_own_errors_are_told_by_their_class_and_code(line: str, kind: K) -> None:
+    """A download that timed out was a transient failure retried once without the download's waits."""
+    from launcher.run.classify import classify_text
+
+    found = classify_text(["Traceback (most recent call last):", line], steps_seen=False)
+    assert found is not None and found[0] is kind
