@@ -335,7 +335,7 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     if installed.split(".")[:2] != table_version().split(".")[:2]:
         return
     raise SafeSftError(
-        unknown_flag_warning(unknown[0], swift.options).replace("swift sft", f"swift sft {installed}", 1),
+        unknown_flag_warning(unknown[0], swift.options, f"swift sft {installed}"),
         "write the option as swift sft spells it (`swift sft --help`), or drop it",
     )
 

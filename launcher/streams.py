@@ -30,25 +30,23 @@ class Tolerant:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        self.lost: OSError | None = None  # why the stream was muted, if it was
 
-    def _muted(self, err: OSError) -> None:
-        self.lost = self.lost or err
+    def _mute(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             mute(self._stream.fileno())
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except OSError as err:
-            self._muted(err)
+        except OSError:
+            self._mute()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except OSError as err:
-            self._muted(err)
+        except OSError:
+            self._mute()
             with contextlib.suppress(OSError):
                 self._stream.flush()  # what was buffered goes to /dev/null now
 

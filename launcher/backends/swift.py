@@ -20,10 +20,14 @@ OPTIONS_FILE = Path(__file__).with_name("swift_options.txt")  # scripts/swift_op
 
 
 @cache
+def _table() -> tuple[str, dict[str, tuple[str, ...]]]:
+    return read_option_table(OPTIONS_FILE)
+
+
+@cache
 def _option_table() -> dict[str, ValueKind]:
     """Each option's name and what swift's parser takes as its value, as the file lists them."""
-    rows = read_option_table(OPTIONS_FILE)[1]
-    return {name: ValueKind(kind[0], kind[1:]) for name, kind in rows.items()}
+    return {name: ValueKind(kind[0], kind[1:]) for name, kind in _table()[1].items()}
 
 
 @cache
@@ -34,7 +38,7 @@ def swift_options() -> frozenset[str]:
 
 def table_version() -> str:
     """The ms-swift version the option table was written from ("4.6.0"), from its comment line."""
-    found = re.search(r"ms-swift ([\d.]+)", read_option_table(OPTIONS_FILE)[0])
+    found = re.search(r"ms-swift ([\d.]+)", _table()[0])
     return found.group(1) if found else ""
 
 

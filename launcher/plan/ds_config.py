@@ -46,7 +46,7 @@ ZERO_ALIASES = {
 }
 
 
-DEEPSPEED_VERSION = "0.19"  # the version scripts/setup.sh installs, whose keys ZERO_KEYS lists
+DEEPSPEED_VERSION = "0.19"  # the DeepSpeed whose model ZERO_KEYS lists (pyproject's lowest; 0.19.8 read)
 # Every key the ZeRO section of DeepSpeed 0.19 takes (its fields and their aliases): it refuses any other,
 # in every rank at start (tests/unit/test_ds_config.py holds this to DeepSpeed's own model).
 ZERO_KEYS = frozenset(

@@ -437,8 +437,8 @@ def _config_value_text(value: object) -> str:
 RENAMED = {"train_type": "tuner_type"}
 
 
-def unknown_flag_warning(flag: str, options: frozenset[str]) -> str:
-    """One line for an option the trainer does not have, with the options it is closest to."""
+def unknown_flag_warning(flag: str, options: frozenset[str], command: str = "swift sft") -> str:
+    """One line for an option the trainer (`command`) does not have, with the options it is closest to."""
     import difflib  # only where a flag is unknown: the plan's start-up stays lean
 
     key = normalize_key(flag)
@@ -447,4 +447,4 @@ def unknown_flag_warning(flag: str, options: frozenset[str]) -> str:
     near = prefixed[:3] or renamed or difflib.get_close_matches(key, options, n=1, cutoff=0.75)
     hint = " or ".join(f"--{name}" for name in near)
     meant = f" (did you mean {hint}?)" if hint else ""
-    return f"{flag} is no option of swift sft{meant}: swift stops on it unless --ignore_args_error true is given"
+    return f"{flag} is no option of {command}{meant}: swift stops on it unless --ignore_args_error true is given"

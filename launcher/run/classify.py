@@ -343,11 +343,15 @@ def _clean(line: str) -> str:
     return _RANK_PREFIX.sub("", line, count=1).strip()
 
 
+def _is_eval(text: str) -> bool:
+    return bool(_EVAL_FRAME.search(text) or _EVAL_PROGRESS.search(text))
+
+
 def _frame_phase(line: str) -> FailureKind | None:
     text = _clean(line)
     if _SAVE_FRAME.search(text):
         return FailureKind.CUDA_OOM_SAVE
-    if _EVAL_FRAME.search(text) or _EVAL_PROGRESS.search(text):
+    if _is_eval(text):
         return FailureKind.CUDA_OOM_EVAL
     if _LOAD_FRAME.search(text):
         return FailureKind.CUDA_OOM_LOAD
@@ -382,7 +386,7 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
         if phase is None:
             continue
         if phase is FailureKind.CUDA_OOM:  # a forward or a loss: evaluation runs them too, inside its own frames
-            outer = next((f for f in frames[position + 1 :] if _frame_phase(f) is FailureKind.CUDA_OOM_EVAL), None)
+            outer = next((f for f in frames[position + 1 :] if _is_eval(_clean(f))), None)
             if outer is not None:
                 return FailureKind.CUDA_OOM_EVAL, _clean(outer)
         return phase, _clean(frame)
