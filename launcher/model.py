@@ -108,7 +108,7 @@ class ModelFacts:
 
     name: str
     total_params: int | None
-    source: str  # safetensors | config | name | flag | unknown
+    source: str  # safetensors | weights_size (.bin bytes at the dtype) | config | name | flag | unknown
     largest_layer_params: int | None = None
     hidden_size: int | None = None
     num_layers: int | None = None

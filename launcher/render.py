@@ -240,6 +240,14 @@ def plan_to_json(
     }
 
 
+def _count_source(model: ModelFacts) -> str:
+    if model.source == "safetensors" and model.total_params:
+        return f"{model.total_params:,} exact, from safetensors headers"
+    if model.source == "weights_size":
+        return f"from the .bin weights' bytes at {model.dtype}"
+    return f"from {model.source}"
+
+
 def render_plan(
     plan: Plan, model: ModelFacts | None, current_env: Mapping[str, str], memlock: MemlockStatus | None
 ) -> str:
@@ -262,14 +270,7 @@ def render_plan(
 
     if model is not None:
         lines += ["", "Model"]
-        lines.append(
-            f"  {model.name}: {fmt_params(model.total_params)} parameters"
-            + (
-                f" ({model.total_params:,} exact, from safetensors headers)"
-                if model.source == "safetensors" and model.total_params
-                else f" (from {model.source})"
-            )
-        )
+        lines.append(f"  {model.name}: {fmt_params(model.total_params)} parameters ({_count_source(model)})")
         if model.largest_layer_params:
             lines.append(f"  largest layer {fmt_params(model.largest_layer_params)}, dtype {model.dtype or 'unknown'}")
 

@@ -22,6 +22,9 @@ from typing import NamedTuple
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
+from launcher.probe.config_count import ConfigShape, config_params
+from launcher.probe.model_cache import cached_model_dirs
+from launcher.probe.weight_bytes import DTYPE_BYTES, refuse_lfs_pointer, torch_weight_bytes
 
 _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
 _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
@@ -63,7 +66,7 @@ def weight_files(directory: Path) -> list[Path]:
     """The safetensors files transformers loads from a model dir: the ones its index names, else
     model.safetensors, else every *.safetensors there. Mistral's repos also ship the same weights whole as
     consolidated.safetensors, which summing every file would count twice. A file the index names that is
-    not there (a download cut short) is a SafeSftError."""
+    not there (a download cut short), or a Git LFS pointer in a weight file's place, is a SafeSftError."""
     index = directory / WEIGHTS_INDEX
     if index.exists():
         fix = "download the model again (or complete it)"
@@ -80,9 +83,12 @@ def weight_files(directory: Path) -> list[Path]:
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise SafeSftError(f"{missing[0]}, which {WEIGHTS_INDEX} names, is missing{more}", fix)
-        return named
-    single = directory / "model.safetensors"
-    return [single] if single.exists() else sorted(directory.glob("*.safetensors"))
+    else:
+        single = directory / "model.safetensors"
+        named = [single] if single.exists() else sorted(directory.glob("*.safetensors"))
+    for path in named:
+        refuse_lfs_pointer(path)
+    return named
 
 
 def _tensor_entry(tensor: str, info: object) -> TensorEntry:
@@ -391,52 +397,66 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             vision_params=vision,
             **extra,  # type: ignore[arg-type]
         )
+    config_dtype = _config_dtype(config)
+    shape_facts = {
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "dtype": config_dtype,
+        "is_multimodal": multimodal,
+        "model_type": model_type,
+    }
+    counted = None
     if hidden and layers and intermediate and vocab:
-        tied = bool(extra["tie_word_embeddings"])
-        embed = vocab * hidden * (1 if tied else 2)
-        experts, moe_i = extra["num_experts"], extra["moe_intermediate_size"]
-        if isinstance(experts, int) and isinstance(moe_i, int):
-            shared = extra["shared_expert_intermediate_size"]
-            shared_i = shared if isinstance(shared, int) else 0
-            mlp = (experts * moe_i + shared_i) * 3 * hidden + hidden * experts  # the experts, shared ones, router
-        else:
-            mlp = 3 * hidden * intermediate
-        per_layer = 4 * hidden * hidden + mlp
+        counted = config_params(_config_shape(hidden, layers, intermediate, vocab, extra))
+    weight_bytes = torch_weight_bytes(directory)
+    if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
+        # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer
+        return ModelFacts(
+            name=name,
+            total_params=weight_bytes // DTYPE_BYTES[config_dtype],
+            source="weights_size",
+            largest_layer_params=counted[1] if counted else None,
+            warnings=tuple(warnings),
+            **shape_facts,  # type: ignore[arg-type]
+            **extra,  # type: ignore[arg-type]
+        )
+    if counted:
         warnings.append(f"no safetensors in {directory}: parameter count estimated from config.json")
         return ModelFacts(
             name=name,
-            total_params=embed + layers * per_layer,
+            total_params=counted[0],
             source="config",
-            largest_layer_params=max(per_layer, vocab * hidden),
-            hidden_size=hidden,
-            num_layers=layers,
-            intermediate_size=intermediate,
-            vocab_size=vocab,
-            dtype=_config_dtype(config),
-            is_multimodal=multimodal,
-            model_type=model_type,
+            largest_layer_params=counted[1],
             warnings=tuple(warnings),
+            **shape_facts,  # type: ignore[arg-type]
             **extra,  # type: ignore[arg-type]
         )
     return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))
+
+
+def _config_shape(hidden: int, layers: int, intermediate: int, vocab: int, extra: Mapping[str, object]) -> ConfigShape:
+    def size(key: str) -> int | None:
+        value = extra.get(key)
+        return value if isinstance(value, int) else None
+
+    return ConfigShape(
+        hidden=hidden,
+        layers=layers,
+        intermediate=intermediate,
+        vocab=vocab,
+        tied=bool(extra.get("tie_word_embeddings")),
+        num_experts=size("num_experts"),
+        moe_intermediate=size("moe_intermediate_size"),
+        shared_intermediate=size("shared_expert_intermediate_size"),
+    )
 
 
 def _config_dtype(config: Mapping[str, object]) -> str | None:
     text = _text_config(config)
     value = text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     return str(value) if value else None
-
-
-def cache_dirs(model_id: str, env: Mapping[str, str], home: Path) -> list[Path]:
-    """Where ModelScope and Hugging Face keep a downloaded `org/name`."""
-    ms_root = Path(env.get("MODELSCOPE_CACHE", home / ".cache" / "modelscope" / "hub"))
-    hf_home = Path(env.get("HF_HOME", home / ".cache" / "huggingface"))
-    hf_root = Path(env.get("HF_HUB_CACHE", hf_home / "hub"))
-    candidates = [ms_root / "models" / model_id, ms_root / model_id, ms_root / model_id.replace(".", "___")]
-    snapshots = hf_root / f"models--{model_id.replace('/', '--')}" / "snapshots"
-    if snapshots.is_dir():
-        candidates.extend(sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True))
-    return [c for c in candidates if (c / "config.json").is_file()]
 
 
 def params_from_name(name: str) -> int | None:
@@ -487,7 +507,7 @@ def probe_model(model: str, env: Mapping[str, str], home: Path, params_override:
     if path.is_dir():
         facts = facts_from_dir(path, model)
     else:
-        found = cache_dirs(model, env, home)
+        found = cached_model_dirs(model, env, home)
         if found:
             facts = facts_from_dir(found[0], model)
         else:
