@@ -22,7 +22,14 @@ from typing import NamedTuple
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
-from launcher.probe.config_count import ConfigShape, config_params
+from launcher.probe.config_count import (
+    ConfigShape,
+    config_params,
+    gated,
+    kv_heads,
+    mlp_width,
+    tied_unstated,
+)
 from launcher.probe.model_cache import cached_model_dirs
 from launcher.probe.weight_bytes import DTYPE_BYTES, refuse_lfs_pointer, torch_weight_bytes
 
@@ -253,11 +260,12 @@ def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
 
 
 # The keys each size goes by in config.json, first found first read (_int).
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
-INTERMEDIATE_KEYS = ("intermediate_size", "ffn_dim", "n_inner")
-HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads")
-KV_HEAD_KEYS = ("num_key_value_heads", "multi_query_group_num", "num_kv_heads")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "n_embed", "d_model")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+INTERMEDIATE_KEYS = ("intermediate_size", "ffn_hidden_size", "ffn_dim", "n_inner")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+KV_HEAD_KEYS = ("num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv")
+VOCAB_KEYS = ("padded_vocab_size", "vocab_size")  # ChatGLM and Qwen-1 embed the padded vocabulary
 HEAD_DIM_KEYS = ("head_dim", "kv_channels")
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "expert_ffn_hidden_size")
@@ -270,7 +278,7 @@ EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selec
 # A list is left alone: some families give a width per layer. top_k is never flagged: older configs also
 # keep generation's top_k there, a sampling setting, not a size.
 SIZE_KEYS = (
-    *HIDDEN_KEYS, *LAYER_KEYS, *INTERMEDIATE_KEYS, "vocab_size", *HEAD_KEYS, *KV_HEAD_KEYS, *EXPERT_WIDTH_KEYS,
+    *HIDDEN_KEYS, *LAYER_KEYS, *INTERMEDIATE_KEYS, *VOCAB_KEYS, *HEAD_KEYS, *KV_HEAD_KEYS, *EXPERT_WIDTH_KEYS,
     *MAX_LENGTH_KEYS,
 )  # fmt: skip
 ZERO_MEANS_NONE_KEYS = (
@@ -323,13 +331,14 @@ def _moe_fields(text: Mapping[str, object]) -> dict[str, int | None]:
 def _shape_fields(config: Mapping[str, object]) -> dict[str, object]:
     """The ModelFacts fields config.json gives beyond the parameter count."""
     text = _text_config(config)
-    tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+    decoder_type = _str(text, "model_type") or _str(config, "model_type")
+    tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", tied_unstated(decoder_type)))
     return {
         "num_attention_heads": _int(text, *HEAD_KEYS),
-        "num_key_value_heads": _int(text, *KV_HEAD_KEYS),
+        "num_key_value_heads": kv_heads(text, _int(text, *KV_HEAD_KEYS)),
         **_moe_fields(text),
         "head_dim": _int(text, *HEAD_DIM_KEYS),
-        "decoder_type": _str(text, "model_type") or _str(config, "model_type"),
+        "decoder_type": decoder_type,
         "tie_word_embeddings": bool(tied),
         "quant_bits": quant_bits_of(config),
         "quant_method": quant_method_of(config),
@@ -354,14 +363,14 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             f"{config_path}: {', '.join(bad)} {verb}: the memory estimate does without, and swift builds the "
             "model from this file (if it was edited, restore the model's own config.json)"
         )
+    extra = _shape_fields(config)
     hidden = _int(text, *HIDDEN_KEYS)
     layers = _int(text, *LAYER_KEYS)
-    intermediate = _int(text, *INTERMEDIATE_KEYS)
-    vocab = _int(text, "vocab_size")
+    decoder_type = extra["decoder_type"] if isinstance(extra["decoder_type"], str) else None
+    intermediate = mlp_width(text, decoder_type, hidden, _int(text, *INTERMEDIATE_KEYS))
+    vocab = _int(text, *VOCAB_KEYS)
     multimodal = any(k in config for k in ("vision_config", "vit_config", "visual", "vision_tower", "audio_config"))
     model_type = _str(config, "model_type")
-
-    extra = _shape_fields(config)
     if "vision_max_tiles" in extra and extra["vision_max_tiles"] is None:
         extra["vision_max_tiles"] = _processor_max_tiles(directory / PROCESSOR_CONFIG, warnings)
     quant_bits = extra["quant_bits"]
@@ -408,8 +417,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
         "model_type": model_type,
     }
     counted = None
-    if hidden and layers and intermediate and vocab:
-        counted = config_params(_config_shape(hidden, layers, intermediate, vocab, extra))
+    if hidden and layers and vocab:
+        counted = config_params(_config_shape(text, hidden, layers, intermediate, vocab, extra))
     weight_bytes = torch_weight_bytes(directory)
     if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
         # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer
@@ -436,20 +445,36 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))
 
 
-def _config_shape(hidden: int, layers: int, intermediate: int, vocab: int, extra: Mapping[str, object]) -> ConfigShape:
+def _config_shape(
+    text: Mapping[str, object],
+    hidden: int,
+    layers: int,
+    intermediate: int | None,
+    vocab: int,
+    extra: Mapping[str, object],
+) -> ConfigShape:
     def size(key: str) -> int | None:
         value = extra.get(key)
         return value if isinstance(value, int) else None
 
+    decoder_type = extra.get("decoder_type")
     return ConfigShape(
         hidden=hidden,
         layers=layers,
-        intermediate=intermediate,
         vocab=vocab,
+        intermediate=intermediate,
+        heads=size("num_attention_heads"),
+        kv_heads=size("num_key_value_heads"),
+        head_dim=size("head_dim"),
         tied=bool(extra.get("tie_word_embeddings")),
+        gated=gated(decoder_type if isinstance(decoder_type, str) else None),
         num_experts=size("num_experts"),
         moe_intermediate=size("moe_intermediate_size"),
         shared_intermediate=size("shared_expert_intermediate_size"),
+        dense_layers=_int(text, "first_k_dense_replace") or 0,
+        vision_hidden=size("vision_hidden_size"),
+        vision_layers=size("vision_layers"),
+        vision_intermediate=size("vision_intermediate_size"),
     )
 
 
