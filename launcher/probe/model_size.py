@@ -529,24 +529,33 @@ def typical_shape(name: str, total_params: int) -> ModelFacts:
 
 def probe_model(model: str, env: Mapping[str, str], home: Path, params_override: int | None = None) -> ModelFacts:
     path = Path(model).expanduser()
+    facts: ModelFacts | None = None
     if path.is_dir():
-        facts = facts_from_dir(path, model)
+        facts = facts_from_dir(path, model)  # a local folder swift cannot complete: what is wrong stops the run
     else:
         found = cached_model_dirs(model, env, home)
-        if found:
-            facts = facts_from_dir(found[0], model)
-        else:
-            count = params_from_name(model)
-            warning = (
-                f"{model} is not a local directory nor in the ModelScope/Hugging Face cache: "
-                + (f"size {count / 1e9:.1f}B read from its name" if count else "size unknown")
-                + " (pass --model-params to be exact)"
-            )
-            if count is None and params_override is None:
-                return ModelFacts(name=model, total_params=None, source="unknown", warnings=(warning,))
-            facts = typical_shape(model, params_override or count or 0)
-            if params_override is None:
-                facts = replace(facts, warnings=(warning, *facts.warnings))
+        why = "is not a local directory nor in the ModelScope/Hugging Face cache"
+        try:
+            facts = facts_from_dir(found[0], model) if found else None
+        except SafeSftError as err:
+            # a hub id: swift's download completes a cached copy cut short, so the run goes on
+            why = f"has an incomplete copy in the hub cache ({err.message}; swift downloads the rest)"
+        if facts is None:
+            facts = _from_name(model, why, params_override)
     if params_override is not None:
         return replace(facts, total_params=params_override, source="flag")
     return facts
+
+
+def _from_name(model: str, why: str, params_override: int | None) -> ModelFacts:
+    """Facts for a model whose files cannot be read here: the size its name says, a typical shape."""
+    count = params_from_name(model)
+    warning = (
+        f"{model} {why}: "
+        + (f"size {count / 1e9:.1f}B read from its name" if count else "size unknown")
+        + " (pass --model-params to be exact)"
+    )
+    if count is None and params_override is None:
+        return ModelFacts(name=model, total_params=None, source="unknown", warnings=(warning,))
+    facts = typical_shape(model, params_override or count or 0)
+    return facts if params_override is not None else replace(facts, warnings=(warning, *facts.warnings))

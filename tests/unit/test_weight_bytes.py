@@ -93,3 +93,20 @@ def test_a_small_weight_file_that_is_no_pointer_is_read_as_weights(tmp_path: Pat
     model = _model(tmp_path / "m")
     write_safetensors(model / "model.safetensors", {"a": [3, 5]})  # a tiny model is smaller than a pointer
     assert probe_model(str(model), {}, tmp_path).total_params == 15
+
+
+def test_a_hub_id_whose_cached_copy_was_cut_short_is_planned_from_its_name(tmp_path: Path) -> None:
+    """swift's download completes a cached copy; only a local folder's missing shard stops the run."""
+    snapshot = tmp_path / "hf" / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(CONFIG))
+    write_safetensors(snapshot / "model-00001-of-00002.safetensors", {"a": [4, 4]})
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    facts = probe_model("Qwen/Qwen2.5-7B-Instruct", {"HF_HUB_CACHE": str(tmp_path / "hf")}, tmp_path)
+    assert facts.source == "name" and facts.total_params == 7 * 10**9
+    assert any(
+        "has an incomplete copy in the hub cache" in warning and "is missing" in warning for warning in facts.warnings
+    )
+    with pytest.raises(SafeSftError):
+        probe_model(str(snapshot), {}, tmp_path)  # the same folder given as a path
