@@ -158,6 +158,7 @@ class RowText:
     other_media: bool = False  # videos or audios: their tokens are not estimated
     weight: float = 1.0  # how many of the file's rows it stands for, relative to its dataset's other rows
     labels: RowText | None = None  # the assistant's turns alone: what swift trains on (its labels)
+    tools: bool = False  # the row offers tools: the agent template writes their schemas with its preamble
 
 
 class SampleStatus(str, Enum):

@@ -32,6 +32,9 @@ TOKENS_PER_CHAR = {"latin": 0.25, "wide": 1.0, "digits": 1.0, "other": 0.5}
 # a header and `<|eot_id|>` (5); per row a BOS or the default system prompt (Qwen2.5's is 17 tokens).
 TOKENS_PER_TURN = 5
 TOKENS_PER_ROW = 24
+# A row with tools: the agent template's preamble around their schemas (swift's hermes, Qwen's default:
+# 85 tokens with Qwen's tokenizer, measured by encoding a row with and without one small tool)
+TOKENS_FOR_TOOLS = 85
 # A micro-batch above the 99th percentile comes about once in 100 steps: the fragmentation margin and
 # the OOM ladder cover those; the max_length worst case is shown beside it.
 PERCENTILE = 99
@@ -54,7 +57,7 @@ def row_tokens(row: RowText, image_tokens: int) -> int | None:
     """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
     if row.other_media:
         return None
-    return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens
+    return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens + (TOKENS_FOR_TOOLS if row.tools else 0)
 
 
 def longest_row(facts: DataFacts, image_tokens: int) -> int | None:

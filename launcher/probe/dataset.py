@@ -408,7 +408,7 @@ class _Counter:
         self.label_turns = 0
         self.labelling = False
         self.messages = self.images = 0
-        self.other_media = False
+        self.other_media = self.tools = False
 
     def text(self, value: object) -> None:
         """Every string inside `value` (tool calls and nested content included), media blocks counted apart."""
@@ -449,7 +449,8 @@ class _Counter:
     def row(self, weight: float) -> RowText:
         latin, wide, digits, other = chars("".join(self.strings))
         labels = RowText(*chars("".join(self.label_strings)), self.label_turns) if self.label_turns else None
-        return RowText(latin, wide, digits, other, self.messages, self.images, self.other_media, weight, labels)
+        media = self.other_media
+        return RowText(latin, wide, digits, other, self.messages, self.images, media, weight, labels, self.tools)
 
 
 def _maybe_json(value: object) -> object:
@@ -469,10 +470,14 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
     counter = _Counter()
     counter.media(record)
     messages_key = next((k for k in MESSAGE_KEYS if k in record), None)
-    for key in (*SYSTEM_KEYS, "tools"):
+    for key in SYSTEM_KEYS:
         if record.get(key):
             counter.text(_maybe_json(record[key]))
-            counter.messages += key != "tools"
+            counter.messages += 1
+    if tools := record.get("tools"):
+        # the template writes the schemas as JSON, keys and punctuation included
+        counter.strings.append(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False))
+        counter.tools = True
     if messages_key is not None:
         messages = _maybe_json(record[messages_key])
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):

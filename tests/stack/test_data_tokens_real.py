@@ -77,3 +77,22 @@ def _real(encoders, name: str, row: dict[str, Any]) -> Lengths:  # type: ignore[
 def test_the_estimate_is_not_below_qwens_real_tokens(row: dict[str, Any], encoders) -> None:  # type: ignore[no-untyped-def]
     ratios = compare(estimated(_path(row)), _real(encoders, "qwen3", row))
     assert ratios[95] >= LOWEST and ratios[100] >= LOWEST, f"estimate / real: {ratios}"
+
+
+def _offers_tools(row: dict[str, Any]) -> bool:
+    records = json.loads(_path(row).read_text()) if row["format"] == "json" else []
+    return any(isinstance(record, dict) and record.get("tools") for record in records)
+
+
+TOOLS = [row for row in TEXT if _offers_tools(row)]
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row["file"]) for row in TOOLS])
+def test_rows_with_tools_are_not_below_their_real_tokens_at_the_median(row: dict[str, Any], encoders) -> None:  # type: ignore[no-untyped-def]
+    """swift's agent template writes the tools' JSON schemas with its own preamble into every such row."""
+    ratios = compare(estimated(_path(row)), _real(encoders, "qwen3", row))
+    assert ratios[50] >= LOWEST, f"estimate / real: {ratios}"
+
+
+def test_the_set_offers_tools() -> None:
+    assert [row["file"] for row in TOOLS] == ["hiyouga__LLaMA-Factory__glaive_toolcall_en_demo.json"]

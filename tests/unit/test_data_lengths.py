@@ -272,3 +272,10 @@ def test_label_tokens_of_a_padding_free_micro_batch() -> None:
         packing=False, image_tokens=0,
     )  # fmt: skip
     assert cut.batch_label_tokens == 45 * 150 // 300  # a cut row keeps its share of labels
+
+
+def test_a_row_with_tools_adds_the_agent_templates_preamble() -> None:
+    from launcher.plan.data_lengths import TOKENS_FOR_TOOLS
+
+    plain = RowText(400, 0, 0, 0, 2)
+    assert row_tokens(replace(plain, tools=True), 0) == row_tokens(plain, 0) + TOKENS_FOR_TOOLS  # type: ignore[operator]

@@ -321,3 +321,16 @@ def test_a_line_that_is_not_json_is_named_and_a_row_swift_cannot_map_is_only_cou
         broken.not_json
         == "\"{'single': 'quotes'}\" (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
     )
+
+
+def test_tools_are_counted_as_the_json_the_template_writes() -> None:
+    """Keys and punctuation included (glaive's layout: a JSON string); a row without tools has none."""
+    tools = '[{"name": "get_weather", "parameters": {"type": "object"}}]'
+    row = {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}], "tools": tools}
+    with_tools = row_text(row)
+    without = row_text({"conversations": row["conversations"]})
+    assert with_tools.tools and not without.tools
+    counted = sum(
+        (with_tools.latin - without.latin, with_tools.digits - without.digits, with_tools.other - without.other)
+    )
+    assert counted == len(tools)
