@@ -2,7 +2,8 @@
 
 Contract: pure functions of config.json's (text) mapping and its model_type.
 - `mlp_width`, `kv_heads`, `tied_unstated`: what a family means where its keys differ from
-  Llama's: Qwen-1's intermediate_size is its two input projections' widths summed; MPT states a ratio;
+  Llama's: Qwen-1's intermediate_size is its two input projections' widths summed (for the count only:
+  the estimate's layers take it as written, launcher.probe.model_size); MPT states a ratio;
   GPT-2, BLOOM and Falcon leave the MLP at 4 x hidden unstated; Falcon-7B's multi_query is one k/v head;
   and the families whose transformers config ties the output layer to the embeddings by default.
 - `config_params(shape)` gives (all parameters, the largest layer's): the embeddings (and an untied output

@@ -367,7 +367,11 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     hidden = _int(text, *HIDDEN_KEYS)
     layers = _int(text, *LAYER_KEYS)
     decoder_type = extra["decoder_type"] if isinstance(extra["decoder_type"], str) else None
-    intermediate = mlp_width(text, decoder_type, hidden, _int(text, *INTERMEDIATE_KEYS))
+    stated_width = _int(text, *INTERMEDIATE_KEYS)
+    # the estimate's layers take a stated width as config.json writes it: Qwen-1's (its two projections
+    # summed) matches the measured peaks of its heavier remote code better than the per-matrix width
+    # (BENCHMARKS.md); the count takes each family's real matrices
+    intermediate = stated_width or mlp_width(text, decoder_type, hidden, None)
     vocab = _int(text, *VOCAB_KEYS)
     multimodal = any(k in config for k in ("vision_config", "vit_config", "visual", "vision_tower", "audio_config"))
     model_type = _str(config, "model_type")
@@ -418,7 +422,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     }
     counted = None
     if hidden and layers and vocab:
-        counted = config_params(_config_shape(text, hidden, layers, intermediate, vocab, extra))
+        width = mlp_width(text, decoder_type, hidden, stated_width)
+        counted = config_params(_config_shape(text, hidden, layers, width, vocab, extra))
     weight_bytes = torch_weight_bytes(directory)
     if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
         # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer

@@ -32,10 +32,13 @@ def test_falcon_new_decoder_architecture_keeps_its_kv_heads(tmp_path: Path) -> N
     assert _facts(tmp_path, config).num_key_value_heads == 8
 
 
-def test_qwen1_intermediate_size_is_its_two_projections_summed(tmp_path: Path) -> None:
+def test_qwen1_intermediate_size_is_its_two_projections_summed_in_the_count(tmp_path: Path) -> None:
     config = {"model_type": "qwen", "hidden_size": 4096, "num_hidden_layers": 32, "intermediate_size": 22016,
               "vocab_size": 151936, "num_attention_heads": 32, "kv_channels": 128}  # fmt: skip
-    assert _facts(tmp_path, config).intermediate_size == 11008
+    facts = _facts(tmp_path, config)
+    assert facts.intermediate_size == 22016  # the estimate's layers take it as written (launcher.probe.model_size)
+    h, layers, vocab = 4096, 32, 151936
+    assert facts.total_params == 2 * vocab * h + layers * (4 * h * h + 3 * h * 11008)  # w1, w2, c_proj: 11008 each
 
 
 def test_gemma_ties_its_output_layer_unless_config_says(tmp_path: Path) -> None:
