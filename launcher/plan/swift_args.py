@@ -26,6 +26,7 @@ from functools import cached_property, lru_cache
 from typing import overload
 
 from launcher.errors import SafeSftError
+from launcher.plan.swift_renames import earlier_option
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 # the words transformers' string_to_bool (swift's parser for a bool field) takes, in any case
@@ -433,18 +434,18 @@ def _config_value_text(value: object) -> str:
     return str(value)
 
 
-# Options ms-swift renamed, which its later versions no longer take (ms-swift 4 has no --train_type).
-RENAMED = {"train_type": "tuner_type"}
-
-
 def unknown_flag_warning(flag: str, options: frozenset[str], command: str = "swift sft") -> str:
-    """One line for an option the trainer (`command`) does not have, with the options it is closest to."""
+    """One line for an option the trainer (`command`) does not have: what an earlier ms-swift's option is
+    now (launcher.plan.swift_renames), else the options it is closest to."""
     import difflib  # only where a flag is unknown: the plan's start-up stays lean
 
     key = normalize_key(flag)
-    prefixed = sorted(o for o in options if o.startswith(key))  # an ambiguous prefix: argparse refuses it
-    renamed = [RENAMED[key]] if RENAMED.get(key) in options else []
-    near = prefixed[:3] or renamed or difflib.get_close_matches(key, options, n=1, cutoff=0.75)
-    hint = " or ".join(f"--{name}" for name in near)
-    meant = f" (did you mean {hint}?)" if hint else ""
+    now = earlier_option(key) if command.startswith("swift sft") else None
+    if now is not None and now.split()[0].lstrip("-") in options:
+        meant = f" (an earlier ms-swift's option: write {now})"
+    else:
+        prefixed = sorted(o for o in options if o.startswith(key))  # an ambiguous prefix: argparse refuses it
+        near = prefixed[:3] or difflib.get_close_matches(key, options, n=1, cutoff=0.75)
+        hint = " or ".join(f"--{name}" for name in near)
+        meant = f" (did you mean {hint}?)" if hint else ""
     return f"{flag} is no option of {command}{meant}: swift stops on it unless --ignore_args_error true is given"

@@ -562,7 +562,7 @@ def test_swift_reads_a_prefix_of_its_options_and_names_a_retired_one() -> None:
     assert args.get_int("max_length") == 64
     assert args.unknown_flags() == ("--train_type",)
     assert unknown_flag_warning("--train_type", args.options).startswith(
-        "--train_type is no option of swift sft (did you mean --tuner_type?)"
+        "--train_type is no option of swift sft (an earlier ms-swift's option: write --tuner_type)"
     )
 
 
@@ -677,7 +677,7 @@ def test_an_option_the_installed_swift_does_not_have_is_refused_before_any_rank_
     with pytest.raises(SafeSftError) as err:
         check_swift_options(swift, SWIFT)
     assert err.value.message == (
-        "--train_type is no option of swift sft 4.6.2 (did you mean --tuner_type?): swift stops on it unless "
-        "--ignore_args_error true is given"
+        "--train_type is no option of swift sft 4.6.2 (an earlier ms-swift's option: write --tuner_type): swift "
+        "stops on it unless --ignore_args_error true is given"
     )
     check_swift_options(swift, HF_TRAINER)  # a script's own options are its own
