@@ -1,7 +1,13 @@
 """An earlier ms-swift's option is named with what ms-swift 4 takes instead (launcher.plan.swift_renames),
-held to the option table read from swift 4.6's own parser (launcher/backends/swift_options.txt)."""
+held to the option table read from swift 4.6's own parser (launcher/backends/swift_options.txt), and to the
+options real users were refused (tests/data/swift_argv_errors)."""
 
 from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +39,25 @@ def test_the_warning_names_what_to_write(flag: str, said: str) -> None:
 
 def test_another_trainers_options_are_not_read_as_swifts() -> None:
     assert "earlier ms-swift" not in unknown_flag_warning("--batch_size", frozenset({"batch_size_x"}), "finetune.py")
+
+
+ERRORS = Path(__file__).resolve().parents[1] / "data" / "swift_argv_errors" / "cases.jsonl"
+CASES = [json.loads(line) for line in ERRORS.read_text().splitlines() if line.strip()]
+
+
+def _refused_options(error: str) -> list[str]:
+    """The options in a `remaining_argv: [...]` error, as swift printed them."""
+    found = re.search(r"remaining_argv: (\[.*\])", error)
+    return [token for token in ast.literal_eval(found.group(1)) if token.startswith("--")] if found else []
+
+
+def test_real_users_earlier_options_are_named_with_their_successor() -> None:
+    """Of the options real users were refused, those an earlier ms-swift had: safe-sft says what to write."""
+    named = {}
+    for case in CASES:
+        for flag in _refused_options(case["error"]):
+            now = EARLIER_OPTIONS.get(flag.removeprefix("--"))
+            if now is not None:
+                assert f"write {now}" in unknown_flag_warning(flag, OPTIONS), case["url"]
+                named[flag] = now.split()[0]
+    assert named == {"--sft_type": "--tuner_type", "--train_type": "--tuner_type", "--use_flash_attn": "--attn_impl"}
