@@ -113,11 +113,27 @@ def _v1_config(where: str) -> SafeSftError:
     )
 
 
+# Keys an earlier LLaMA-Factory (or transformers, whose TrainingArguments it parses) took, and what to write
+# now: the maintainer's PR #1864 (checkpoint_dir, resume_lora_training), its issue #944 (cutoff_len is the
+# two lengths summed), transformers' rename of evaluation_strategy.
+EARLIER_KEYS = {
+    "checkpoint_dir": "adapter_name_or_path",
+    "resume_lora_training": "create_new_adapter (with the opposite value)",
+    "max_source_length": "cutoff_len (the source and target lengths summed)",
+    "max_target_length": "cutoff_len (the source and target lengths summed)",
+    "evaluation_strategy": "eval_strategy",
+}
+
+
 def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> SafeSftError:
     import difflib  # only where a key is unknown
 
-    near = difflib.get_close_matches(key, kinds, n=1, cutoff=0.75)
-    fix = f"did you mean {near[0]}? " if near else ""
+    now = EARLIER_KEYS.get(key)
+    if now is not None and now.split()[0] in kinds:
+        fix = f"an earlier LLaMA-Factory's key: write {now}; "
+    else:
+        near = difflib.get_close_matches(key, kinds, n=1, cutoff=0.75)
+        fix = f"did you mean {near[0]}? " if near else ""
     return SafeSftError(
         f"{where}: LLaMA-Factory {table_versions()[0]} has no argument {key} (its parser stops every rank on it)",
         f"{fix}see `llamafactory-cli train -h`; {EXTRA_KEYS_VARIABLE}=1 makes LLaMA-Factory leave unknown keys alone",
