@@ -28,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.plan.data_lengths import row_tokens  # noqa: E402
+from launcher.plan.data_lengths import TOKENS_PER_CHAR, row_tokens  # noqa: E402
 from launcher.probe.dataset import probe_dataset  # noqa: E402
 
 TINY_CONFIG = REPO / "demo" / "tiny" / "model" / "config.json"
@@ -43,9 +43,10 @@ class Lengths:
     dropped: int = 0  # rows safe-sft found malformed, or swift could not encode
 
 
-def estimated(path: Path) -> Lengths:
+def estimated(path: Path, wide: float = TOKENS_PER_CHAR["wide"]) -> Lengths:
+    """safe-sft's estimate; `wide` is what launcher.plan.data_lengths.wide_char_tokens gives the model."""
     sample = probe_dataset(str(path.resolve()), path.resolve().parent)
-    lengths = tuple(n for row in sample.rows if (n := row_tokens(row, image_tokens=0)) is not None)
+    lengths = tuple(n for row in sample.rows if (n := row_tokens(row, 0, wide)) is not None)
     return Lengths(rows=sample.rows_in_file or 0, lengths=lengths, dropped=sample.malformed)
 
 

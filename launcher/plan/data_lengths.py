@@ -28,6 +28,14 @@ from launcher.model import DataFacts, DataLengths, DatasetSample, RowText, Sampl
 # (high for Llama-3's 3-digit groups). 2-byte scripts (Cyrillic, Greek, Arabic, Hebrew, accented Latin)
 # take about 2 characters a token in these vocabularies.
 TOKENS_PER_CHAR = {"latin": 0.25, "wide": 1.0, "digits": 1.0, "other": 0.5}
+# The vocabularies poor in CJK write a wide character as more tokens: measured with swift's own encoding of
+# 2,897 real rows (tests/data/datasets, BENCHMARKS.md), Llama-2's 32k 1.48 a character and Falcon's 65k 1.28
+# (Qwen's 151k: 0.61). Llama-1/2, Mistral v0.x and Phi-3 (a 32k SentencePiece vocabulary; Yi's 64k
+# Llama-shaped one is rich in CJK), and Falcon, GPT-NeoX, MPT and Phi-1/2, whatever their size.
+CJK_POOR_WIDE = 1.5
+CJK_POOR_32K = frozenset({"llama", "mistral", "mixtral", "phi3"})
+CJK_POOR = frozenset({"falcon", "RefinedWeb", "RefinedWebModel", "gpt_neox", "mpt", "phi"})
+SMALL_VOCAB = 32_768
 # The template: ChatML writes `<|im_start|>role\n` and `<|im_end|>\n` around each turn (5 tokens), Llama-3
 # a header and `<|eot_id|>` (5); per row a BOS or the default system prompt (Qwen2.5's is 17 tokens).
 TOKENS_PER_TURN = 5
@@ -43,35 +51,45 @@ DRAWS = 2000  # simulated micro-batches: 20 lie above the 99th percentile
 SEED = 0
 
 
-def _turn_tokens(row: RowText) -> int:
+def wide_char_tokens(model_type: str | None, vocab_size: int | None) -> float:
+    """Tokens one wide (CJK, kana, Hangul, ...) character takes in this model's vocabulary."""
+    small = vocab_size is not None and vocab_size <= SMALL_VOCAB
+    if model_type in CJK_POOR or (model_type in CJK_POOR_32K and small):
+        return CJK_POOR_WIDE
+    return TOKENS_PER_CHAR["wide"]
+
+
+def _turn_tokens(row: RowText, wide: float) -> int:
     text = (
         row.latin * TOKENS_PER_CHAR["latin"]
-        + row.wide * TOKENS_PER_CHAR["wide"]
+        + row.wide * wide
         + row.digits * TOKENS_PER_CHAR["digits"]
         + row.other * TOKENS_PER_CHAR["other"]
     )
     return math.ceil(text) + row.messages * TOKENS_PER_TURN
 
 
-def row_tokens(row: RowText, image_tokens: int) -> int | None:
-    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length)."""
+def row_tokens(row: RowText, image_tokens: int, wide: float = TOKENS_PER_CHAR["wide"]) -> int | None:
+    """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length).
+    `wide` is wide_char_tokens for the model."""
     if row.other_media:
         return None
-    return _turn_tokens(row) + TOKENS_PER_ROW + row.images * image_tokens + (TOKENS_FOR_TOOLS if row.tools else 0)
+    tools = TOKENS_FOR_TOOLS if row.tools else 0
+    return _turn_tokens(row, wide) + TOKENS_PER_ROW + row.images * image_tokens + tools
 
 
-def longest_row(facts: DataFacts, image_tokens: int) -> int | None:
+def longest_row(facts: DataFacts, image_tokens: int, wide: float = TOKENS_PER_CHAR["wide"]) -> int | None:
     """The longest sampled row's tokens where every dataset was sampled, else None. Rows whose length is
     not estimated (videos, audios, rows over the read limit) do not count: they stay at max_length."""
     if not facts.datasets or any(d.status is not SampleStatus.SAMPLED for d in facts.datasets):
         return None
-    lengths = [n for d in facts.datasets for r in d.rows if (n := row_tokens(r, image_tokens)) is not None]
+    lengths = [n for d in facts.datasets for r in d.rows if (n := row_tokens(r, image_tokens, wide)) is not None]
     return max(lengths, default=None)
 
 
-def label_tokens(row: RowText) -> int:
+def label_tokens(row: RowText, wide: float = TOKENS_PER_CHAR["wide"]) -> int:
     """Tokens of the row's assistant turns (the labels swift trains on, with each turn's end marker)."""
-    return _turn_tokens(row.labels) if row.labels else 0
+    return _turn_tokens(row.labels, wide) if row.labels else 0
 
 
 def trained_lengths(length: int | None, max_length: int, truncation: str) -> list[int]:
@@ -160,6 +178,7 @@ def data_lengths(
     packing: bool,
     image_tokens: int,
     max_length_assumed: bool = False,
+    wide: float = TOKENS_PER_CHAR["wide"],
 ) -> DataLengths:
     sampled = [d for d in facts.datasets if d.status is SampleStatus.SAMPLED]
     lengths: list[int] = []
@@ -169,7 +188,7 @@ def data_lengths(
     longer = 0
     for dataset in sampled:
         mean = sum(r.weight for r in dataset.rows) / len(dataset.rows) if dataset.rows else 1.0
-        rows = [(row_tokens(r, image_tokens), label_tokens(r), r.images, r.weight) for r in dataset.rows]
+        rows = [(row_tokens(r, image_tokens, wide), label_tokens(r, wide), r.images, r.weight) for r in dataset.rows]
         rows += [(None, max_length, 0, mean)] * dataset.too_long
         scale = dataset_weight(dataset) / max(sum(row[3] for row in rows), 1e-9)
         for length, label, pictures, weight in rows:

@@ -27,7 +27,7 @@ from launcher.model import (
     Strategy,
     Topology,
 )
-from launcher.plan.data_lengths import data_lengths
+from launcher.plan.data_lengths import TOKENS_PER_CHAR, data_lengths, wide_char_tokens
 from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
@@ -178,6 +178,7 @@ def lengths_of(swift: SwiftArgs, shape: TrainShape | None, data: DataFacts | Non
         padding_free=packing or swift.get_bool("padding_free", False),
         packing=packing,
         image_tokens=shape.image_pixels // (shape.vision_patch_size * shape.vision_merge) ** 2 if shape else 0,
+        wide=wide_char_tokens(shape.model_type, shape.vocab_size) if shape else TOKENS_PER_CHAR["wide"],
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from launcher.model import DataFacts, ModelFacts
-from launcher.plan.data_lengths import longest_row
+from launcher.plan.data_lengths import longest_row, wide_char_tokens
 from launcher.plan.estimate import DEFAULT_SEQ_LEN
 from launcher.plan.features import image_pixels, image_token_side
 from launcher.plan.swift_args import SwiftArgs
@@ -32,7 +32,7 @@ def assumed_length(
     if model.is_multimodal and model.vision_hidden_size:
         at_limit = swift.with_defaults({"max_length": str(limit or UNBOUNDED)})
         tokens = image_pixels(at_limit, model, env) // image_token_side(model) ** 2
-    longest = longest_row(data, tokens)
+    longest = longest_row(data, tokens, wide_char_tokens(model.decoder_type, model.vocab_size))
     if longest is None or longest <= DEFAULT_SEQ_LEN:
         return None
     return min(longest, limit) if limit else longest

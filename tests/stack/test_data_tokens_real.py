@@ -7,8 +7,8 @@ the installed swift: swift's own loader and preprocessors (`swift.dataset.load_d
   takes.
 - The estimate, characters by script with no tokenizer (launcher.plan.data_lengths), is never far below
   what Qwen's tokenizer really writes at the 95th percentile and at the longest row: the figures the plan
-  sizes a micro-batch by. Its rates are a 100k+ vocabulary's, Qwen's, the family swift mostly trains;
-  with Llama-2's 32k vocabulary and template it is far below (scripts/bench_data_tokens.py, BENCHMARKS.md).
+  sizes a micro-batch by, at the rates for Qwen's 151k vocabulary, the family swift mostly trains; and
+  Chinese text at the rate for vocabularies poor in CJK with Llama-2's and Falcon's real tokenizers.
 """
 
 from __future__ import annotations
@@ -96,3 +96,30 @@ def test_rows_with_tools_are_not_below_their_real_tokens_at_the_median(row: dict
 
 def test_the_set_offers_tools() -> None:
     assert [row["file"] for row in TOOLS] == ["hiyouga__LLaMA-Factory__glaive_toolcall_en_demo.json"]
+
+
+SMALL_VOCABULARIES = {
+    "llama2": ("Radhikabhrara__llama_chatbot", ("llama", 32_000)),
+    "falcon": ("Decentralised-AI__falcon-40b", ("falcon", 65_024)),
+}
+CHINESE = [row for row in TEXT if row["languages"].startswith("zh")]
+
+
+@pytest.mark.parametrize("vocabulary", list(SMALL_VOCABULARIES))
+def test_chinese_text_in_a_vocabulary_poor_in_cjk_is_counted_at_its_rate(vocabulary: str) -> None:
+    """Llama-2's and Falcon's vocabularies write a Chinese character as 1.3-1.5 tokens: the estimate for
+    their models (launcher.plan.data_lengths.wide_char_tokens) is not far below at any file's longest row
+    (with Qwen's rate it was about half). The template is ChatML for both, so the rows differ in text only."""
+    from launcher.plan.data_lengths import wide_char_tokens
+
+    folder, model = SMALL_VOCABULARIES[vocabulary]
+    encoder = Encoder(DATA / "tokenizers" / folder, "qwen", "llama")
+    try:
+        lows = {}
+        for row in CHINESE:
+            ratio = compare(estimated(_path(row), wide_char_tokens(*model)), encoder.lengths(_path(row)))[100]
+            if ratio < 0.75:
+                lows[row["file"]] = round(ratio, 2)
+    finally:
+        encoder.close()
+    assert len(CHINESE) >= 8 and not lows, lows

@@ -279,3 +279,24 @@ def test_a_row_with_tools_adds_the_agent_templates_preamble() -> None:
 
     plain = RowText(400, 0, 0, 0, 2)
     assert row_tokens(replace(plain, tools=True), 0) == row_tokens(plain, 0) + TOKENS_FOR_TOOLS  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "vocab", "wide"),
+    [
+        ("llama", 32_000, 1.5),  # Llama-2
+        ("mistral", 32_768, 1.5),  # Mistral v0.3
+        ("llama", 64_000, 1.0),  # Yi: a Llama-shaped vocabulary rich in CJK
+        ("llama", 128_256, 1.0),  # Llama-3
+        ("falcon", 65_024, 1.5),
+        ("qwen2", 151_936, 1.0),
+        ("chatglm", 65_024, 1.0),
+        (None, None, 1.0),
+    ],
+)
+def test_a_wide_character_is_more_tokens_in_a_vocabulary_poor_in_cjk(model_type, vocab, wide) -> None:  # type: ignore[no-untyped-def]
+    from launcher.plan.data_lengths import wide_char_tokens
+
+    assert wide_char_tokens(model_type, vocab) == wide
+    chinese = RowText(0, 1000, 0, 0, 2)
+    assert row_tokens(chinese, 0, wide) == math.ceil(1000 * wide) + OVERHEAD
