@@ -11,8 +11,8 @@ A library for scripts/bench_data_lengths.py and tests/stack/test_data_lengths_re
   swift could not encode;
 - `compare(estimated, real)`: the estimate / real ratio at the 50th, 95th and 100th percentile.
 
-The model folder swift loads is the tiny demo model's config.json beside the real tokenizer's files (no
-weights are read: swift's processor loads the tokenizer alone).
+The model folder swift loads is a tiny decoder's config.json beside the real tokenizer's files (no weights
+are read: swift's processor loads the tokenizer alone).
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ sys.path.insert(0, str(REPO))
 from launcher.plan.data_lengths import TOKENS_PER_CHAR, row_tokens  # noqa: E402
 from launcher.probe.dataset import probe_dataset  # noqa: E402
 
-TINY_CONFIG = REPO / "demo" / "tiny" / "model" / "config.json"
+# A tiny decoder's config.json: swift's processor reads it to pick the loader; no weights are loaded
+MODEL_CONFIG = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "num_key_value_heads": 1, "vocab_size": 152_064, "max_position_embeddings": 512,
+                "torch_dtype": "float32"}  # fmt: skip
 PERCENTILES = (50, 95, 100)
 ARCHITECTURES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
 
@@ -69,8 +72,7 @@ class Encoder:
 
         self._folder = Path(tempfile.mkdtemp(prefix="safe-sft-tokenizer-"))
         # the config's family picks the tokenizer class where tokenizer_config.json leaves it open
-        config = {**json.loads(TINY_CONFIG.read_text()), "model_type": model_type}
-        config["architectures"] = [ARCHITECTURES[model_type]]
+        config = {**MODEL_CONFIG, "model_type": model_type, "architectures": [ARCHITECTURES[model_type]]}
         (self._folder / "config.json").write_text(json.dumps(config))
         for file in tokenizer_dir.iterdir():
             if file.is_file() and file.name != "config.json":
