@@ -26,7 +26,7 @@ from functools import cached_property, lru_cache
 from typing import overload
 
 from launcher.errors import SafeSftError
-from launcher.plan.swift_renames import earlier_option
+from launcher.plan.swift_renames import EARLIER_OPTIONS
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 # the words transformers' string_to_bool (swift's parser for a bool field) takes, in any case
@@ -440,7 +440,7 @@ def unknown_flag_warning(flag: str, options: frozenset[str], command: str = "swi
     import difflib  # only where a flag is unknown: the plan's start-up stays lean
 
     key = normalize_key(flag)
-    now = earlier_option(key) if command.startswith("swift sft") else None
+    now = EARLIER_OPTIONS.get(key) if command.startswith("swift sft") else None
     if now is not None and now.split()[0].lstrip("-") in options:
         meant = f" (an earlier ms-swift's option: write {now})"
     else:

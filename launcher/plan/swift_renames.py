@@ -1,8 +1,8 @@
 """The `swift sft` options earlier ms-swift versions had, and what ms-swift 4 takes instead.
 
-Contract: `earlier_option(key)` gives, for an option name (no dashes) that an earlier ms-swift took and
+Contract: `EARLIER_OPTIONS[key]` gives, for an option name (no dashes) that an earlier ms-swift took and
 ms-swift 4 does not, what to write now: the new option (with the value it takes where the value changed
-too), or how the same is said now where the option was removed. None for any other name. Data only; the
+too), or how the same is said now where the option was removed. Data only; the
 warning and the refusal that use it are launcher.plan.swift_args.unknown_flag_warning's.
 
 Sources: ms-swift's own release notes, docs/source_en/Instruction/ReleaseNote3.0.md ("Parameter
@@ -34,8 +34,3 @@ EARLIER_OPTIONS = {
     "val_dataset_sample": "--val_dataset PATH#N (N rows of PATH)",
     "do_sample": "--temperature (0 is greedy)",
 }
-
-
-def earlier_option(key: str) -> str | None:
-    """What ms-swift 4 takes for `key`, an option an earlier ms-swift had; None for any other name."""
-    return EARLIER_OPTIONS.get(key)

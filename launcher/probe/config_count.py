@@ -88,9 +88,11 @@ def config_params(shape: ConfigShape) -> tuple[int, int] | None:
     moe = bool(shape.num_experts and shape.moe_intermediate)
     if shape.intermediate is None and not moe:
         return None
-    head_dim = shape.head_dim or (h // shape.heads if shape.heads else h)
-    q_width = (shape.heads or 1) * head_dim if shape.heads else h
-    kv_width = (shape.kv_heads or shape.heads or 1) * head_dim if shape.heads else h
+    if shape.heads:
+        head_dim = shape.head_dim or h // shape.heads
+        q_width, kv_width = shape.heads * head_dim, (shape.kv_heads or shape.heads) * head_dim
+    else:
+        q_width = kv_width = h
     attention = 2 * h * q_width + 2 * h * kv_width
     dense = (3 if shape.gated else 2) * h * (shape.intermediate or 0)
     if moe:

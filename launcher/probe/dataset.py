@@ -449,8 +449,9 @@ class _Counter:
     def row(self, weight: float) -> RowText:
         latin, wide, digits, other = chars("".join(self.strings))
         labels = RowText(*chars("".join(self.label_strings)), self.label_turns) if self.label_turns else None
-        media = self.other_media
-        return RowText(latin, wide, digits, other, self.messages, self.images, media, weight, labels, self.tools)
+        return RowText(
+            latin, wide, digits, other, self.messages, self.images, self.other_media, weight, labels, tools=self.tools
+        )
 
 
 def _maybe_json(value: object) -> object:

@@ -1,8 +1,8 @@
 """Where a downloaded hub model is: the folder ModelScope or Hugging Face would load it from, offline.
 
-Contract: `cached_model_dirs(model_id, env, home)` lists the folders holding `config.json` for `org/name`,
-in the order the hubs' own offline lookups take them (modelscope `snapshot_download(...,
-local_files_only=True)`, then huggingface_hub's), so the first is the one swift would load. Pure path
+Contract: `cached_model_dir(model_id, env, home)` gives the folder holding `config.json` for `org/name` that
+the hubs' own offline lookups take first (modelscope `snapshot_download(..., local_files_only=True)`, then
+huggingface_hub's): the one swift would load; None where there is none. Pure path
 reading: nothing is downloaded, no hub library is imported.
 
 ModelScope (modelscope_hub, which ms-swift 4's modelscope delegates to) first reuses a folder an older
@@ -16,19 +16,16 @@ HF_HUB_CACHE (HF_HOME/hub), the commit the file `refs/main` names.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 
 MODELSCOPE_DEFAULT_REVISIONS = ("master", "main")
 
 
-def cached_model_dirs(model_id: str, env: Mapping[str, str], home: Path) -> list[Path]:
-    """The cached folders of `model_id` that hold a config.json, the one the hub would load first."""
-    candidates = [*_modelscope_candidates(model_id, env, home), *_huggingface_candidates(model_id, env, home)]
-    found: list[Path] = []
-    for candidate in candidates:
-        if candidate not in found and (candidate / "config.json").is_file():
-            found.append(candidate)
-    return found
+def cached_model_dir(model_id: str, env: Mapping[str, str], home: Path) -> Path | None:
+    """The cached folder of `model_id` the hub would load, the first that holds a config.json; else None."""
+    candidates = chain(_modelscope_candidates(model_id, env, home), _huggingface_candidates(model_id, env, home))
+    return next((candidate for candidate in candidates if (candidate / "config.json").is_file()), None)
 
 
 def _modelscope_candidates(model_id: str, env: Mapping[str, str], home: Path) -> Iterator[Path]:

@@ -30,8 +30,8 @@ from launcher.probe.config_count import (
     mlp_width,
     tied_unstated,
 )
-from launcher.probe.model_cache import cached_model_dirs
-from launcher.probe.weight_bytes import DTYPE_BYTES, refuse_lfs_pointer, torch_weight_bytes
+from launcher.probe.model_cache import cached_model_dir
+from launcher.probe.weight_bytes import DTYPE_BYTES, REDOWNLOAD, refuse_lfs_pointer, refuse_missing, torch_weight_bytes
 
 _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
 _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
@@ -61,9 +61,7 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
         header.pop("__metadata__", None)
         return {tensor: _tensor_entry(tensor, info) for tensor, info in header.items()}
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise SafeSftError(
-            f"{path} is not a readable safetensors file: {err}", "download the model again (or complete it)"
-        ) from None
+        raise SafeSftError(f"{path} is not a readable safetensors file: {err}", REDOWNLOAD) from None
 
 
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -76,7 +74,6 @@ def weight_files(directory: Path) -> list[Path]:
     not there (a download cut short), or a Git LFS pointer in a weight file's place, is a SafeSftError."""
     index = directory / WEIGHTS_INDEX
     if index.exists():
-        fix = "download the model again (or complete it)"
         try:
             if not stat.S_ISREG(index.stat().st_mode):
                 raise ValueError("it is not a regular file")
@@ -84,12 +81,9 @@ def weight_files(directory: Path) -> list[Path]:
             if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
                 raise ValueError("it has no weight_map of tensor names to file names")
         except (OSError, ValueError, AttributeError, RecursionError) as err:
-            raise SafeSftError(f"{index} cannot be read: {err}", fix) from None
+            raise SafeSftError(f"{index} cannot be read: {err}", REDOWNLOAD) from None
         named = sorted({directory / name for name in weight_map.values()})
-        missing = [path for path in named if not path.exists()]
-        if missing:
-            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise SafeSftError(f"{missing[0]}, which {WEIGHTS_INDEX} names, is missing{more}", fix)
+        refuse_missing([path for path in named if not path.exists()], WEIGHTS_INDEX)
     else:
         single = directory / "model.safetensors"
         named = [single] if single.exists() else sorted(directory.glob("*.safetensors"))
@@ -423,7 +417,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     counted = None
     if hidden and layers and vocab:
         width = mlp_width(text, decoder_type, hidden, stated_width)
-        counted = config_params(_config_shape(text, hidden, layers, width, vocab, extra))
+        counted = config_params(_config_shape(text, decoder_type, hidden, layers, width, vocab, extra))
     weight_bytes = torch_weight_bytes(directory)
     if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
         # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer
@@ -452,6 +446,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
 
 def _config_shape(
     text: Mapping[str, object],
+    decoder_type: str | None,
     hidden: int,
     layers: int,
     intermediate: int | None,
@@ -462,7 +457,6 @@ def _config_shape(
         value = extra.get(key)
         return value if isinstance(value, int) else None
 
-    decoder_type = extra.get("decoder_type")
     return ConfigShape(
         hidden=hidden,
         layers=layers,
@@ -472,7 +466,7 @@ def _config_shape(
         kv_heads=size("num_key_value_heads"),
         head_dim=size("head_dim"),
         tied=bool(extra.get("tie_word_embeddings")),
-        gated=gated(decoder_type if isinstance(decoder_type, str) else None),
+        gated=gated(decoder_type),
         num_experts=size("num_experts"),
         moe_intermediate=size("moe_intermediate_size"),
         shared_intermediate=size("shared_expert_intermediate_size"),
@@ -538,10 +532,10 @@ def probe_model(model: str, env: Mapping[str, str], home: Path, params_override:
     if path.is_dir():
         facts = facts_from_dir(path, model)  # a local folder swift cannot complete: what is wrong stops the run
     else:
-        found = cached_model_dirs(model, env, home)
+        found = cached_model_dir(model, env, home)
         why = "is not a local directory nor in the ModelScope/Hugging Face cache"
         try:
-            facts = facts_from_dir(found[0], model) if found else None
+            facts = facts_from_dir(found, model) if found else None
         except SafeSftError as err:
             # a hub id: swift's download completes a cached copy cut short, so the run goes on
             why = f"has an incomplete copy in the hub cache ({err.message}; swift downloads the rest)"

@@ -4,6 +4,8 @@ Contract:
 - `refuse_lfs_pointer(path)` raises SafeSftError where a weight file is a Git LFS pointer: the ~130-byte
   text `git clone` leaves in the weights' place without Git LFS. swift would fail on it in every rank after
   torchrun started them; the fix is to fetch the weights.
+- `refuse_missing(missing, index_name)` raises SafeSftError naming the weight files an index names that
+  are not there (a download cut short).
 - `torch_weight_bytes(directory)`: the bytes of a model's PyTorch weights (`pytorch_model*.bin`, what
   older checkpoints ship instead of safetensors): the index's `metadata.total_size`, the tensors' bytes
   exactly, else the .bin files' sizes summed (their pickle framing is a few bytes a tensor). None where
@@ -23,6 +25,7 @@ LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
 LFS_POINTER_MAX_BYTES = 1024  # a pointer is three short lines
 TORCH_WEIGHTS_INDEX = "pytorch_model.bin.index.json"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # config.json's torch_dtype -> bytes a weight
+REDOWNLOAD = "download the model again (or complete it)"
 
 
 def refuse_lfs_pointer(path: Path) -> None:
@@ -70,14 +73,17 @@ def _indexed_total(index: Path) -> int | None:
     if not isinstance(total, int) or isinstance(total, bool) or total <= 0 or not isinstance(weight_map, dict):
         return None
     files = sorted({index.parent / name for name in weight_map.values() if isinstance(name, str)})
-    missing = [file for file in files if not file.is_file()]
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        fix = "download the model again (or complete it)"
-        raise SafeSftError(f"{missing[0]}, which {TORCH_WEIGHTS_INDEX} names, is missing{more}", fix)
+    refuse_missing([file for file in files if not file.is_file()], index.name)
     for file in files:
         refuse_lfs_pointer(file)
     return total
+
+
+def refuse_missing(missing: list[Path], index_name: str) -> None:
+    """SafeSftError naming the first of the weight files an index names that are not there, if any."""
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SafeSftError(f"{missing[0]}, which {index_name} names, is missing{more}", REDOWNLOAD)
 
 
 def _size(path: Path) -> int:

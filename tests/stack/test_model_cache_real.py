@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.probe.model_cache import cached_model_dirs
+from launcher.probe.model_cache import cached_model_dir
 
 MODEL_ID = "Org/Model-1.5B"
 
@@ -48,16 +48,16 @@ MODELSCOPE_LAYOUTS = {
 def test_modelscope_layouts(tmp_path: Path, layout: str) -> None:
     for folder in MODELSCOPE_LAYOUTS[layout]:
         _folder(tmp_path / folder)
-    found = cached_model_dirs(MODEL_ID, {"MODELSCOPE_CACHE": str(tmp_path)}, tmp_path / "home")
+    found = cached_model_dir(MODEL_ID, {"MODELSCOPE_CACHE": str(tmp_path)}, tmp_path / "home")
     assert found, f"safe-sft found no folder where modelscope loads {modelscope_loads(tmp_path)}"
-    assert found[0] == modelscope_loads(tmp_path)
+    assert found == modelscope_loads(tmp_path)
 
 
 def test_modelscope_default_cache_is_not_under_hub(tmp_path: Path) -> None:
     """With MODELSCOPE_CACHE unset, modelscope_hub's cache is ~/.cache/modelscope (an older SDK's was its hub/)."""
     home = tmp_path / "home"
     _folder(home / ".cache/modelscope/models/Org--Model-1.5B/snapshots/master")
-    assert cached_model_dirs(MODEL_ID, {}, home)[0] == modelscope_loads(home / ".cache/modelscope")
+    assert cached_model_dir(MODEL_ID, {}, home) == modelscope_loads(home / ".cache/modelscope")
 
 
 def test_huggingface_takes_the_commit_refs_main_names(tmp_path: Path) -> None:
@@ -67,5 +67,5 @@ def test_huggingface_takes_the_commit_refs_main_names(tmp_path: Path) -> None:
     _folder(repo / "snapshots" / ("b" * 40), mtime=now)  # newer, but not the branch's commit
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
-    found = cached_model_dirs(MODEL_ID, {"HF_HUB_CACHE": str(tmp_path)}, tmp_path / "home")
-    assert found[0] == huggingface_loads(tmp_path)
+    found = cached_model_dir(MODEL_ID, {"HF_HUB_CACHE": str(tmp_path)}, tmp_path / "home")
+    assert found == huggingface_loads(tmp_path)

@@ -98,15 +98,21 @@ def test_a_tied_output_layer_is_read_as_the_weights_have_it(tmp_path: Path, row:
     assert probe_model(str(tmp_path), {}, tmp_path).tie_word_embeddings is not has_output_layer
 
 
+def _with_shards(row: dict[str, Any], folder: Path, shard: bytes) -> None:
+    """The row's config.json and index in `folder`, and each shard its index names holding `shard`."""
+    for name in ("config.json", row["index_file"]):
+        shutil.copy(_folder(row) / name, folder)
+    for name in set(_weight_map(row).values()):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(shard)
+
+
 BIN_ROWS = [row for row in ROWS if row["index_file"] == "pytorch_model.bin.index.json"]
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row["dir"]) for row in BIN_ROWS])
 def test_a_bin_checkpoint_is_counted_by_its_index(tmp_path: Path, row: dict[str, Any]) -> None:
-    for name in ("config.json", row["index_file"]):
-        shutil.copy(_folder(row) / name, tmp_path)
-    for shard in set(_weight_map(row).values()):
-        (tmp_path / shard).write_bytes(b"\0" * 2048)  # a stand-in: the index's total is what is read
+    _with_shards(row, tmp_path, b"\0" * 2048)  # a stand-in: the index's total is what is read
     facts = probe_model(str(tmp_path), {}, tmp_path)
     if row["torch_dtype"] in DTYPE_BYTES and not row["quantized"]:
         assert (facts.source, facts.total_params) == (
@@ -122,11 +128,7 @@ SAFETENSORS_ROWS = [row for row in ROWS if row["index_file"] == "model.safetenso
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row["dir"]) for row in SAFETENSORS_ROWS])
 def test_shards_left_as_git_lfs_pointers_are_refused_in_one_line(tmp_path: Path, row: dict[str, Any]) -> None:
-    for name in ("config.json", row["index_file"]):
-        shutil.copy(_folder(row) / name, tmp_path)
-    for shard in set(_weight_map(row).values()):
-        (tmp_path / shard).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / shard).write_text(POINTER)
+    _with_shards(row, tmp_path, POINTER.encode())
     with pytest.raises(SafeSftError) as err:
         probe_model(str(tmp_path), {}, tmp_path)
     assert "is a Git LFS pointer, not the weights" in err.value.message and "git lfs pull" in err.value.hint
