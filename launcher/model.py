@@ -143,6 +143,12 @@ class ModelFacts:
     vision_max_tiles: int | None = None
     head_dim: int | None = None  # config.json's head_dim where q's width is not hidden / heads (Gemma, Qwen3)
     decoder_type: str | None = None  # the text decoder's model_type (qwen3_vl_text inside qwen3_vl)
+    # what swift names the model's type by when its name is none it registers (launcher.plan.model_type):
+    # config.json's architectures (None: no config.json read), and the model_type and template of the
+    # args.json swift writes beside what it trains and exports
+    architectures: tuple[str, ...] | None = None
+    saved_model_type: str | None = None
+    saved_template: str | None = None
 
 
 @dataclass(frozen=True)

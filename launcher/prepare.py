@@ -69,6 +69,7 @@ class Prepared:
     plan: Plan
     user_deepspeed: UserConfig | None = None  # the user's own --deepspeed file or inline JSON, read once
     backend: Backend = SWIFT  # the trainer the arguments are for
+    naming_error: SafeSftError | None = None  # swift would stop on the model's type or template (the run refuses)
 
     @property
     def output_dir(self) -> Path:
@@ -167,6 +168,7 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
+    naming_error = swift_naming_error(swift, model_name, model) if model_name and backend.name == "swift" else None
     probe_route = topology.nnodes.value > 1 and host.network.known
     master_addresses = resolve(topology.master_addr.value) if probe_route else ()
     if probe_route and topology.node_rank.value > 0 and not request.allow_loopback_master:
@@ -201,9 +203,10 @@ def prepare(
         ),
         data=data,
     )
-    if named.warnings:
-        plan = replace(plan, warnings=(*plan.warnings, *named.warnings))
-    return Prepared(swift=swift, host=host, model=model, plan=plan, user_deepspeed=user_deepspeed, backend=backend)
+    warnings = (*named.warnings, *([f"{naming_error} (the run refuses to start)"] if naming_error else []))
+    if warnings:
+        plan = replace(plan, warnings=(*plan.warnings, *warnings))
+    return Prepared(swift, host, model, plan, user_deepspeed, backend, naming_error)
 
 
 HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these
@@ -323,21 +326,45 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     unknown = swift.unknown_flags() if backend.name == "swift" else ()  # none under --ignore_args_error true
     if not unknown:
         return
-    import importlib.metadata
-
     from launcher.backends.swift import table_version
     from launcher.plan.swift_args import unknown_flag_warning
 
-    try:
-        installed = importlib.metadata.version("ms-swift")
-    except importlib.metadata.PackageNotFoundError:
-        return
-    if installed.split(".")[:2] != table_version().split(".")[:2]:
+    installed = installed_swift_like(table_version())
+    if installed is None:
         return
     raise SafeSftError(
         unknown_flag_warning(unknown[0], swift.options, f"swift sft {installed}"),
         "write the option as swift sft spells it (`swift sft --help`), or drop it",
     )
+
+
+def installed_swift_like(table: str) -> str | None:
+    """The installed ms-swift's version where it is the major.minor a table of safe-sft's was read from
+    (another version may differ: its checks stand down), else None."""
+    import importlib.metadata
+
+    try:
+        installed = importlib.metadata.version("ms-swift")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return installed if installed.split(".")[:2] == table.split(".")[:2] else None
+
+
+def swift_naming_error(swift: SwiftArgs, model_name: str, model: ModelFacts | None) -> SafeSftError | None:
+    """The model type and template swift decides for the model before it loads anything, decided here from
+    its registry (launcher.plan.model_type): where swift would stop on them (in every rank, after the start),
+    why; a plan shows it, a run refuses to start."""
+    from launcher.backends.swift_models import swift_models
+    from launcher.plan.model_type import swift_naming
+
+    models = swift_models()
+    if installed_swift_like(models.version) is None:
+        return None
+    try:
+        swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template"))
+    except SafeSftError as err:
+        return err
+    return None
 
 
 def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:

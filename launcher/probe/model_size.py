@@ -357,7 +357,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             f"{config_path}: {', '.join(bad)} {verb}: the memory estimate does without, and swift builds the "
             "model from this file (if it was edited, restore the model's own config.json)"
         )
-    extra = _shape_fields(config)
+    naming = _naming(config if config_path.is_file() else None, directory / SWIFT_ARGS)
+    extra = {**_shape_fields(config), **naming}
     hidden = _int(text, *HIDDEN_KEYS)
     layers = _int(text, *LAYER_KEYS)
     decoder_type = extra["decoder_type"] if isinstance(extra["decoder_type"], str) else None
@@ -441,7 +442,33 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             **shape_facts,  # type: ignore[arg-type]
             **extra,  # type: ignore[arg-type]
         )
-    return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings))
+    return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings), **naming)  # type: ignore[arg-type]
+
+
+SWIFT_ARGS = "args.json"  # swift writes it beside what it trains and exports
+
+
+def _naming(config: Mapping[str, object] | None, args_path: Path) -> dict[str, object]:
+    """What swift names the model's type by beyond its name: config.json's architectures (None without a
+    config.json), and the model_type and template of an args.json swift wrote in the folder; its model_type
+    only where ms-swift 4 wrote it, as swift reads it (BaseArguments.load_args_from_ckpt: 3.x named its
+    types otherwise). An args.json that is not a JSON object is passed over: what swift makes of it is
+    swift's to say."""
+    architectures = config.get("architectures") if config is not None else None
+    names = tuple(a for a in architectures if isinstance(a, str)) if isinstance(architectures, list) else ()
+    saved: object = {}
+    if args_path.is_file():
+        try:
+            saved = json.loads(args_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+    saved = saved if isinstance(saved, dict) else {}
+    writer = re.match(r"\d+", _str(saved, "swift_version") or "")
+    return {
+        "architectures": names if config is not None else None,
+        "saved_model_type": _str(saved, "model_type") if writer and int(writer.group()) >= 4 else None,
+        "saved_template": _str(saved, "template"),
+    }
 
 
 def _config_shape(

@@ -305,13 +305,18 @@ def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) 
     config = {"model_type": "gemma2", "hidden_size": 3584, "num_hidden_layers": 42, "intermediate_size": 14336,
               "vocab_size": 256000, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256}  # fmt: skip
     args = ["--assume-gpus", "1x80GiB", "--assume-ram", "256GiB", "--explain-memory"]
-    for model_type, line in (
-        ("gemma2", "activations: a gemma2 decoder layer, as measured on transformers' code"),
-        ("brand_new", "activations: model_type brand_new is not measured, counted as a llama decoder layer"),
+    for model_type, architecture, line in (
+        ("gemma2", "Gemma2ForCausalLM", "activations: a gemma2 decoder layer, as measured on transformers' code"),
+        (
+            "brand_new",
+            "BrandNewForCausalLM",
+            "activations: model_type brand_new is not measured, counted as a llama decoder layer",
+        ),
     ):
         model = tmp_path / model_type
         model.mkdir()
-        (model / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+        named = {"model_type": model_type, "architectures": [architecture]}  # swift's type from its architecture
+        (model / "config.json").write_text(json.dumps({**config, **named}))
         done = run_cli("plan", *args, "--model", str(model), "--max_length", "8192")
         assert done.returncode == 0, done.stderr
         assert f"\n  {line}\n" in done.stdout
@@ -326,7 +331,8 @@ def test_plan_explain_memory_names_the_measured_layer_it_counts(tmp_path: Path) 
     # unset --attn_impl: a model swift's loader gives eager attention says why
     gemma3 = tmp_path / "gemma3"
     gemma3.mkdir()
-    (gemma3 / "config.json").write_text(json.dumps({**config, "model_type": "gemma3_text"}))
+    gemma3_named = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
+    (gemma3 / "config.json").write_text(json.dumps({**config, **gemma3_named}))
     default = run_cli("plan", *args, "--model", str(gemma3), "--max_length", "8192")
     assert "ms-swift's loader gives gemma3_text eager attention when --attn_impl is unset" in default.stdout
 
@@ -336,9 +342,19 @@ def test_a_bad_image_budget_is_one_line_before_anything_starts(tmp_path: Path) -
     vision = {"hidden_size": 1280, "intermediate_size": 3420, "depth": 32, "patch_size": 14}
     config = {"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_hidden_layers": 28, "vocab_size": 152064,
               "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4,
-              "vision_config": vision}  # fmt: skip
+              "vision_config": vision, "architectures": ["Qwen2_5_VLForConditionalGeneration"]}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(config))
-    args = ["plan", "--assume-gpus", "2x80GiB", "--assume-ram", "256GiB", "--model", str(tmp_path)]
+    args = [
+        "plan",
+        "--assume-gpus",
+        "2x80GiB",
+        "--assume-ram",
+        "256GiB",
+        "--model",
+        str(tmp_path),
+        "--template",
+        "qwen2_5_vl",
+    ]
     assert run_cli(*args).returncode == 0
     bad = subprocess.run(
         [sys.executable, "-m", "launcher", *args],
@@ -355,7 +371,7 @@ def test_explain_memory_counts_the_configs_attention_dropout_under_eager(tmp_pat
               "vocab_size": 32000, "num_attention_heads": 16, "num_key_value_heads": 4}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.1}))
     args = ["plan", "--explain-memory", "--assume-gpus", "1x80GiB", "--assume-ram", "256GiB", "--model", str(tmp_path)]
-    done = run_cli(*args, "--attn_impl", "eager")
+    done = run_cli(*args, "--attn_impl", "eager", "--model_type", "llama", "--template", "llama")
     assert done.returncode == 0, done.stderr
     line = "eager attention: 7 bytes per head x length^2 kept by each layer (attention_scores)"
     assert f"{line}, with the config's attention dropout\n" in done.stdout

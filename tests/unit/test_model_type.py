@@ -1,0 +1,160 @@
+"""swift's model type and template for a run, decided before anything starts (launcher.plan.model_type), on
+the registry read from ms-swift 4.6 (launcher/backends/swift_models.txt; tests/stack/test_swift_models_real.py
+holds both to the installed swift's own decision)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.swift_models import parse, swift_models
+from launcher.errors import SafeSftError
+from launcher.model import ModelFacts
+from launcher.plan.model_type import SwiftNaming, model_name, swift_naming
+
+MODELS = swift_models()
+QWEN2_ARCH = ("Qwen2ForCausalLM",)
+
+
+def facts(
+    model_type: str | None = "qwen2",
+    architectures: tuple[str, ...] | None = QWEN2_ARCH,
+    saved_model_type: str | None = None,
+    saved_template: str | None = None,
+) -> ModelFacts:
+    return ModelFacts(
+        name="m",
+        total_params=None,
+        source="config",
+        model_type=model_type,
+        architectures=architectures,
+        saved_model_type=saved_model_type,
+        saved_template=saved_template,
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("/data/Qwen2.5-7B-Instruct/", "qwen2.5-7b-instruct"),
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct"),
+        ("/root/.cache/modelscope/hub/models/Qwen/Qwen2___5-7B-Instruct", "qwen2.5-7b-instruct"),
+        ("/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/abc123", "qwen2.5-7b-instruct"),
+        ("/root/.cache/modelscope/hub/models/Qwen--QwQ-32B/snapshots/master", "qwq-32b"),
+    ],
+)
+def test_the_name_swift_matches_is_read_as_swift_reads_it(model: str, name: str) -> None:
+    assert model_name(model) == name
+
+
+def test_a_registered_name_gives_its_type_and_its_groups_template() -> None:
+    # ms-swift 4 registers Qwen2.5 under type qwen2, whose Qwen2.5 group has the qwen2_5 template
+    assert swift_naming(MODELS, "/data/Qwen2.5-7B-Instruct", facts(), None, None) == SwiftNaming("qwen2", "qwen2_5")
+    # a name the user's --model_type overrides: that type's own template, not the name's group's
+    assert swift_naming(MODELS, "/data/QwQ-32B", facts(), "qwen2", "qwen") == SwiftNaming("qwen2", "qwen")
+
+
+def test_an_architecture_of_several_types_stops_with_the_types_and_the_fix() -> None:
+    with pytest.raises(SafeSftError) as err:
+        swift_naming(MODELS, "/data/my-sft-model", facts(), None, None)
+    assert err.value.message == (
+        "swift sft 4.6.0 cannot tell the model type of '/data/my-sft-model': 'my-sft-model' is none of the names "
+        "it registers, and config.json's architecture Qwen2ForCausalLM is that of 2 types (qwen2, qwen2_gte)"
+    )
+    assert err.value.hint.startswith("add --model_type with the type swift registers for this model, such as "
+                                    "--model_type qwen2 and --template (one of qwen, qwen2_5, ")  # fmt: skip
+
+
+def test_a_config_without_architectures_is_swifts_null_and_the_fix_is_configs_own_type() -> None:
+    with pytest.raises(SafeSftError) as err:
+        swift_naming(MODELS, "/data/x", facts(model_type="gemma2", architectures=()), None, None)
+    assert "lack of an architecture (swift's `null`) is that of 10 types (bert, " in err.value.message
+    assert err.value.hint.endswith("such as --model_type gemma2")
+    assert swift_naming(MODELS, "/data/x", facts("gemma2", ()), "gemma2", None) == SwiftNaming("gemma2", "gemma")
+
+
+def test_a_type_with_several_templates_and_none_of_its_own_stops_without_template() -> None:
+    with pytest.raises(SafeSftError) as err:
+        swift_naming(MODELS, "/data/my-sft-model", facts(), "qwen2", None)
+    assert "its model type qwen2 has 7 candidate templates (qwen, qwen2_5, qwen2_5_math, " in err.value.message
+    assert err.value.hint.startswith("add --template with the chat format the model was trained with (one of qwen, ")
+
+
+def test_args_json_swift_wrote_decides_type_and_template() -> None:
+    saved = facts(saved_model_type="qwen2", saved_template="qwen2_5")
+    assert swift_naming(MODELS, "/out/v0-x/checkpoint-100", saved, None, None) == SwiftNaming("qwen2", "qwen2_5")
+    with pytest.raises(SafeSftError, match=r"args.json's model_type 'qwen2.5' is no model type of swift sft"):
+        swift_naming(MODELS, "/out/ckpt", facts(saved_model_type="qwen2.5"), None, None)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("model_type", "qwen2.5", "--model_type 'qwen2.5' is no model type of swift sft 4.6.0 (close: qwen2, "),
+        ("model_type", "Qwen3", "--model_type 'Qwen3' is no model type of swift sft 4.6.0 (close: qwen3, "),
+        ("template", "chatml_x", "--template 'chatml_x' is no template of swift sft 4.6.0 (close: chatml"),
+        ("template", "zzzz", "--template 'zzzz' is no template of swift sft 4.6.0"),
+    ],
+)
+def test_a_type_or_template_swift_does_not_register_is_named_with_the_close_ones(
+    flag: str, value: str, said: str
+) -> None:
+    given = {"model_type": None, "template": None, flag: value}
+    with pytest.raises(SafeSftError) as err:
+        swift_naming(MODELS, "/data/Qwen2.5-7B-Instruct", facts(), given["model_type"], given["template"])
+    assert err.value.message.startswith(said)
+
+
+def test_nothing_to_go_on_is_left_to_swift_and_an_unregistered_architecture_runs_as_dummy() -> None:
+    assert swift_naming(MODELS, "org/brand-new", facts(architectures=None), None, None) == SwiftNaming(None, None)
+    assert swift_naming(MODELS, "org/brand-new", None, None, "qwen") == SwiftNaming(None, "qwen")
+    unregistered = facts("brand_new", ("BrandNewForCausalLM",))
+    assert swift_naming(MODELS, "/data/brand-new", unregistered, None, None) == SwiftNaming(None, "dummy")
+
+
+def test_the_table_parses_each_kind_of_line() -> None:
+    table = parse(
+        "# swift's model types and templates (ms-swift 9.1.2): x\n"
+        "type t1 - a,b\ntype t2 tt tt\nname n1 t1 b\narch A t1 t2\narch null t2\ntemplate a 5 1 2 3\n"
+    )
+    assert table.version == "9.1.2"
+    assert table.templates_of == {"t1": (None, ("a", "b")), "t2": ("tt", ("tt",))}
+    assert table.names == {"n1": ("t1", "b")}
+    assert table.arch_types == {"A": ("t1", "t2"), "null": ("t2",)}
+    assert table.system_chars == {"a": (5, 1, 2, 3)}
+
+
+def test_the_run_stops_in_one_line_on_a_real_folder_swift_cannot_name(tmp_path: Path) -> None:
+    """Mixtral-8x7B's real config.json under its repository's name: none swift registers, an architecture of
+    three types. swift would stop in every rank after the start; safe-sft's run stops first, with the fix,
+    and writes nothing; its plan shows the plan and says so."""
+    folder = tmp_path / "Mixtral-8x7B"
+    folder.mkdir()
+    source = Path(__file__).resolve().parents[1] / "data" / "model_configs" / "files" / "yangulei__Mixtral-8x7B"
+    (folder / "config.json").write_text((source / "config.json").read_text())
+    out = tmp_path / "out"
+    swift_args = ["--model", str(folder), "--use_cpu", "true", "--output_dir", str(out)]
+    run = subprocess.run([sys.executable, "-m", "launcher", *swift_args], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    said = (
+        f"swift sft 4.6.0 cannot tell the model type of {str(folder)!r}: 'mixtral-8x7b' is none of the names it "
+        "registers, and config.json's architecture MixtralForCausalLM is that of 3 types (mixtral, wizardlm2_moe, "
+        "openbuddy_mixtral)"
+    )
+    fix = "add --model_type with the type swift registers for this model, such as --model_type mixtral"
+    assert run.stderr.splitlines()[-2:] == [f"safe-sft: error: {said}", f"safe-sft: fix: {fix}"]
+    assert not out.exists()
+    plan = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--json", *swift_args], capture_output=True, text=True, timeout=60
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert f"{said} (fix: {fix}) (the run refuses to start)" in json.loads(plan.stdout)["warnings"]
+    named = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--json", *swift_args, "--model_type", "mixtral"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert not [w for w in json.loads(named.stdout)["warnings"] if "cannot tell" in w]
