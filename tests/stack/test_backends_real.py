@@ -119,8 +119,9 @@ def _lf_plain(tiny: dict[str, object], out: Path, tmp: Path) -> list[str]:
 
 
 ENTRIES = {
-    # a template swift does not have (an option it does not have, safe-sft refuses itself before any rank starts)
-    "swift": Entry("swift", _swift_safe_sft, _swift_plain, ["--template=no_such_template"], {}),
+    # a plugin file that is not there: swift stops on it as each rank starts (an option, a template or a model
+    # type swift does not have, safe-sft refuses itself before any rank starts: exit 2)
+    "swift": Entry("swift", _swift_safe_sft, _swift_plain, ["--external_plugins=no_such_plugin.py"], {}),
     "torchrun": Entry(
         "torchrun", _torchrun_safe_sft, _torchrun_plain, ["--no_such_option", "1"], {"PYTHONPATH": str(HF_RANK_HOOKS)}
     ),
@@ -242,7 +243,7 @@ def test_a_user_error_stops_after_one_attempt(entry: Entry, tiny: dict[str, obje
     assert data["backend"] == entry.name and len(data["attempts"]) == 1
     failure = data["attempts"][0]["failure"]
     assert failure["kind"] == "user_error"
-    bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_option, no_such_template
+    bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_plugin, no_such_option, no_such_template
     assert any(bad_value in line for line in failure["evidence"]), failure["evidence"]
 
 
