@@ -165,6 +165,7 @@ class RowText:
     weight: float = 1.0  # how many of the file's rows it stands for, relative to its dataset's other rows
     labels: RowText | None = None  # the assistant's turns alone: what swift trains on (its labels)
     tools: bool = False  # the row offers tools: the agent template writes their schemas with its preamble
+    system: bool = False  # the row has its own system prompt, which takes the template's default's place
 
 
 class SampleStatus(str, Enum):
@@ -197,6 +198,9 @@ class DatasetSample:
 class DataFacts:
     datasets: tuple[DatasetSample, ...] = ()
     warnings: tuple[str, ...] = ()
+    # the system prompt swift writes into a row without its own: --system, else the template's default
+    # (launcher.plan.model_type), as (latin, wide, digits, other) characters; None where not known
+    default_system: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)

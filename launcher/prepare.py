@@ -29,6 +29,7 @@ from launcher.model import (
 )
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
+from launcher.plan.model_type import SwiftNaming
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
@@ -168,7 +169,9 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    naming_error = swift_naming_error(swift, model_name, model) if model_name and backend.name == "swift" else None
+    naming, naming_error = swift_naming_of(swift, model_name, model) if backend.name == "swift" else (None, None)
+    if data is not None and backend.name == "swift":
+        data = replace(data, default_system=default_system_chars(swift, naming))
     probe_route = topology.nnodes.value > 1 and host.network.known
     master_addresses = resolve(topology.master_addr.value) if probe_route else ()
     if probe_route and topology.node_rank.value > 0 and not request.allow_loopback_master:
@@ -350,21 +353,45 @@ def installed_swift_like(table: str) -> str | None:
     return installed if installed.split(".")[:2] == table.split(".")[:2] else None
 
 
-def swift_naming_error(swift: SwiftArgs, model_name: str, model: ModelFacts | None) -> SafeSftError | None:
+def swift_naming_of(
+    swift: SwiftArgs, model_name: str | None, model: ModelFacts | None
+) -> tuple[SwiftNaming | None, SafeSftError | None]:
     """The model type and template swift decides for the model before it loads anything, decided here from
-    its registry (launcher.plan.model_type): where swift would stop on them (in every rank, after the start),
-    why; a plan shows it, a run refuses to start."""
+    its registry (launcher.plan.model_type), or why swift would stop on them (in every rank, after the
+    start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
+    version the registry was read from."""
     from launcher.backends.swift_models import swift_models
     from launcher.plan.model_type import swift_naming
 
     models = swift_models()
-    if installed_swift_like(models.version) is None:
-        return None
+    if not model_name or installed_swift_like(models.version) is None:
+        return None, None
     try:
-        swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template"))
+        return swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template")), None
     except SafeSftError as err:
-        return err
-    return None
+        return None, err
+
+
+def default_system_chars(swift: SwiftArgs, naming: SwiftNaming | None) -> tuple[int, int, int, int] | None:
+    """The system prompt swift writes into a row without its own, as characters by script: --system (its
+    text, or the .txt file it names, as swift reads it), else the template's default; None where unknown."""
+    from launcher.backends.swift_models import swift_models
+    from launcher.probe.dataset import chars
+
+    given = swift.get("system")
+    if given is not None:
+        if not given.endswith(".txt"):
+            return chars(given.replace("\\n", "\n"))
+        try:
+            return chars(Path(given).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+            raise SafeSftError(
+                f"--system {given!r} names a .txt file that cannot be read ({why})",
+                "give the path of the system prompt's file, or the prompt itself (without .txt at its end)",
+            ) from None
+    template = naming.template if naming else None
+    return swift_models().system_chars.get(template) if template else None
 
 
 def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:

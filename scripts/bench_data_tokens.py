@@ -47,7 +47,7 @@ def report(root: Path) -> str:
             "files with p95 and p100 >= 0.9 | lowest p100 |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for name, (folder, template, family, model) in FAMILIES.items():
         wide = wide_char_tokens(*model)
-        estimates = {row["file"]: estimated(_file(root, row["file"]), wide) for row in rows}
+        estimates = {row["file"]: estimated(_file(root, row["file"]), wide, template) for row in rows}
         encoder = Encoder(TOKENIZERS / folder, template, family)
         try:
             agree, p50s, safe, lowest = 0, [], 0, float("inf")

@@ -2,9 +2,9 @@
 
 A library for scripts/bench_data_lengths.py and tests/stack/test_data_lengths_real.py:
 
-- `estimated(path)`: safe-sft's reading (launcher.probe.dataset sampling the file, then
-  launcher.plan.data_lengths.row_tokens, characters by script, no tokenizer), rows whose length it
-  estimates;
+- `estimated(path, wide, template)`: safe-sft's reading (launcher.probe.dataset sampling the file, then
+  launcher.plan.data_lengths.row_tokens, characters by script, no tokenizer, and the template's default
+  system prompt where a row has none), rows whose length it estimates;
 - `Encoder(tokenizer_dir, template)`: swift's own reading: `swift.dataset.load_dataset` (its
   preprocessors, as `swift sft --dataset FILE` runs them) and the template's `encode` in train mode with a
   real tokenizer, no max_length; `encoder.lengths(path)` gives each row's input_ids length and the rows
@@ -28,7 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.plan.data_lengths import TOKENS_PER_CHAR, row_tokens  # noqa: E402
+from launcher.backends.swift_models import swift_models  # noqa: E402
+from launcher.plan.data_lengths import TOKENS_PER_CHAR, row_tokens, system_tokens  # noqa: E402
 from launcher.probe.dataset import probe_dataset  # noqa: E402
 
 # A tiny decoder's config.json: swift's processor reads it to pick the loader; no weights are loaded
@@ -46,10 +47,12 @@ class Lengths:
     dropped: int = 0  # rows safe-sft found malformed, or swift could not encode
 
 
-def estimated(path: Path, wide: float = TOKENS_PER_CHAR["wide"]) -> Lengths:
-    """safe-sft's estimate; `wide` is what launcher.plan.data_lengths.wide_char_tokens gives the model."""
+def estimated(path: Path, wide: float = TOKENS_PER_CHAR["wide"], template: str | None = None) -> Lengths:
+    """safe-sft's estimate; `wide` is what launcher.plan.data_lengths.wide_char_tokens gives the model, and
+    `template` the swift template whose default system prompt a row without its own gets (None: not known)."""
     sample = probe_dataset(str(path.resolve()), path.resolve().parent)
-    lengths = tuple(n for row in sample.rows if (n := row_tokens(row, 0, wide)) is not None)
+    system = system_tokens(swift_models().system_chars.get(template) if template else None, wide)
+    lengths = tuple(n for row in sample.rows if (n := row_tokens(row, 0, wide, system)) is not None)
     return Lengths(rows=sample.rows_in_file or 0, lengths=lengths, dropped=sample.malformed)
 
 

@@ -41,6 +41,10 @@ SMALL_VOCAB = 32_768
 # a header and `<|eot_id|>` (5); per row a BOS or the default system prompt (Qwen2.5's is 17 tokens).
 TOKENS_PER_TURN = 5
 TOKENS_PER_ROW = 24
+# A row without its own system prompt gets the template's default (or --system): TOKENS_PER_ROW holds one
+# of up to this many tokens (Qwen2.5's); a longer one (Llama-2's `llama` template: about 130 tokens with
+# its tokenizer; Devstral's: over 1,000) adds the rest.
+SYSTEM_IN_ROW = 17
 # A row with tools: the agent template's preamble around their schemas (swift's hermes, Qwen's default:
 # 85 tokens with Qwen's tokenizer, measured by encoding a row with and without one small tool)
 TOKENS_FOR_TOOLS = 85
@@ -70,13 +74,24 @@ def _turn_tokens(row: RowText, wide: float) -> int:
     return math.ceil(text) + row.messages * TOKENS_PER_TURN
 
 
-def row_tokens(row: RowText, image_tokens: int, wide: float = TOKENS_PER_CHAR["wide"]) -> int | None:
+def system_tokens(chars: tuple[int, int, int, int] | None, wide: float = TOKENS_PER_CHAR["wide"]) -> int:
+    """What the default system prompt (DataFacts.default_system's characters) adds to a row without its own,
+    beyond the SYSTEM_IN_ROW tokens TOKENS_PER_ROW holds."""
+    if chars is None:
+        return 0
+    return max(_turn_tokens(RowText(*chars, messages=0), wide) - SYSTEM_IN_ROW, 0)
+
+
+def row_tokens(
+    row: RowText, image_tokens: int, wide: float = TOKENS_PER_CHAR["wide"], default_system: int = 0
+) -> int | None:
     """Tokens of one templated row; None for a row with videos or audios (not estimated: max_length).
-    `wide` is wide_char_tokens for the model."""
+    `wide` is wide_char_tokens for the model; `default_system` what system_tokens gives the run."""
     if row.other_media:
         return None
     tools = TOKENS_FOR_TOOLS if row.tools else 0
-    return _turn_tokens(row, wide) + TOKENS_PER_ROW + row.images * image_tokens + tools
+    system = 0 if row.system else default_system
+    return _turn_tokens(row, wide) + TOKENS_PER_ROW + system + row.images * image_tokens + tools
 
 
 def longest_row(facts: DataFacts, image_tokens: int, wide: float = TOKENS_PER_CHAR["wide"]) -> int | None:
@@ -84,7 +99,9 @@ def longest_row(facts: DataFacts, image_tokens: int, wide: float = TOKENS_PER_CH
     not estimated (videos, audios, rows over the read limit) do not count: they stay at max_length."""
     if not facts.datasets or any(d.status is not SampleStatus.SAMPLED for d in facts.datasets):
         return None
-    lengths = [n for d in facts.datasets for r in d.rows if (n := row_tokens(r, image_tokens, wide)) is not None]
+    system = system_tokens(facts.default_system, wide)
+    rows = (r for d in facts.datasets for r in d.rows)
+    lengths = [n for r in rows if (n := row_tokens(r, image_tokens, wide, system)) is not None]
     return max(lengths, default=None)
 
 
@@ -187,9 +204,12 @@ def data_lengths(
     images: list[int] = []
     weights: list[float] = []
     longer = 0
+    system = system_tokens(facts.default_system, wide)
     for dataset in sampled:
         mean = sum(r.weight for r in dataset.rows) / len(dataset.rows) if dataset.rows else 1.0
-        rows = [(row_tokens(r, image_tokens, wide), label_tokens(r, wide), r.images, r.weight) for r in dataset.rows]
+        rows = [
+            (row_tokens(r, image_tokens, wide, system), label_tokens(r, wide), r.images, r.weight) for r in dataset.rows
+        ]
         rows += [(None, max_length, 0, mean)] * dataset.too_long
         scale = dataset_weight(dataset) / max(sum(row[3] for row in rows), 1e-9)
         for length, label, pictures, weight in rows:

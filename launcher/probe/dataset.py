@@ -408,7 +408,7 @@ class _Counter:
         self.label_turns = 0
         self.labelling = False
         self.messages = self.images = 0
-        self.other_media = self.tools = False
+        self.other_media = self.tools = self.system = False
 
     def text(self, value: object) -> None:
         """Every string inside `value` (tool calls and nested content included), media blocks counted apart."""
@@ -450,7 +450,17 @@ class _Counter:
         latin, wide, digits, other = chars("".join(self.strings))
         labels = RowText(*chars("".join(self.label_strings)), self.label_turns) if self.label_turns else None
         return RowText(
-            latin, wide, digits, other, self.messages, self.images, self.other_media, weight, labels, tools=self.tools
+            latin,
+            wide,
+            digits,
+            other,
+            self.messages,
+            self.images,
+            self.other_media,
+            weight,
+            labels,
+            tools=self.tools,
+            system=self.system,
         )
 
 
@@ -472,6 +482,7 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
     counter.media(record)
     messages_key = next((k for k in MESSAGE_KEYS if k in record), None)
     for key in SYSTEM_KEYS:
+        counter.system |= record.get(key) is not None  # even empty: swift then writes no default system prompt
         if record.get(key):
             counter.text(_maybe_json(record[key]))
             counter.messages += 1
@@ -486,7 +497,9 @@ def row_text(record: object, weight: float = 1.0) -> RowText:
         for message in messages:
             if not message.keys().isdisjoint(TURN_KEYS):
                 counter.messages += 1
-                trained = message.get("role", message.get("from")) in ANSWER_ROLES
+                role = message.get("role", message.get("from"))
+                counter.system |= role == "system"
+                trained = role in ANSWER_ROLES
                 (counter.answer if trained else counter.text)(message)
             else:  # ShareGPT pairs: {"user": ..., "assistant": ...}
                 turns = [k for k in SHAREGPT_KEYS if k in message]

@@ -10,11 +10,14 @@ import pytest
 from launcher.model import DataFacts, DatasetSample, ModelFacts, RowText, SampleStatus, Strategy
 from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.data_lengths import (
+    SYSTEM_IN_ROW,
     TOKENS_PER_ROW,
     TOKENS_PER_TURN,
     data_lengths,
+    longest_row,
     micro_batch_at,
     row_tokens,
+    system_tokens,
     trained_lengths,
     weighted_percentile,
 )
@@ -42,6 +45,25 @@ def test_tokens_by_script_plus_the_template() -> None:
     assert row_tokens(RowText(0, 0, 10, 20, 2), 0) == 10 + 10 + OVERHEAD
     assert row_tokens(RowText(0, 0, 0, 0, 2, images=3), 256) == 3 * 256 + OVERHEAD
     assert row_tokens(RowText(0, 0, 0, 0, 2, other_media=True), 0) is None
+
+
+def test_a_long_default_system_prompt_adds_to_rows_without_their_own() -> None:
+    """swift writes the template's default system prompt (or --system) into every row without its own:
+    TOKENS_PER_ROW holds SYSTEM_IN_ROW tokens of it, a longer one adds the rest (Llama-2's `llama` template:
+    507 characters)."""
+    assert system_tokens(None) == 0
+    assert system_tokens((28, 0, 0, 0)) == 0  # swift's `qwen`: "You are a helpful assistant."
+    llama = system_tokens((507, 0, 0, 0))
+    assert llama == math.ceil(507 / 4) - SYSTEM_IN_ROW
+    assert system_tokens((0, 100, 0, 0), wide=1.5) == 150 - SYSTEM_IN_ROW
+    own = RowText(400, 0, 0, 0, 3, system=True)
+    assert row_tokens(RowText(400, 0, 0, 0, 2), 0, default_system=llama) == 100 + OVERHEAD + llama
+    assert row_tokens(own, 0, default_system=llama) == row_tokens(own, 0)
+    with_default = replace(facts(text_row(300), own), default_system=(507, 0, 0, 0))
+    assert longest_row(with_default, 0) == 300 + llama
+    lengths = data_lengths(with_default, max_length=4096, truncation_strategy="delete", micro_batch=1,
+                           padding_free=False, packing=False, image_tokens=0)  # fmt: skip
+    assert dict(lengths.tokens_per_sample)[100] == 300 + llama
 
 
 @pytest.mark.parametrize(

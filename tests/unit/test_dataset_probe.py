@@ -52,7 +52,7 @@ LAYOUTS = [
     ),
     pytest.param(
         {"system": "sys", "query": "abcd", "response": "efgh", "history": [["q1", "r1"]]},
-        RowText(3 + 8 + 2, 0, 2, 0, 5, labels=answer(5, digits=1, turns=2)),
+        RowText(3 + 8 + 2, 0, 2, 0, 5, labels=answer(5, digits=1, turns=2), system=True),
         id="query-response-history",
     ),
     pytest.param(
@@ -103,6 +103,21 @@ LAYOUTS = [
         id="messages-as-json-string",
     ),
 ]
+
+
+@pytest.mark.parametrize(
+    ("row", "own"),
+    [
+        ({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]}, True),
+        ({"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"}]}, True),
+        ({"system": "s", "query": "q", "response": "r"}, True),
+        ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "r"}]}, False),
+        ({"system": "", "query": "q", "response": "r"}, True),  # empty: swift writes no default in its place
+        ({"system": None, "query": "q", "response": "r"}, False),
+    ],
+)
+def test_a_rows_own_system_prompt_is_noted(row: dict[str, object], own: bool) -> None:
+    assert row_text(row).system is own
 
 
 @pytest.mark.parametrize(("row", "expected"), LAYOUTS)

@@ -14,7 +14,11 @@ import pytest
 from launcher.backends.swift_models import parse, swift_models
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
+from launcher.plan.data_lengths import system_tokens
 from launcher.plan.model_type import SwiftNaming, model_name, swift_naming
+from launcher.plan.swift_args import parse_swift_argv
+from launcher.prepare import default_system_chars
+from launcher.probe.dataset import chars
 
 MODELS = swift_models()
 QWEN2_ARCH = ("Qwen2ForCausalLM",)
@@ -158,3 +162,49 @@ def test_the_run_stops_in_one_line_on_a_real_folder_swift_cannot_name(tmp_path: 
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert not [w for w in json.loads(named.stdout)["warnings"] if "cannot tell" in w]
+
+
+def _plan_json(*args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--json", "--assume-gpus", "1x80GiB", "--assume-ram", "256GiB",
+         *args], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan: dict[str, object] = json.loads(done.stdout)
+    return plan
+
+
+def test_the_data_is_planned_with_the_default_system_prompt_of_the_template_swift_takes(tmp_path: Path) -> None:
+    """Llama-2-7b-chat-hf is registered with swift's `llama` template, whose default system prompt (507
+    characters) swift writes into every row without its own; --system replaces it, as does a row's own."""
+    folder = tmp_path / "Llama-2-7b-chat-hf"
+    folder.mkdir()
+    source = Path(__file__).resolve().parents[1] / "data" / "model_configs" / "files" / "nuxwork__llama-7b-hf"
+    (folder / "config.json").write_text((source / "config.json").read_text())
+    data = tmp_path / "d.jsonl"
+    rows = [{"messages": [{"role": "user", "content": "q" * 40}, {"role": "assistant", "content": "a" * 40}]}]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows * 20))
+    args = ["--model", str(folder), "--dataset", str(data), "--max_length", "4096"]
+
+    def longest(plan: dict[str, object]) -> int:
+        lengths = plan["data_lengths"]
+        assert isinstance(lengths, dict)
+        return int(lengths["tokens_per_sample"]["max"])
+
+    default, replaced = longest(_plan_json(*args)), longest(_plan_json(*args, "--system", "Be brief."))
+    assert default - replaced == system_tokens(MODELS.system_chars["llama"]) > 100
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("x" * 2000)
+    assert longest(_plan_json(*args, "--system", str(prompt))) == replaced + system_tokens((2000, 0, 0, 0))
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"system": "", **row}) + "\n" for row in rows * 20))
+    assert longest(_plan_json(*args[:2], "--dataset", str(own), *args[4:])) == replaced
+
+
+def test_a_system_file_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "prompt.txt"
+    with pytest.raises(SafeSftError, match=r"--system '.*prompt.txt' names a .txt file that cannot be read"):
+        default_system_chars(parse_swift_argv(["--system", str(missing)]), None)
+    assert default_system_chars(parse_swift_argv(["--system", "a\\nb"]), None) == chars("a\nb")
+    assert default_system_chars(parse_swift_argv([]), SwiftNaming("llama", "llama")) == MODELS.system_chars["llama"]
+    assert default_system_chars(parse_swift_argv([]), SwiftNaming(None, None)) is None
