@@ -149,6 +149,7 @@ class ModelFacts:
     architectures: tuple[str, ...] | None = None
     saved_model_type: str | None = None
     saved_template: str | None = None
+    swift_model_type: str | None = None  # the type swift runs it as, so decided (None: not decided here)
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,8 @@ def prepare(
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
     naming, naming_error = swift_naming_of(swift, model_name, model) if backend.name == "swift" else (None, None)
+    if model is not None and naming is not None:
+        model = replace(model, swift_model_type=naming.model_type)
     if data is not None and backend.name == "swift":
         data = replace(data, default_system=default_system_chars(swift, naming))
     probe_route = topology.nnodes.value > 1 and host.network.known

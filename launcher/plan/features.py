@@ -60,6 +60,7 @@ from launcher.plan.vision_budget import (
     IMAGE_MAX_TOKEN_NUM,
     MAX_PIXELS,
     TILES,
+    budget_family,
     budget_pixels,
     budget_value,
     vision_budget_for,
@@ -267,7 +268,7 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
     tokens."""
     token_side = image_token_side(model)
     max_length = planned_length(swift.batch.max_length)
-    budget = vision_budget_for(swift.get("model_type") or model.model_type, env)
+    budget = vision_budget_for(budget_family(swift.get("model_type"), model), env)
     tiling = model_tiling(model)
     reads = budget is not None and budget is tiles_budget(model.model_type)
     fixed = fixed_image(model.model_type, model.vision_image_size, env, tiling=tiling, reads_budget=reads)

@@ -19,7 +19,14 @@ from launcher.plan.device_map import max_memory_arg, parse_max_memory
 from launcher.plan.ds_config import JsonObject, UserConfig, batch_disagreement, derived_path, for_rung
 from launcher.plan.image_tiles import model_tiling, tiles_budget, unset_tiles
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.vision_budget import VisionBudget, budget_named, budget_value, own_default, vision_budget_for
+from launcher.plan.vision_budget import (
+    VisionBudget,
+    budget_family,
+    budget_named,
+    budget_value,
+    own_default,
+    vision_budget_for,
+)
 
 
 def _model_tiles(budget: VisionBudget, model: ModelFacts | None) -> int | None:
@@ -72,7 +79,7 @@ def initial_settings(
     batch = plan.batch or keep_global_batch(micro, swift.batch.grad_accum, world, world)
     accum = batch.grad_accum
     user_env = {**swift.config_env, **env}  # the environment swift sees: a config file's ENV block fills gaps
-    vision = vision_budget_for(swift.get("model_type") or (model.model_type if model else None), user_env)
+    vision = vision_budget_for(budget_family(swift.get("model_type"), model), user_env)
     if vision is not None and budget_args:
         vision = budget_named(next(iter(budget_args)))
     if "image_budget" in missing:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from launcher.errors import SafeSftError
+from launcher.model import ModelFacts
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ _READS_IMAGE_MAX_TOKEN_NUM = frozenset(
 )  # fmt: skip
 _READS_MAX_NUM = frozenset({"internvl_chat"})  # swift's model_type and config.json's alike
 # swift's model types whose template passes MAX_SLICE_NUMS to the processor. config.json's "minicpmv" is
-# also 2.0's and 2.5's, which read none, so it needs --model_type; "minicpmo" and the transformers-native
+# also 2.0's and 2.5's, which read none: the type swift decides (by the model's registered name, as
+# `MiniCPM-V-2_6`; budget_family) or --model_type tells them apart; "minicpmo" and the transformers-native
 # 4.6 and 4.7 are the same name in both.
 _READS_MAX_SLICE_NUMS = frozenset({"minicpmv2_6", "minicpmv4", "minicpmv4_5", "minicpmo", "minicpmv4_6", "minicpmv4_7"})
 _READS_OVIS_MAX_PIXELS = frozenset({"ovis2_5"})
@@ -63,6 +65,15 @@ VISION_ENVS = tuple(_BUDGETS)
 # 1344 x 1792 pixels (about 3072 tokens at 28-pixel tokens), Ovis2.5's default in swift; an assumption,
 # not any processor's cap.
 ASSUMED_IMAGE_PIXELS = 1344 * 1792
+
+
+def budget_family(user_type: str | None, model: ModelFacts | None) -> str | None:
+    """The model type whose processor's budget a run reads: --model_type, else the type swift decides for
+    the model (its registered name can tell MiniCPM-V 2.6 from the 2.0 and 2.5 that share config.json's
+    `minicpmv`), else config.json's."""
+    if user_type:
+        return user_type
+    return (model.swift_model_type or model.model_type) if model else None
 
 
 def vision_budget_for(model_type: str | None, env: Mapping[str, str]) -> VisionBudget | None:

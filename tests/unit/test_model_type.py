@@ -5,6 +5,7 @@ holds both to the installed swift's own decision)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -208,3 +209,27 @@ def test_a_system_file_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
     assert default_system_chars(parse_swift_argv(["--system", "a\\nb"]), None) == chars("a\nb")
     assert default_system_chars(parse_swift_argv([]), SwiftNaming("llama", "llama")) == MODELS.system_chars["llama"]
     assert default_system_chars(parse_swift_argv([]), SwiftNaming(None, None)) is None
+
+
+def test_the_type_swift_decides_by_name_picks_the_image_budget_its_template_reads(tmp_path: Path) -> None:
+    """A real MiniCPM-V 2.6 config.json says model_type `minicpmv`, as 2.0's and 2.5's do, whose templates
+    read no MAX_SLICE_NUMS. Under its registered name swift runs it as `minicpmv2_6`, whose template does:
+    the plan reads MAX_SLICE_NUMS then, and not where --model_type says minicpmv."""
+    source = Path(__file__).resolve().parents[1] / "data" / "model_configs" / "files" / "OpenBMB__Scicore-Omics__model"
+    folder = tmp_path / "MiniCPM-V-2_6"
+    folder.mkdir()
+    (folder / "config.json").write_text((source / "config.json").read_text())
+
+    def vision(*args: str, slices: str | None = None) -> int:
+        env = {**os.environ, **({"MAX_SLICE_NUMS": slices} if slices else {})}
+        done = subprocess.run(
+            [sys.executable, "-m", "launcher", "plan", "--json", "--assume-gpus", "1x80GiB", "--assume-ram",
+             "256GiB", "--model", str(folder), "--max_length", "8192", *args],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return int(json.loads(done.stdout)["estimates"]["zero2"]["parts"]["gpu_vision"])
+
+    nine = vision()
+    assert vision(slices="2") < nine / 2
+    assert vision("--model_type", "minicpmv", slices="2") == nine
