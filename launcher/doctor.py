@@ -1,8 +1,9 @@
 """Preflight checks from probed facts: each passes, warns or fails, with the fix. Pure.
 
 Beside the machine's facts, doctor checks what the run would refuse before it starts (exit 2 there): the
-topology as the run resolves it from the environment, a swift config's ENV block and Slurm, and the swift
-arguments' values. Each such problem is a failing check here, with the run's own message and fix.
+topology as the run resolves it from the environment, a swift config's ENV block and Slurm, the swift
+arguments' values, and the model's type and template as swift decides them. Each such problem is a
+failing check here, with the run's own message and fix.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 from launcher.errors import SafeSftError
 from launcher.model import HostFacts, Topology
@@ -77,9 +79,15 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
-            from launcher.prepare import read_named_inputs
+            from launcher.prepare import read_named_inputs, swift_naming_of
+            from launcher.probe.model_size import probe_model
 
             read_named_inputs(swift)
+            model_name = swift.get("model")
+            if model_name:  # the model's type and template, as swift decides them before it loads anything
+                naming_error = swift_naming_of(swift, model_name, probe_model(model_name, env, Path.home()))[1]
+                if naming_error is not None:
+                    raise naming_error
     except SafeSftError as err:
         bad_args = err
     topology: Topology | SafeSftError

@@ -153,6 +153,10 @@ def test_the_run_stops_in_one_line_on_a_real_folder_swift_cannot_name(tmp_path: 
     fix = "add --model_type with the type swift registers for this model, such as --model_type mixtral"
     assert run.stderr.splitlines()[-2:] == [f"safe-sft: error: {said}", f"safe-sft: fix: {fix}"]
     assert not out.exists()
+    doctor = subprocess.run(
+        [sys.executable, "-m", "launcher", "doctor", *swift_args], capture_output=True, text=True, timeout=60
+    )
+    assert doctor.returncode == 1 and f"[fail] swift_args  {said}" in doctor.stdout, doctor.stdout
     plan = subprocess.run(
         [sys.executable, "-m", "launcher", "plan", "--json", *swift_args], capture_output=True, text=True, timeout=60
     )
