@@ -228,6 +228,7 @@ class DataLengths:
     # computes logits; None: not known (padded micro-batches keep logits from their earliest first label on)
     batch_label_tokens: int | None = None
     worst_case_tokens: int = 0  # micro_batch x max_length
+    default_system_tokens: int = 0  # what the default system prompt adds to a row without its own (system_tokens)
 
 
 # ---- topology and plan (built by launcher.plan) ----------------------------------------------------

@@ -103,6 +103,7 @@ def data_lengths_to_json(lengths: DataLengths | None) -> dict[str, Any] | None:
         "longer_than_max_length": lengths.longer_than_max_length,
         "tokens_per_sample": {f"p{p}" if p < 100 else "max": n for p, n in lengths.tokens_per_sample} or None,
         "image_tokens": lengths.image_tokens,
+        "default_system_tokens": lengths.default_system_tokens,
         "micro_batch": {
             "mode": lengths.mode,
             "size": lengths.micro_batch,
@@ -139,6 +140,11 @@ def render_data_lengths(lengths: DataLengths) -> list[str]:
     if lengths.tokens_per_sample:
         shown = ", ".join(f"{'p' + str(p) if p < 100 else 'max'} {n:,}" for p, n in lengths.tokens_per_sample)
         lines.append(f"tokens per sample (estimated from characters, no tokenizer): {shown}")
+        if lengths.default_system_tokens:
+            lines.append(
+                f"each row without a system prompt of its own: {lengths.default_system_tokens:,} tokens more for "
+                "the one swift writes into it (--system, else the template's default)"
+            )
         if lengths.longer_than_max_length and lengths.max_length_assumed:
             lines.append(
                 f"{lengths.longer_than_max_length:,} sampled rows longer than the {lengths.max_length:,} tokens "

@@ -234,6 +234,7 @@ def data_lengths(
         mode=mode,
         micro_batch=micro_batch,
         worst_case_tokens=micro_batch * max_length,
+        default_system_tokens=system,
     )
     if not lengths:
         return base

@@ -196,8 +196,14 @@ def test_the_data_is_planned_with_the_default_system_prompt_of_the_template_swif
         assert isinstance(lengths, dict)
         return int(lengths["tokens_per_sample"]["max"])
 
-    default, replaced = longest(_plan_json(*args)), longest(_plan_json(*args, "--system", "Be brief."))
-    assert default - replaced == system_tokens(MODELS.system_chars["llama"]) > 100
+    planned = _plan_json(*args)
+    default, replaced = longest(planned), longest(_plan_json(*args, "--system", "Be brief."))
+    added = system_tokens(MODELS.system_chars["llama"])
+    assert default - replaced == added > 100
+    shown = f"each row without a system prompt of its own: {added} tokens more for the one swift writes into it"
+    lengths = planned["data_lengths"]
+    assert isinstance(lengths, dict) and lengths["default_system_tokens"] == added
+    assert any(line.startswith(shown) for line in lengths["text"])
     prompt = tmp_path / "system.txt"
     prompt.write_text("x" * 2000)
     assert longest(_plan_json(*args, "--system", str(prompt))) == replaced + system_tokens((2000, 0, 0, 0))
