@@ -332,6 +332,7 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     if not unknown:
         return
     from launcher.backends.swift import table_version
+    from launcher.backends.swift_models import installed_swift_like
     from launcher.plan.swift_args import unknown_flag_warning
 
     installed = installed_swift_like(table_version())
@@ -343,18 +344,6 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     )
 
 
-def installed_swift_like(table: str) -> str | None:
-    """The installed ms-swift's version where it is the major.minor a table of safe-sft's was read from
-    (another version may differ: its checks stand down), else None."""
-    import importlib.metadata
-
-    try:
-        installed = importlib.metadata.version("ms-swift")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    return installed if installed.split(".")[:2] == table.split(".")[:2] else None
-
-
 def swift_naming_of(
     swift: SwiftArgs, model_name: str | None, model: ModelFacts | None
 ) -> tuple[SwiftNaming | None, SafeSftError | None]:
@@ -362,7 +351,7 @@ def swift_naming_of(
     its registry (launcher.plan.model_type), or why swift would stop on them (in every rank, after the
     start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
     version the registry was read from."""
-    from launcher.backends.swift_models import swift_models
+    from launcher.backends.swift_models import installed_swift_like, swift_models
     from launcher.plan.model_type import swift_naming
 
     models = swift_models()

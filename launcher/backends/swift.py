@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
+from launcher.backends.swift_models import installed_swift_like, swift_models
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import SwiftArgs, ValueKind, parse_swift_argv
 
@@ -84,6 +85,7 @@ def read(argv: list[str]) -> BackendArgs:
             "drop it, or write the option it belongs to (swift's options start with --)",
         )
     check_tuner(swift)
+    check_registered_names(swift)
     return BackendArgs((), swift)
 
 
@@ -108,6 +110,37 @@ def check_tuner(swift: SwiftArgs) -> None:
         f"--tuner_type {tuner!r} is not one of swift's tuners{meant}",
         f"use one of {', '.join(sorted(SWIFT_TUNERS))}; a tuner of your own comes with --external_plugins",
     )
+
+
+def _optim_choices() -> tuple[str, ...]:
+    optim = swift_value_kinds().get("optim")
+    return optim.choices if optim else ()
+
+
+def check_registered_names(swift: SwiftArgs) -> None:
+    """swift's parser takes any text for --optimizer, --callbacks, --loss_type and --eval_metric, and looks
+    each name up in its registry only once the model has loaded, stopping every rank on a bare KeyError. The
+    names are read from ms-swift 4.6 (swift_models.txt); an --external_plugins file may register more, and
+    another ms-swift version may have others, so with either any name passes."""
+    models = swift_models()
+    if swift.get("external_plugins") or installed_swift_like(models.version) is None:
+        return
+    for option, names in models.registered.items():
+        for value in swift.get_values(option):
+            if value in names:
+                continue
+            near = difflib.get_close_matches(value, names, n=1)
+            meant = f" (did you mean {near[0]}?)" if near else ""
+            torch = (
+                f"; torch's optimizer is --optim (--optim {value})"
+                if option == "optimizer" and value in _optim_choices()
+                else ""
+            )
+            raise SafeSftError(
+                f"--{option} {value!r} is no name swift sft {models.version} registers for it{meant}: swift stops "
+                "on it with a bare KeyError in every rank once the model has loaded",
+                f"use one of {', '.join(names)}{torch}; a name of your own comes with --external_plugins",
+            )
 
 
 SWIFT = Backend(

@@ -1,4 +1,5 @@
-"""The installed ms-swift's model types, registered names, architectures and templates, read from
+"""The installed ms-swift's model types, registered names, architectures and templates, and the names its
+registries hold for its name-valued options, read from
 swift_models.txt (scripts/swift_models.py writes it from swift itself; its docstring gives the format).
 
 Contract: `swift_models()` parses the file once per process into a SwiftModels; nothing imports swift.
@@ -23,6 +24,7 @@ class SwiftModels:
     names: dict[str, tuple[str, str | None]]  # a registered id's last part, lower case: (type, group template)
     arch_types: dict[str, tuple[str, ...]]  # architecture (`null`: none given): the types registered for it
     system_chars: dict[str, tuple[int, int, int, int]]  # template: its default system's (latin, wide, digits, other)
+    registered: dict[str, tuple[str, ...]]  # a name-valued option (optimizer, callbacks, ...): the names it takes
 
 
 def _or_none(text: str) -> str | None:
@@ -32,7 +34,7 @@ def _or_none(text: str) -> str | None:
 def parse(text: str) -> SwiftModels:
     """The table's text as a SwiftModels."""
     found = re.search(r"ms-swift ([\d.]+)", text.partition("\n")[0])
-    models = SwiftModels(found.group(1) if found else "", {}, {}, {}, {})
+    models = SwiftModels(found.group(1) if found else "", {}, {}, {}, {}, {})
     for line in text.splitlines():
         kind, *fields = line.split()
         if kind == "type":
@@ -46,9 +48,23 @@ def parse(text: str) -> SwiftModels:
         elif kind == "template":
             latin, wide, digits, other = map(int, fields[1:])
             models.system_chars[fields[0]] = (latin, wide, digits, other)
+        elif kind == "registered":
+            models.registered[fields[0]] = tuple(fields[1:])
     return models
 
 
 @cache
 def swift_models() -> SwiftModels:
     return parse(TABLE_FILE.read_text(encoding="utf-8"))
+
+
+def installed_swift_like(table: str) -> str | None:
+    """The installed ms-swift's version where it is the major.minor a table of safe-sft's was read from
+    (another version may differ: the checks built on the table stand down), else None."""
+    import importlib.metadata
+
+    try:
+        installed = importlib.metadata.version("ms-swift")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return installed if installed.split(".")[:2] == table.split(".")[:2] else None

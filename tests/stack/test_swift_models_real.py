@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,31 @@ def test_built_folders_are_named_as_swift_names_them(
     if args_json is not None:
         (folder / "args.json").write_text(json.dumps(args_json))
     assert safe_sfts_decision(folder, model_type, template) == swifts_decision(folder, model_type, template)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("optimizer", "adamw_torch"), ("callbacks", "early_stopping"), ("loss_type", "ce")]
+)
+def test_a_name_swift_does_not_register_stops_swift_after_the_model_loads_and_safe_sft_before(
+    tiny: dict[str, object], tmp_path: Path, option: str, value: str
+) -> None:
+    """Real `swift sft` takes the name, loads the model, then stops on a bare KeyError; safe-sft refuses the
+    same argv before anything starts (exit 2), naming the names swift has."""
+    args = [
+        "--model", str(tiny["model"]), "--model_type", "qwen2", "--template", "qwen", "--check_model", "false",
+        "--use_cpu", "true", "--fp16", "false", "--report_to", "none", "--dataset", str(tiny["dataset"]),
+        "--max_steps", "1", "--dataloader_num_workers", "0", f"--{option}", value,
+    ]  # fmt: skip
+    swift = subprocess.run(
+        [str(Path(sys.executable).parent / "swift"), "sft", *args, "--output_dir", str(tmp_path / "swift")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert swift.returncode != 0 and f"KeyError: '{value}'" in swift.stderr, swift.stderr[-2000:]
+    assert "model_info" in swift.stderr or "model_info" in swift.stdout  # it had loaded the model first
+    ours = subprocess.run(
+        [sys.executable, "-m", "launcher", *args, "--output_dir", str(tmp_path / "ours")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ours.returncode == 2, ours.stderr[-2000:]
+    assert f"safe-sft: error: --{option} {value!r} is no name swift sft 4.6.0 registers for it" in ours.stderr
+    assert not (tmp_path / "ours").exists()
