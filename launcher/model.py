@@ -150,6 +150,7 @@ class ModelFacts:
     saved_model_type: str | None = None
     saved_template: str | None = None
     swift_model_type: str | None = None  # the type swift runs it as, so decided (None: not decided here)
+    swift_multimodal: bool = False  # config.json has a key swift reads as a multimodal model's
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ swift (swift/model/model_meta.py `get_model_info_meta`, swift/template/register.
    group's template;
 2. `--model_type`, else that type, else args.json's model_type, else the one type registered for
    config.json's first architecture (`null` when it names none); with several it stops ("Failed to
-   automatically match `model_type`"); with none it runs the model under a `dummy` template;
+   automatically match `model_type`"); with none it runs the model under a `dummy` template, unless it reads
+   it as multimodal (config.json has a text, vision or audio config), which it stops on;
 3. a `--model_type` or args.json model_type it does not register stops it;
 4. the template: `--template`, else args.json's, else the matched group's, else the type's own, else its
    one candidate; with several or none it stops ("Failed to automatically match `template_type`"), and a
@@ -67,6 +68,14 @@ def swift_naming(
             return SwiftNaming(None, template)
         kind = _type_by_architecture(models, model, facts)
     saved_template = facts.saved_template if facts is not None else None
+    if kind is None and facts is not None and facts.swift_multimodal:
+        arch = facts.architectures[0] if facts.architectures else "none"
+        raise SafeSftError(
+            f"swift sft {models.version} does not train {model!r}: it reads it as multimodal (config.json has a "
+            f"text or vision config), and neither its name nor its architecture ({arch}) is of a type it registers",
+            "add --model_type with the type of the model it derives from, where swift registers one "
+            "(`swift sft --help` lists them); else swift cannot train it",
+        )
     if kind is None:
         chosen = template or saved_template or DUMMY_TEMPLATE
     else:

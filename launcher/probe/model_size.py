@@ -446,11 +446,15 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
 
 
 SWIFT_ARGS = "args.json"  # swift writes it beside what it trains and exports
+# the keys whose presence swift reads as a multimodal model's (swift/utils/hf_config.py is_multimodal)
+SWIFT_MULTIMODAL_KEYS = ("language_config", "llm_config", "text_config", "vit_config", "vision_config",
+                         "audio_config", "thinker_config")  # fmt: skip
 
 
 def _naming(config: Mapping[str, object] | None, args_path: Path) -> dict[str, object]:
     """What swift names the model's type by beyond its name: config.json's architectures (None without a
-    config.json), and the model_type and template of an args.json swift wrote in the folder; its model_type
+    config.json) and whether it reads it as a multimodal model's, and the model_type and template of an
+    args.json swift wrote in the folder; its model_type
     only where ms-swift 4 wrote it, as swift reads it (BaseArguments.load_args_from_ckpt: 3.x named its
     types otherwise). An args.json that is not a JSON object is passed over: what swift makes of it is
     swift's to say."""
@@ -468,6 +472,7 @@ def _naming(config: Mapping[str, object] | None, args_path: Path) -> dict[str, o
         "architectures": names if config is not None else None,
         "saved_model_type": _str(saved, "model_type") if writer and int(writer.group()) >= 4 else None,
         "saved_template": _str(saved, "template"),
+        "swift_multimodal": config is not None and any(key in config for key in SWIFT_MULTIMODAL_KEYS),
     }
 
 

@@ -31,9 +31,13 @@ from swift_models import lines
 DATA = Path(__file__).resolve().parents[1] / "data" / "model_configs"
 ROWS = [json.loads(line) for line in (DATA / "index.jsonl").read_text().splitlines()]
 # swift stops on a multimodal model it registers under no type ("is not supported because no suitable
-# `model_type` was found"), by its own reading of config.json (HfConfigFactory.is_multimodal); safe-sft
-# leaves that to swift and decides its `dummy` template
-NOT_DECIDED = {"Zekun525__lisa-7B": "LLaVA-1: multimodal by swift's reading, registered under no type"}
+# `model_type` was found"), multimodal by the config it loads (HfConfigFactory.is_multimodal): safe-sft reads
+# config.json's keys, which tell it for a config of remote code, not for one whose transformers class adds
+# the text and vision configs the file does not write
+NOT_DECIDED = {
+    "Zekun525__lisa-7B": "model_type llava: transformers' LlavaConfig adds the text and vision configs its "
+    "config.json does not write, which swift reads as multimodal"
+}
 
 
 def test_the_shipped_table_is_the_installed_swifts() -> None:
@@ -121,6 +125,10 @@ QWEN2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
         ("QwQ-32B", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}, None, None, None),
         ("QwQ-32B", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}, None, "qwen2", None),
         ("brand-new", {"model_type": "brand_new", "architectures": ["BrandNewForCausalLM"]}, None, None, None),
+        ("brand-new-vl", {"model_type": "brand_new_vl", "architectures": ["BrandNewForConditionalGeneration"],
+                          "text_config": {}, "vision_config": {}}, None, None, None),
+        ("brand-new-vl", {"model_type": "brand_new_vl", "architectures": ["BrandNewForConditionalGeneration"],
+                          "text_config": {}, "vision_config": {}}, None, "qwen2_vl", None),
     ],
 )  # fmt: skip
 def test_built_folders_are_named_as_swift_names_them(

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,21 @@ def test_nothing_to_go_on_is_left_to_swift_and_an_unregistered_architecture_runs
     assert swift_naming(MODELS, "org/brand-new", None, None, "qwen") == SwiftNaming(None, "qwen")
     unregistered = facts("brand_new", ("BrandNewForCausalLM",))
     assert swift_naming(MODELS, "/data/brand-new", unregistered, None, None) == SwiftNaming(None, "dummy")
+
+
+def test_a_multimodal_model_of_no_registered_type_stops() -> None:
+    """swift trains a text model of an architecture it does not register under its `dummy` template, but
+    stops on a multimodal one (config.json with a text or vision config)."""
+    unregistered = replace(facts("xgenmm", ("XGenMMModelForConditionalGeneration",)), swift_multimodal=True)
+    with pytest.raises(SafeSftError) as err:
+        swift_naming(MODELS, "/data/eval_llm", unregistered, None, None)
+    assert err.value.message == (
+        "swift sft 4.6.0 does not train '/data/eval_llm': it reads it as multimodal (config.json has a text or "
+        "vision config), and neither its name nor its architecture (XGenMMModelForConditionalGeneration) is of a "
+        "type it registers"
+    )
+    named = swift_naming(MODELS, "/data/eval_llm", unregistered, "qwen2_vl", "qwen2_vl")
+    assert named == SwiftNaming("qwen2_vl", "qwen2_vl")
 
 
 def test_the_table_parses_each_kind_of_line() -> None:
