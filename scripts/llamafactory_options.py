@@ -56,15 +56,24 @@ def takes_null(annotation: object, field: dataclasses.Field) -> bool:  # type: i
     return type(None) in typing.get_args(annotation) or annotation is type(None) or field.default is None
 
 
+def registered() -> dict[str, tuple[str, ...]]:
+    """Text fields LLaMA-Factory looks up in a registry, as choices: `template` (data/template.py TEMPLATES;
+    get_template_and_fix_tokenizer stops every rank on a name it lacks, "Template ... does not exist")."""
+    from llamafactory.data.template import TEMPLATES
+
+    return {"template": ("choice", *TEMPLATES)}
+
+
 def installed_options() -> dict[str, tuple[str, ...]]:
     from llamafactory.hparams.parser import _TRAIN_ARGS
 
     options: dict[str, tuple[str, ...]] = {}
+    names = registered()
     for dataclass in _TRAIN_ARGS:
         hints = typing.get_type_hints(dataclass)
         for field in dataclasses.fields(dataclass):
             if field.init:
-                kind = kind_of(hints[field.name])
+                kind = names.get(field.name) or kind_of(hints[field.name])
                 options[field.name] = (kind[0] + "?", *kind[1:]) if takes_null(hints[field.name], field) else kind
     return dict(sorted(options.items()))
 

@@ -169,11 +169,15 @@ def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
     if kind[0] == "choice" and str(value) not in kind[1:]:
         import difflib
 
-        choices = f"is not one of LLaMA-Factory's values ({', '.join(kind[1:])})"
+        long = len(kind) > 21  # a registry's names (template): the first dozen shown
+        listed = (*kind[1:13], f"and {len(kind) - 13} more") if long else kind[1:]
+        choices = f"is not one of LLaMA-Factory's values ({', '.join(listed)})"
         if isinstance(value, bool):  # YAML 1.1 reads a bare no / yes / off / on as a bool
             return choices, 'quote it: {key}: "no" (YAML reads a bare no, yes, off or on as false or true)'
         near = difflib.get_close_matches(str(value), kind[1:], n=1, cutoff=0.6)
-        return choices, (f"did you mean {near[0]}? " if near else "") + "use one of those"
+        return choices, (f"did you mean {near[0]}? " if near else "") + (
+            "use one of its values" if long else "use one of those"
+        )
     return None
 
 

@@ -129,8 +129,9 @@ ENTRIES = {
         "llamafactory",
         _lf_safe_sft,
         _lf_plain,
-        # a template its code does not have: an unknown key safe-sft refuses itself, before any rank starts
-        ["template=no_such_template"],
+        # a module to train that the model does not have: LLaMA-Factory stops on it once the model has loaded (an
+        # unknown key or template safe-sft refuses itself, before any rank starts)
+        ["freeze_trainable_modules=no_such_module", "finetuning_type=freeze"],
         # its environment activated, as its users run it: llamafactory-cli finds torchrun on PATH
         {"PYTHONPATH": str(HF_RANK_HOOKS), "PATH": f"{LF_VENV / 'bin'}:{os.environ.get('PATH', '')}"},
     ),
@@ -243,7 +244,7 @@ def test_a_user_error_stops_after_one_attempt(entry: Entry, tiny: dict[str, obje
     assert data["backend"] == entry.name and len(data["attempts"]) == 1
     failure = data["attempts"][0]["failure"]
     assert failure["kind"] == "user_error"
-    bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_plugin, no_such_option, no_such_template
+    bad_value = entry.bad_argument[0].lstrip("-").split("=")[-1]  # no_such_plugin, no_such_option, no_such_module
     assert any(bad_value in line for line in failure["evidence"]), failure["evidence"]
 
 

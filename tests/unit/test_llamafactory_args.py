@@ -138,6 +138,13 @@ def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) ->
             "did you mean cosine? use one of those",
             id="enum-typo",
         ),
+        pytest.param(
+            CONFIG.replace("template: qwen", "template: qwen2.5"), (),
+            '{config}: template "qwen2.5" is not one of LLaMA-Factory\'s values (alpaca, bailing, bailing_v2, breeze, '
+            "chatglm3, chatml, chatml_de, cohere, cpm4, dbrx, deepseek, deepseek3, and 109 more)",
+            "did you mean qwen? use one of its values",
+            id="template-typo",
+        ),
     ],
 )  # fmt: skip
 def test_what_llamafactory_cannot_use_is_one_line_naming_the_key_and_where(
@@ -209,7 +216,8 @@ def test_the_table_covers_llamafactorys_train_arguments() -> None:
     assert llamafactory_args.table_versions() == ("0.9.5", "5.6.0")
     assert kinds["cutoff_len"] == ("int",) and kinds["learning_rate"] == ("float",)
     assert kinds["stage"] == ("choice", "pt", "sft", "rm", "ppo", "dpo", "kto")
-    assert kinds["deepspeed"] == ("any?",) and kinds["template"] == ("text?",)  # `?`: a YAML null suits it
+    assert kinds["deepspeed"] == ("any?",)  # `?`: a YAML null suits it
+    assert kinds["template"][0] == "choice?" and {"qwen", "llama3", "empty"} <= set(kinds["template"][1:])
     assert len(kinds) > 300
 
 
