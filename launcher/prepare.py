@@ -350,7 +350,8 @@ def swift_naming_of(
     """The model type and template swift decides for the model before it loads anything, decided here from
     its registry (launcher.plan.model_type), or why swift would stop on them (in every rank, after the
     start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
-    version the registry was read from."""
+    version the registry was read from, and no error where a plugin file (--external_plugins,
+    --custom_register_path) may register the model, its type or its template."""
     from launcher.backends.swift_models import installed_swift_like, swift_models
     from launcher.plan.model_type import swift_naming
 
@@ -360,7 +361,13 @@ def swift_naming_of(
     try:
         return swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template")), None
     except SafeSftError as err:
-        return None, err
+        return None, None if swift_plugins(swift) else err
+
+
+def swift_plugins(swift: SwiftArgs) -> bool:
+    """The run imports files of the user's into swift, which may register model types, templates and names
+    of their own: --external_plugins, --custom_register_path."""
+    return bool(swift.get("external_plugins") or swift.get("custom_register_path"))
 
 
 def default_system_chars(swift: SwiftArgs, naming: SwiftNaming | None) -> tuple[int, int, int, int] | None:

@@ -120,10 +120,12 @@ def _optim_choices() -> tuple[str, ...]:
 def check_registered_names(swift: SwiftArgs) -> None:
     """swift's parser takes any text for --optimizer, --callbacks, --loss_type and --eval_metric, and looks
     each name up in its registry only once the model has loaded, stopping every rank on a bare KeyError. The
-    names are read from ms-swift 4.6 (swift_models.txt); an --external_plugins file may register more, and
-    another ms-swift version may have others, so with either any name passes."""
+    names are read from ms-swift 4.6 (swift_models.txt); a plugin file (--external_plugins,
+    --custom_register_path) may register more, and another ms-swift version may have others, so with either
+    any name passes."""
     models = swift_models()
-    if swift.get("external_plugins") or installed_swift_like(models.version) is None:
+    plugins = swift.get("external_plugins") or swift.get("custom_register_path")
+    if plugins or installed_swift_like(models.version) is None:
         return
     for option, names in models.registered.items():
         for value in swift.get_values(option):

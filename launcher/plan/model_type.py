@@ -138,5 +138,6 @@ def _check_known(value: str | None, known: Iterable[str], name: str, what: str, 
     hint = f" (close: {', '.join(close)})" if close else ""
     raise SafeSftError(
         f"{name} {value!r} is no {what} of swift sft {version}{hint}",
-        f"write a {what} swift registers: `swift sft --help` lists them under --{what.replace(' ', '_')}",
+        f"write a {what} swift registers (`swift sft --help` lists them under --{what.replace(' ', '_')}), or "
+        "register your own in a file given to --external_plugins",
     )

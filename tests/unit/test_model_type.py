@@ -19,7 +19,7 @@ from launcher.model import ModelFacts
 from launcher.plan.data_lengths import system_tokens
 from launcher.plan.model_type import SwiftNaming, model_name, swift_naming
 from launcher.plan.swift_args import parse_swift_argv
-from launcher.prepare import default_system_chars
+from launcher.prepare import default_system_chars, swift_naming_of
 from launcher.probe.dataset import chars
 
 MODELS = swift_models()
@@ -135,6 +135,16 @@ def test_a_multimodal_model_of_no_registered_type_stops() -> None:
     )
     named = swift_naming(MODELS, "/data/eval_llm", unregistered, "qwen2_vl", "qwen2_vl")
     assert named == SwiftNaming("qwen2_vl", "qwen2_vl")
+
+
+@pytest.mark.parametrize("plugin", ["--external_plugins", "--custom_register_path"])
+def test_a_plugin_file_may_register_what_swift_lacks_so_nothing_is_refused(plugin: str) -> None:
+    """A file swift imports may register the model's name, a type or a template: the decision stands down."""
+    for args in (["--model_type", "my_type"], ["--template", "my_template"], []):
+        swift = parse_swift_argv(["--model", "/data/my-sft-model", *args, plugin, "register.py"])
+        assert swift_naming_of(swift, "/data/my-sft-model", facts()) == (None, None)
+    bare = parse_swift_argv(["--model", "/data/my-sft-model"])
+    assert isinstance(swift_naming_of(bare, "/data/my-sft-model", facts())[1], SafeSftError)
 
 
 def test_the_table_parses_each_kind_of_line() -> None:

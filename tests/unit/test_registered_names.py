@@ -43,5 +43,6 @@ def test_registered_names_pass_and_a_plugin_or_another_swift_lets_any_name_throu
 ) -> None:
     SWIFT.read([*BASE, "--optimizer", "galore", "--callbacks", "early_stop", "lisa", "--loss_type", "infonce"])
     SWIFT.read([*BASE, "--optimizer", "mine", "--external_plugins", "plugin.py"])
+    SWIFT.read([*BASE, "--loss_type", "mine", "--custom_register_path", "register.py"])
     monkeypatch.setattr(swift_backend, "installed_swift_like", lambda table: None)
     SWIFT.read([*BASE, "--optimizer", "mine"])
