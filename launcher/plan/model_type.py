@@ -56,7 +56,9 @@ def swift_naming(
     models: SwiftModels, model: str, facts: ModelFacts | None, model_type: str | None, template: str | None
 ) -> SwiftNaming:
     """The type and template swift takes for `model` (SafeSftError where swift would stop on them)."""
-    _check_known(model_type, models.templates_of, "--model_type", "model type", models.version)
+    _check_known(
+        model_type, models.templates_of, "--model_type", "model type", models.version, _as_name(models, model_type)
+    )
     _check_known(template, models.system_chars, "--template", "template", models.version)
     matched = models.names.get(model_name(model))
     kind = model_type or (matched[0] if matched else None)
@@ -130,12 +132,26 @@ def _listed(names: tuple[str, ...], shown: int = 6) -> str:
     return ", ".join(names[:shown]) + more
 
 
-def _check_known(value: str | None, known: Iterable[str], name: str, what: str, version: str) -> None:
+def _as_name(models: SwiftModels, value: str | None) -> str | None:
+    """The type of the model a --model_type value names, where it is a model's name (ms-swift 2 took
+    `qwen2-1_5b-instruct` there, `_` for `.`)."""
+    if not value or value in models.templates_of:
+        return None
+    lower = value.lower()
+    found = models.names.get(lower) or models.names.get(re.sub(r"(?<=\d)_(?=\d)", ".", lower))
+    return found[0] if found else None
+
+
+def _check_known(
+    value: str | None, known: Iterable[str], name: str, what: str, version: str, named_type: str | None = None
+) -> None:
     if value is None or value in known:
         return
     by_lower = {name.lower(): name for name in known}  # swift's names are lower case; a user's may not be
     close = [by_lower[n] for n in difflib.get_close_matches(value.lower(), list(by_lower), n=3, cutoff=0.6)]
     hint = f" (close: {', '.join(close)})" if close else ""
+    if named_type:
+        hint = f" (it is a model's name, of type {named_type}: --model_type {named_type})"
     raise SafeSftError(
         f"{name} {value!r} is no {what} of swift sft {version}{hint}",
         f"write a {what} swift registers (`swift sft --help` lists them under --{what.replace(' ', '_')}), or "

@@ -269,3 +269,24 @@ def test_the_type_swift_decides_by_name_picks_the_image_budget_its_template_read
     nine = vision()
     assert vision(slices="2") < nine / 2
     assert vision("--model_type", "minicpmv", slices="2") == nine
+
+
+def test_a_model_type_written_as_a_models_name_in_real_scripts_is_named_with_its_type() -> None:
+    """ms-swift 2 took a model's name for --model_type (`qwen2-1_5b-instruct`); real scripts still carry
+    them (tests/data/swift_scripts, captured argv). Each such value is refused with the type that name
+    has in swift 4.6's registry."""
+    captured = Path(__file__).resolve().parents[1] / "data" / "swift_scripts" / "captured.jsonl"
+    named = 0
+    for line in captured.read_text().splitlines():
+        argv = json.loads(line)["argv"]
+        given = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--model_type"]
+        for value in given:
+            if value in MODELS.templates_of:
+                continue
+            with pytest.raises(SafeSftError) as err:
+                swift_naming(MODELS, "/data/m", None, value, None)
+            found = MODELS.names.get(value.lower().replace("1_5b", "1.5b"))
+            if found:
+                named += 1
+                assert f"(it is a model's name, of type {found[0]}: --model_type {found[0]})" in err.value.message
+    assert named >= 2
