@@ -91,9 +91,27 @@ def check_llamafactory_values(values: Mapping[str, object], where: Mapping[str, 
                 raise _unknown(key, where[key], kinds)
             continue
         why = _refusal(kind, value)
+        if why and key == "template" and _installed_registers_template(str(value)):
+            why = None
         if why:
             named = " ".join(filter(None, (key, _shown(value), why[0])))
             raise SafeSftError(f"{where[key]}: {named}", why[1].format(key=key))
+
+
+def _installed_registers_template(name: str) -> bool:
+    """The installed LLaMA-Factory's own data/template.py registers a template of this name (one its user added
+    to the copy they run, as its docs tell them to), read as text: nothing is imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llamafactory")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    source = Path(next(iter(spec.submodule_search_locations))) / "data" / "template.py"
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.search(rf"""\bname\s*=\s*["']{re.escape(name)}["']""", text) is not None
 
 
 # LLaMA-Factory's "v1" trainer (USE_V1=1 llamafactory-cli) takes another config: its one required key is

@@ -289,3 +289,18 @@ def test_a_plan_for_another_machine_warns_of_a_dataset_info_that_is_not_here(tmp
     assert warning.endswith("(not checked further: the plan is for another machine)")
     with pytest.raises(SafeSftError):
         read_named_inputs(read.args, LLAMAFACTORY, assumed=False, check_named=read.check_named)
+
+
+def test_a_template_the_installed_copy_registers_itself_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LLaMA-Factory's docs tell a user to add a template to its data/template.py: the installed copy's own
+    registrations are read (as text) before a name outside the table is refused."""
+    package = tmp_path / "site" / "llamafactory"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "data" / "template.py").write_text('register_template(\n    name="qwen25",\n    format_user=None,\n)\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    _read(tmp_path, CONFIG.replace("template: qwen", "template: qwen25"))
+    with pytest.raises(SafeSftError, match=r'template "qwen2\.5" is not one of'):
+        _read(tmp_path, CONFIG.replace("template: qwen", "template: qwen2.5"))
