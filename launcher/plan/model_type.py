@@ -74,7 +74,8 @@ def swift_naming(
         arch = facts.architectures[0] if facts.architectures else "none"
         raise SafeSftError(
             f"swift sft {models.version} does not train {model!r}: it reads it as multimodal (config.json has a "
-            f"text or vision config), and neither its name nor its architecture ({arch}) is of a type it registers",
+            f"text, vision or audio config), and neither its name nor its architecture ({arch}) is of a type it "
+            "registers",
             "add --model_type with the type of the model it derives from, where swift registers one "
             "(`swift sft --help` lists them); else swift cannot train it",
         )

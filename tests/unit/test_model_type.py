@@ -129,9 +129,9 @@ def test_a_multimodal_model_of_no_registered_type_stops() -> None:
     with pytest.raises(SafeSftError) as err:
         swift_naming(MODELS, "/data/eval_llm", unregistered, None, None)
     assert err.value.message == (
-        "swift sft 4.6.0 does not train '/data/eval_llm': it reads it as multimodal (config.json has a text or "
-        "vision config), and neither its name nor its architecture (XGenMMModelForConditionalGeneration) is of a "
-        "type it registers"
+        "swift sft 4.6.0 does not train '/data/eval_llm': it reads it as multimodal (config.json has a text, "
+        "vision or audio config), and neither its name nor its architecture (XGenMMModelForConditionalGeneration) "
+        "is of a type it registers"
     )
     named = swift_naming(MODELS, "/data/eval_llm", unregistered, "qwen2_vl", "qwen2_vl")
     assert named == SwiftNaming("qwen2_vl", "qwen2_vl")
