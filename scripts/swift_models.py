@@ -6,16 +6,17 @@ swift sft decides a model's `model_type` (and from it the template) before it lo
 by the `model_type` of an args.json in the model's folder (swift writes one beside what it trains and
 exports), else by config.json's first architecture, which must name exactly one type; with several it
 stops ("Failed to automatically match `model_type`"). It also stops on a `--model_type` or `--template`
-it does not have, and, once the model has loaded, on an `--optimizer`, `--callbacks`, `--loss_type` or
-`--eval_metric` name its registries do not hold (a bare KeyError). safe-sft makes the same decisions from
-this file, without importing swift. Lines:
+it does not have, and, once the model has loaded, on an `--optimizer`, `--callbacks`, `--loss_type`,
+`--eval_metric` or `--loss_scale` name its registries do not hold (a bare KeyError, or a TypeError).
+safe-sft makes the same decisions from this file, without importing swift. Lines:
 
     type NAME TEMPLATE CANDIDATES      a model type, its template (- for none) and its candidate templates
     name NAME TYPE TEMPLATE            a registered id's last part, lower case: its type and group template
     arch ARCHITECTURE TYPE...          the types registered for an architecture (`null`: none given)
     template NAME LATIN WIDE DIGITS OTHER   a template and its default system prompt's characters by script
     registered OPTION NAME...          the names swift's registry takes for a name-valued option
-                                       (--optimizer, --callbacks, --loss_type, --eval_metric)
+                                       (--optimizer, --callbacks, --loss_type, --eval_metric, --loss_scale;
+                                       loss_scale_base: the base strategies a --loss_scale may begin with)
 
 tests/stack/test_swift_models_real.py holds the file to the installed swift.
 
@@ -71,11 +72,16 @@ def registered_names() -> dict[str, tuple[str, ...]]:
     """The registries swift looks a name-valued option's value up in, once the model has loaded."""
     from swift.callbacks.mapping import callbacks_map
     from swift.loss.mapping import loss_map
+    from swift.loss_scale.base import ALL_BASE_STRATEGY
+    from swift.loss_scale.mapping import loss_scale_map
     from swift.metrics.mapping import eval_metrics_map
     from swift.optimizers.mapping import optimizers_map
 
     registries = {"optimizer": optimizers_map, "callbacks": callbacks_map, "loss_type": loss_map}
-    return {option: tuple(registry) for option, registry in {**registries, "eval_metric": eval_metrics_map}.items()}
+    registries.update({"eval_metric": eval_metrics_map, "loss_scale": loss_scale_map})
+    names = {option: tuple(registry) for option, registry in registries.items()}
+    # --loss_scale is `[BASE+]NAME[+NAME...]` or a base strategy alone (swift/loss_scale/mapping.py)
+    return {**names, "loss_scale_base": tuple(ALL_BASE_STRATEGY)}
 
 
 def main() -> int:

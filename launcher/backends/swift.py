@@ -117,9 +117,20 @@ def _optim_choices() -> tuple[str, ...]:
     return optim.choices if optim else ()
 
 
+LOSS_SCALE_BASE = "loss_scale_base"  # the table's base strategies a --loss_scale may begin with
+
+
+def _composed_loss_scale(value: str, registered: Mapping[str, tuple[str, ...]]) -> bool:
+    """A --loss_scale as swift composes it: a base strategy alone, or `[BASE+]NAME[+NAME...]`."""
+    parts = value.split("+")
+    if parts[0] in registered.get(LOSS_SCALE_BASE, ()):
+        parts = parts[1:]
+    return all(part in registered.get("loss_scale", ()) for part in parts)
+
+
 def check_registered_names(swift: SwiftArgs) -> None:
-    """swift's parser takes any text for --optimizer, --callbacks, --loss_type and --eval_metric, and looks
-    each name up in its registry only once the model has loaded, stopping every rank on a bare KeyError. The
+    """swift's parser takes any text for --optimizer, --callbacks, --loss_type, --eval_metric and --loss_scale,
+    and looks each name up in its registry only once the model has loaded, stopping every rank there. The
     names are read from ms-swift 4.6 (swift_models.txt); a plugin file (--external_plugins,
     --custom_register_path) may register more, and another ms-swift version may have others, so with either
     any name passes."""
@@ -128,8 +139,10 @@ def check_registered_names(swift: SwiftArgs) -> None:
     if plugins or installed_swift_like(models.version) is None:
         return
     for option, names in models.registered.items():
+        if option == LOSS_SCALE_BASE:
+            continue
         for value in swift.get_values(option):
-            if value in names:
+            if value in names or (option == "loss_scale" and _composed_loss_scale(value, models.registered)):
                 continue
             near = difflib.get_close_matches(value, names, n=1)
             meant = f" (did you mean {near[0]}?)" if near else ""
@@ -138,10 +151,13 @@ def check_registered_names(swift: SwiftArgs) -> None:
                 if option == "optimizer" and value in _optim_choices()
                 else ""
             )
+            how = "" if option == "loss_scale" else " with a bare KeyError"
+            bases = models.registered.get(LOSS_SCALE_BASE, ())
+            form = f" (after one of {', '.join(bases)} and +, or joined by +)" if option == "loss_scale" else ""
             raise SafeSftError(
                 f"--{option} {value!r} is no name swift sft {models.version} registers for it{meant}: swift stops "
-                "on it with a bare KeyError in every rank once the model has loaded",
-                f"use one of {', '.join(names)}{torch}; a name of your own comes with --external_plugins",
+                f"on it{how} in every rank once the model has loaded",
+                f"use one of {', '.join(names)}{form}{torch}; a name of your own comes with --external_plugins",
             )
 
 

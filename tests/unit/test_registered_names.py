@@ -38,6 +38,23 @@ def test_a_name_swift_does_not_register_is_refused_with_the_names_it_has(args: l
     )
 
 
+@pytest.mark.parametrize("value", ["default", "all", "hermes", "last_round+hermes", "hermes+ignore_empty_think"])
+def test_a_loss_scale_as_swift_composes_it_passes(value: str) -> None:
+    SWIFT.read([*BASE, "--loss_scale", value])
+
+
+@pytest.mark.parametrize("value", ["no_such", "last_round+herms", "default+", "hermes+last_round"])
+def test_a_loss_scale_swift_cannot_compose_is_refused(value: str) -> None:
+    """A base strategy (default, last_round, all) only first, then the registry's names joined by +."""
+    with pytest.raises(SafeSftError) as err:
+        SWIFT.read([*BASE, "--loss_scale", value])
+    assert err.value.message == (
+        f"--loss_scale {value!r} is no name swift sft 4.6.0 registers for it: swift stops on it in every rank "
+        "once the model has loaded"
+    )
+    assert "(after one of default, last_round, all and +, or joined by +)" in err.value.hint
+
+
 def test_registered_names_pass_and_a_plugin_or_another_swift_lets_any_name_through(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
