@@ -352,6 +352,7 @@ def swift_naming_of(
     start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
     version the registry was read from, and no error where a plugin file (--external_plugins,
     --custom_register_path) may register the model, its type or its template."""
+    from launcher.backends.swift import swift_plugins
     from launcher.backends.swift_models import installed_swift_like, swift_models
     from launcher.plan.model_type import swift_naming
 
@@ -362,12 +363,6 @@ def swift_naming_of(
         return swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template")), None
     except SafeSftError as err:
         return None, None if swift_plugins(swift) else err
-
-
-def swift_plugins(swift: SwiftArgs) -> bool:
-    """The run imports files of the user's into swift, which may register model types, templates and names
-    of their own: --external_plugins, --custom_register_path."""
-    return bool(swift.get("external_plugins") or swift.get("custom_register_path"))
 
 
 def default_system_chars(swift: SwiftArgs, naming: SwiftNaming | None) -> tuple[int, int, int, int] | None:

@@ -15,8 +15,9 @@ safe-sft makes the same decisions from this file, without importing swift. Lines
     arch ARCHITECTURE TYPE...          the types registered for an architecture (`null`: none given)
     template NAME LATIN WIDE DIGITS OTHER   a template and its default system prompt's characters by script
     registered OPTION NAME...          the names swift's registry takes for a name-valued option
-                                       (--optimizer, --callbacks, --loss_type, --eval_metric, --loss_scale;
-                                       loss_scale_base: the base strategies a --loss_scale may begin with)
+                                       (--optimizer, --callbacks, --loss_type, --eval_metric, --loss_scale)
+    loss_scale_base NAME...            the base strategies a --loss_scale may begin with
+                                       (`[BASE+]NAME[+NAME...]`, or a base alone: swift/loss_scale/mapping.py)
 
 tests/stack/test_swift_models_real.py holds the file to the installed swift.
 
@@ -65,6 +66,9 @@ def lines() -> list[str]:
         out.append(f"template {name} {latin} {wide} {digits} {other}")
     for option, names in registered_names().items():
         out.append(f"registered {option} {' '.join(names)}")
+    from swift.loss_scale.base import ALL_BASE_STRATEGY
+
+    out.append(f"loss_scale_base {' '.join(ALL_BASE_STRATEGY)}")
     return out
 
 
@@ -72,16 +76,13 @@ def registered_names() -> dict[str, tuple[str, ...]]:
     """The registries swift looks a name-valued option's value up in, once the model has loaded."""
     from swift.callbacks.mapping import callbacks_map
     from swift.loss.mapping import loss_map
-    from swift.loss_scale.base import ALL_BASE_STRATEGY
     from swift.loss_scale.mapping import loss_scale_map
     from swift.metrics.mapping import eval_metrics_map
     from swift.optimizers.mapping import optimizers_map
 
     registries = {"optimizer": optimizers_map, "callbacks": callbacks_map, "loss_type": loss_map}
     registries.update({"eval_metric": eval_metrics_map, "loss_scale": loss_scale_map})
-    names = {option: tuple(registry) for option, registry in registries.items()}
-    # --loss_scale is `[BASE+]NAME[+NAME...]` or a base strategy alone (swift/loss_scale/mapping.py)
-    return {**names, "loss_scale_base": tuple(ALL_BASE_STRATEGY)}
+    return {option: tuple(registry) for option, registry in registries.items()}
 
 
 def main() -> int:

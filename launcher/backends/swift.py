@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
-from launcher.backends.swift_models import installed_swift_like, swift_models
+from launcher.backends.swift_models import SwiftModels, installed_swift_like, swift_models
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import SwiftArgs, ValueKind, parse_swift_argv
 
@@ -117,48 +117,51 @@ def _optim_choices() -> tuple[str, ...]:
     return optim.choices if optim else ()
 
 
-LOSS_SCALE_BASE = "loss_scale_base"  # the table's base strategies a --loss_scale may begin with
+def swift_plugins(swift: SwiftArgs) -> bool:
+    """The run imports files of the user's into swift, which may register model types, templates and names
+    of their own: --external_plugins, --custom_register_path."""
+    return bool(swift.get("external_plugins") or swift.get("custom_register_path"))
 
 
-def _composed_loss_scale(value: str, registered: Mapping[str, tuple[str, ...]]) -> bool:
-    """A --loss_scale as swift composes it: a base strategy alone, or `[BASE+]NAME[+NAME...]`."""
+def _registered(option: str, value: str, models: SwiftModels) -> bool:
+    """swift's registry takes the value for the option; a --loss_scale as swift composes it: a base strategy
+    alone, or `[BASE+]NAME[+NAME...]`."""
+    if option != "loss_scale":
+        return value in models.registered[option]
     parts = value.split("+")
-    if parts[0] in registered.get(LOSS_SCALE_BASE, ()):
+    if parts[0] in models.loss_scale_bases:
         parts = parts[1:]
-    return all(part in registered.get("loss_scale", ()) for part in parts)
+    return all(part in models.registered[option] for part in parts)
+
+
+def _unregistered(option: str, value: str, models: SwiftModels) -> SafeSftError:
+    names = models.registered[option]
+    near = difflib.get_close_matches(value, names, n=1)
+    meant = f" (did you mean {near[0]}?)" if near else ""
+    how, form, torch = " with a bare KeyError", "", ""
+    if option == "loss_scale":  # it ends on a TypeError, not its name
+        how, form = "", f" (after one of {', '.join(models.loss_scale_bases)} and +, or joined by +)"
+    if option == "optimizer" and value in _optim_choices():
+        torch = f"; torch's optimizer is --optim (--optim {value})"
+    return SafeSftError(
+        f"--{option} {value!r} is no name swift sft {models.version} registers for it{meant}: swift stops "
+        f"on it{how} in every rank once the model has loaded",
+        f"use one of {', '.join(names)}{form}{torch}; a name of your own comes with --external_plugins",
+    )
 
 
 def check_registered_names(swift: SwiftArgs) -> None:
     """swift's parser takes any text for --optimizer, --callbacks, --loss_type, --eval_metric and --loss_scale,
     and looks each name up in its registry only once the model has loaded, stopping every rank there. The
-    names are read from ms-swift 4.6 (swift_models.txt); a plugin file (--external_plugins,
-    --custom_register_path) may register more, and another ms-swift version may have others, so with either
-    any name passes."""
+    names are read from ms-swift 4.6 (swift_models.txt); a plugin file (swift_plugins) may register more, and
+    another ms-swift version may have others, so with either any name passes."""
     models = swift_models()
-    plugins = swift.get("external_plugins") or swift.get("custom_register_path")
-    if plugins or installed_swift_like(models.version) is None:
+    if swift_plugins(swift) or installed_swift_like(models.version) is None:
         return
-    for option, names in models.registered.items():
-        if option == LOSS_SCALE_BASE:
-            continue
+    for option in models.registered:
         for value in swift.get_values(option):
-            if value in names or (option == "loss_scale" and _composed_loss_scale(value, models.registered)):
-                continue
-            near = difflib.get_close_matches(value, names, n=1)
-            meant = f" (did you mean {near[0]}?)" if near else ""
-            torch = (
-                f"; torch's optimizer is --optim (--optim {value})"
-                if option == "optimizer" and value in _optim_choices()
-                else ""
-            )
-            how = "" if option == "loss_scale" else " with a bare KeyError"
-            bases = models.registered.get(LOSS_SCALE_BASE, ())
-            form = f" (after one of {', '.join(bases)} and +, or joined by +)" if option == "loss_scale" else ""
-            raise SafeSftError(
-                f"--{option} {value!r} is no name swift sft {models.version} registers for it{meant}: swift stops "
-                f"on it{how} in every rank once the model has loaded",
-                f"use one of {', '.join(names)}{form}{torch}; a name of your own comes with --external_plugins",
-            )
+            if not _registered(option, value, models):
+                raise _unregistered(option, value, models)
 
 
 SWIFT = Backend(

@@ -8,7 +8,7 @@ Contract: `swift_models()` parses the file once per process into a SwiftModels; 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -25,6 +25,7 @@ class SwiftModels:
     arch_types: dict[str, tuple[str, ...]]  # architecture (`null`: none given): the types registered for it
     system_chars: dict[str, tuple[int, int, int, int]]  # template: its default system's (latin, wide, digits, other)
     registered: dict[str, tuple[str, ...]]  # a name-valued option (optimizer, callbacks, ...): the names it takes
+    loss_scale_bases: tuple[str, ...] = ()  # the base strategies a --loss_scale may begin with
 
 
 def _or_none(text: str) -> str | None:
@@ -35,6 +36,7 @@ def parse(text: str) -> SwiftModels:
     """The table's text as a SwiftModels."""
     found = re.search(r"ms-swift ([\d.]+)", text.partition("\n")[0])
     models = SwiftModels(found.group(1) if found else "", {}, {}, {}, {}, {})
+    bases: tuple[str, ...] = ()
     for line in text.splitlines():
         kind, *fields = line.split()
         if kind == "type":
@@ -50,7 +52,9 @@ def parse(text: str) -> SwiftModels:
             models.system_chars[fields[0]] = (latin, wide, digits, other)
         elif kind == "registered":
             models.registered[fields[0]] = tuple(fields[1:])
-    return models
+        elif kind == "loss_scale_base":
+            bases = tuple(fields)
+    return replace(models, loss_scale_bases=bases)
 
 
 @cache

@@ -454,10 +454,9 @@ SWIFT_MULTIMODAL_KEYS = ("language_config", "llm_config", "text_config", "vit_co
 def _naming(config: Mapping[str, object] | None, args_path: Path) -> dict[str, object]:
     """What swift names the model's type by beyond its name: config.json's architectures (None without a
     config.json) and whether it reads it as a multimodal model's, and the model_type and template of an
-    args.json swift wrote in the folder; its model_type
-    only where ms-swift 4 wrote it, as swift reads it (BaseArguments.load_args_from_ckpt: 3.x named its
-    types otherwise). An args.json that is not a JSON object is passed over: what swift makes of it is
-    swift's to say."""
+    args.json swift wrote in the folder; its model_type only where ms-swift 4 wrote it, as swift reads it
+    (BaseArguments.load_args_from_ckpt: 3.x named its types otherwise). An args.json that is not a JSON
+    object is passed over: what swift makes of it is swift's to say."""
     architectures = config.get("architectures") if config is not None else None
     names = tuple(a for a in architectures if isinstance(a, str)) if isinstance(architectures, list) else ()
     saved: object = {}

@@ -151,12 +151,14 @@ def test_the_table_parses_each_kind_of_line() -> None:
     table = parse(
         "# swift's model types and templates (ms-swift 9.1.2): x\n"
         "type t1 - a,b\ntype t2 tt tt\nname n1 t1 b\narch A t1 t2\narch null t2\ntemplate a 5 1 2 3\n"
+        "registered optimizer o1 o2\nloss_scale_base b1 b2\n"
     )
     assert table.version == "9.1.2"
     assert table.templates_of == {"t1": (None, ("a", "b")), "t2": ("tt", ("tt",))}
     assert table.names == {"n1": ("t1", "b")}
     assert table.arch_types == {"A": ("t1", "t2"), "null": ("t2",)}
     assert table.system_chars == {"a": (5, 1, 2, 3)}
+    assert table.registered == {"optimizer": ("o1", "o2")} and table.loss_scale_bases == ("b1", "b2")
 
 
 def test_the_run_stops_in_one_line_on_a_real_folder_swift_cannot_name(tmp_path: Path) -> None:
