@@ -385,8 +385,8 @@ def run_command(
         )
     check_trainer_installed(prepared.backend)
     check_swift_options(prepared.swift, prepared.backend)
-    if prepared.naming_error is not None:
-        raise prepared.naming_error
+    if prepared.model_error is not None:
+        raise prepared.model_error
     from launcher.plan.notice import slurm_job
 
     job = slurm_job(os.environ)

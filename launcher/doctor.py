@@ -79,15 +79,15 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
-            from launcher.prepare import read_named_inputs, swift_naming_of
+            from launcher.prepare import read_named_inputs, swift_model_checks
             from launcher.probe.model_size import probe_model
 
             read_named_inputs(swift)
             model_name = swift.get("model")
-            if model_name:  # the model's type and template, as swift decides them before it loads anything
-                naming_error = swift_naming_of(swift, model_name, probe_model(model_name, env, Path.home()))[1]
-                if naming_error is not None:
-                    raise naming_error
+            if model_name:  # what swift decides from the model before it trains: type, template, LoRA targets
+                model_error = swift_model_checks(swift, model_name, probe_model(model_name, env, Path.home())).error
+                if model_error is not None:
+                    raise model_error
     except SafeSftError as err:
         bad_args = err
     topology: Topology | SafeSftError

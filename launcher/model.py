@@ -102,6 +102,12 @@ class HostFacts:
         return self.gpus.warnings + self.memory.warnings + self.limits.warnings + self.network.warnings
 
 
+def module_pattern(path: str) -> str:
+    """A module path as ModelFacts.module_paths holds it: each number (a layer's, an expert's) as `#`, so
+    a model of 80 layers or 256 experts keeps one path per kind of module."""
+    return ".".join("#" if part.isdigit() else part for part in path.split("."))
+
+
 @dataclass(frozen=True)
 class ModelFacts:
     """What is known of the model without loading its weights."""
@@ -151,6 +157,9 @@ class ModelFacts:
     saved_template: str | None = None
     swift_model_type: str | None = None  # the type swift runs it as, so decided (None: not decided here)
     swift_multimodal: bool = False  # config.json has a key swift reads as a multimodal model's
+    # the modules the safetensors headers name weights of: each tensor's name less its last part, layer and
+    # expert numbers as `#` (launcher.plan.lora_targets); None where no header was read
+    module_paths: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

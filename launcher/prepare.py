@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from launcher.backends import Backend
-from launcher.backends.swift import SWIFT
+from launcher.backends.swift import SWIFT, swift_plugins
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import (
@@ -29,6 +29,7 @@ from launcher.model import (
 )
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
+from launcher.plan.lora_targets import describe_missing, missing_targets
 from launcher.plan.model_type import SwiftNaming
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
@@ -70,7 +71,8 @@ class Prepared:
     plan: Plan
     user_deepspeed: UserConfig | None = None  # the user's own --deepspeed file or inline JSON, read once
     backend: Backend = SWIFT  # the trainer the arguments are for
-    naming_error: SafeSftError | None = None  # swift would stop on the model's type or template (the run refuses)
+    # swift would stop on the model's type, its template or LoRA targets it lacks (the run refuses)
+    model_error: SafeSftError | None = None
 
     @property
     def output_dir(self) -> Path:
@@ -169,7 +171,8 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    naming, naming_error = swift_naming_of(swift, model_name, model) if backend.name == "swift" else (None, None)
+    checked = swift_model_checks(swift, model_name, model) if backend.name == "swift" else ModelChecks()
+    naming = checked.naming
     if model is not None and naming is not None:
         model = replace(model, swift_model_type=naming.model_type)
     if data is not None and backend.name == "swift":
@@ -208,10 +211,11 @@ def prepare(
         ),
         data=data,
     )
-    warnings = (*named.warnings, *([f"{naming_error} (the run refuses to start)"] if naming_error else []))
+    refusal = [f"{checked.error} (the run refuses to start)"] if checked.error else []
+    warnings = (*named.warnings, *checked.warnings, *refusal)
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
-    return Prepared(swift, host, model, plan, user_deepspeed, backend, naming_error)
+    return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error)
 
 
 HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these
@@ -344,6 +348,32 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     )
 
 
+@dataclass(frozen=True)
+class ModelChecks:
+    """What swift decides from the model before it trains, decided here: its type and template, the error
+    that would stop every rank (the run refuses), and warnings for what swift would pass over."""
+
+    naming: SwiftNaming | None = None
+    error: SafeSftError | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def swift_model_checks(swift: SwiftArgs, model_name: str | None, model: ModelFacts | None) -> ModelChecks:
+    """swift_naming_of, then the LoRA targets peft would look for (launcher.plan.lora_targets). A plugin
+    file may register a model whose modules are not its checkpoint's: with one, the targets are not
+    judged."""
+    naming, error = swift_naming_of(swift, model_name, model)
+    missing = None if swift_plugins(swift) else missing_targets(swift, model)
+    if missing is None:
+        return ModelChecks(naming, error)
+    what, fix = describe_missing(missing)
+    if missing.matched:
+        adapted = " ".join(missing.matched)
+        return ModelChecks(naming, error, (f"{what}: peft passes it over and adapts {adapted} alone ({fix})",))
+    stop = SafeSftError(f"{what}; peft stops every rank on it once the model has loaded", fix)
+    return ModelChecks(naming, error or stop)
+
+
 def swift_naming_of(
     swift: SwiftArgs, model_name: str | None, model: ModelFacts | None
 ) -> tuple[SwiftNaming | None, SafeSftError | None]:
@@ -352,7 +382,6 @@ def swift_naming_of(
     start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
     version the registry was read from, and no error where a plugin file (--external_plugins,
     --custom_register_path) may register the model, its type or its template."""
-    from launcher.backends.swift import swift_plugins
     from launcher.backends.swift_models import installed_swift_like, swift_models
     from launcher.plan.model_type import swift_naming
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from launcher.errors import SafeSftError
-from launcher.model import ModelFacts
+from launcher.model import ModelFacts, module_pattern
 from launcher.probe.config_count import (
     ConfigShape,
     config_params,
@@ -31,7 +31,7 @@ from launcher.probe.config_count import (
     tied_unstated,
 )
 from launcher.probe.model_cache import cached_model_dir
-from launcher.probe.weight_bytes import DTYPE_BYTES, REDOWNLOAD, refuse_lfs_pointer, refuse_missing, torch_weight_bytes
+from launcher.probe.weight_bytes import DTYPE_BYTES, REDOWNLOAD, refuse_lfs_pointer, refuse_missing, torch_weights
 
 _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
 _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
@@ -378,8 +378,10 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
         groups: dict[str, int] = defaultdict(int)
         dtypes: dict[str, int] = defaultdict(int)
         vision = 0
+        modules: set[str] = set()
         for file in files:
             for tensor, (dtype, shape) in read_safetensors_header(file).items():
+                modules.add(module_pattern(tensor.rpartition(".")[0]))
                 count = prod(shape)
                 if isinstance(quant_bits, int) and dtype in _PACKED_DTYPE_BITS:
                     count = count * _PACKED_DTYPE_BITS[dtype] // quant_bits  # packed weights: real count
@@ -403,10 +405,11 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             model_type=model_type,
             warnings=tuple(warnings),
             vision_params=vision,
+            module_paths=frozenset(modules),
             **extra,  # type: ignore[arg-type]
         )
     config_dtype = _config_dtype(config)
-    shape_facts = {
+    shape_facts: dict[str, object] = {
         "hidden_size": hidden,
         "num_layers": layers,
         "intermediate_size": intermediate,
@@ -419,7 +422,10 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     if hidden and layers and vocab:
         width = mlp_width(text, decoder_type, hidden, stated_width)
         counted = config_params(_config_shape(text, decoder_type, hidden, layers, width, vocab, extra))
-    weight_bytes = torch_weight_bytes(directory)
+    weight_bytes, tensors = torch_weights(directory)
+    # an index names the .bin checkpoint's tensors
+    bin_modules = None if tensors is None else frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    shape_facts["module_paths"] = bin_modules
     if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
         # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer
         return ModelFacts(
@@ -442,7 +448,14 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             **shape_facts,  # type: ignore[arg-type]
             **extra,  # type: ignore[arg-type]
         )
-    return ModelFacts(name=name, total_params=None, source="unknown", warnings=tuple(warnings), **naming)  # type: ignore[arg-type]
+    return ModelFacts(
+        name=name,
+        total_params=None,
+        source="unknown",
+        warnings=tuple(warnings),
+        module_paths=bin_modules,
+        **naming,  # type: ignore[arg-type]
+    )
 
 
 SWIFT_ARGS = "args.json"  # swift writes it beside what it trains and exports

@@ -6,11 +6,11 @@ Contract:
   torchrun started them; the fix is to fetch the weights.
 - `refuse_missing(missing, index_name)` raises SafeSftError naming the weight files an index names that
   are not there (a download cut short).
-- `torch_weight_bytes(directory)`: the bytes of a model's PyTorch weights (`pytorch_model*.bin`, what
-  older checkpoints ship instead of safetensors): the index's `metadata.total_size`, the tensors' bytes
-  exactly, else the .bin files' sizes summed (their pickle framing is a few bytes a tensor). None where
-  there are none. With config.json's dtype they give the parameter count that config.json's shapes can
-  only approximate.
+- `torch_weights(directory)`: what a model's PyTorch weights (`pytorch_model*.bin`, what older
+  checkpoints ship instead of safetensors) hold: their bytes, the index's `metadata.total_size` (the
+  tensors' bytes exactly), else the .bin files' sizes summed (their pickle framing is a few bytes a
+  tensor), None where there are none; and the tensors' names where an index names them. With
+  config.json's dtype the bytes give the parameter count that config.json's shapes can only approximate.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from launcher.errors import SafeSftError
 
@@ -46,21 +47,26 @@ def refuse_lfs_pointer(path: Path) -> None:
         )
 
 
-def torch_weight_bytes(directory: Path) -> int | None:
-    """The bytes of the folder's PyTorch weights: its index's total_size, else its .bin files' sizes."""
-    indexed = _indexed_total(directory / TORCH_WEIGHTS_INDEX)
+class TorchWeights(NamedTuple):
+    total_bytes: int | None
+    tensors: tuple[str, ...] | None  # the names the index maps to files (None: no index read)
+
+
+def torch_weights(directory: Path) -> TorchWeights:
+    """The folder's PyTorch weights: their index's total_size and tensor names, else the .bin files' sizes."""
+    indexed = _index(directory / TORCH_WEIGHTS_INDEX)
     if indexed is not None:
         return indexed
     files = sorted(directory.glob("pytorch_model*.bin"))
     for file in files:
         refuse_lfs_pointer(file)
     sizes = [_size(file) for file in files]
-    return sum(sizes) if sizes and all(sizes) else None
+    return TorchWeights(sum(sizes) if sizes and all(sizes) else None, None)
 
 
-def _indexed_total(index: Path) -> int | None:
-    """metadata.total_size of a readable index (None where it is not); SafeSftError where a file it names is
-    missing (a download cut short) or is an LFS pointer."""
+def _index(index: Path) -> TorchWeights | None:
+    """metadata.total_size and the tensor names of a readable index (None where it is not); SafeSftError
+    where a file it names is missing (a download cut short) or is an LFS pointer."""
     try:
         if not index.is_file():
             return None
@@ -76,7 +82,7 @@ def _indexed_total(index: Path) -> int | None:
     refuse_missing([file for file in files if not file.is_file()], index.name)
     for file in files:
         refuse_lfs_pointer(file)
-    return total
+    return TorchWeights(total, tuple(str(name) for name in weight_map))
 
 
 def refuse_missing(missing: list[Path], index_name: str) -> None:

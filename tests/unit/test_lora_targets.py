@@ -1,0 +1,170 @@
+"""--target_modules held to the modules the model's weights name (launcher.plan.lora_targets): swift hands
+the list to peft once the model has loaded, and peft stops every rank where no module matches any name
+("Target modules {'q_proj,v_proj'} not found in the base model", ms-swift issue #6516). A run refuses that
+before the start; a name that matches nothing beside one that does is a plan warning (peft passes it over).
+tests/stack/test_lora_targets_real.py holds the rule to real swift and to transformers' own modules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.errors import SafeSftError
+from launcher.model import ModelFacts, module_pattern
+from launcher.plan.lora_targets import describe_missing, missing_targets
+from launcher.plan.swift_args import parse_swift_argv
+from launcher.prepare import swift_model_checks
+from launcher.probe.model_size import probe_model
+from tests.unit.test_probes import write_safetensors
+from tests.unit.test_real_model_configs import ROWS, _folder, _weight_map
+
+LLAMA_TENSORS = [
+    "model.embed_tokens.weight",
+    *(
+        f"model.layers.{i}.{name}.weight"
+        for i in range(2)
+        for name in (
+            "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+            "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm",
+        )
+    ),
+    "model.norm.weight",
+]  # fmt: skip
+
+
+def facts(tensors: list[str] = LLAMA_TENSORS, tied: bool = True) -> ModelFacts:
+    paths = frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    return ModelFacts(name="m", total_params=1, source="safetensors", tie_word_embeddings=tied, module_paths=paths)
+
+
+def swift(*args: str) -> Any:
+    return parse_swift_argv(["--model", "m", "--use_cpu", "true", *args])
+
+
+def test_a_comma_joined_list_is_one_name_to_swift_and_matches_nothing() -> None:
+    found = missing_targets(swift("--target_modules", "q_proj,v_proj"), facts())
+    assert found is not None and found.names == ("q_proj,v_proj",) and found.matched == ()
+    what, fix = describe_missing(found)
+    assert what.startswith("--target_modules q_proj,v_proj: no module of the model is so named (its weights' ")
+    assert fix == "give the names as separate words, as swift reads a list: --target_modules q_proj v_proj"
+
+
+def test_the_modules_named_are_a_layers_first_and_no_norm() -> None:
+    found = missing_targets(swift("--target_modules", "wqkv"), facts())
+    assert found is not None
+    assert found.modules == (
+        "down_proj",
+        "gate_proj",
+        "k_proj",
+        "o_proj",
+        "q_proj",
+        "up_proj",
+        "v_proj",
+        "embed_tokens",
+    )
+    assert describe_missing(found)[1] == "name modules the model has, or give --target_modules all-linear"
+
+
+def test_names_apart_a_path_of_them_a_tied_head_and_a_numbered_child_are_found() -> None:
+    for targets in (
+        ["q_proj", "v_proj"],
+        ["self_attn.q_proj"],
+        ["language_model.layers.0.self_attn.q_proj"],  # transformers 5 nests a VL decoder deeper than its files
+        ["lm_head"],  # tied: no weight of its own in the checkpoint, a module once loaded
+        ["embed_tokens"],
+    ):
+        assert missing_targets(swift("--target_modules", *targets), facts()) is None, targets
+    merger = facts(["visual.merger.mlp.0.weight", "visual.merger.mlp.2.weight"])
+    assert missing_targets(swift("--target_modules", "mlp.0"), merger) is None
+
+
+def test_an_untied_model_without_an_output_layer_has_no_lm_head() -> None:
+    found = missing_targets(swift("--target_modules", "lm_head"), facts(tied=False))
+    assert found is not None and found.names == ("lm_head",)
+
+
+def test_one_name_missing_beside_one_found_is_named_with_what_peft_adapts() -> None:
+    found = missing_targets(swift("--target_modules", "qproj", "k_proj", "v_proj"), facts())
+    assert found is not None and found.names == ("qproj",) and found.matched == ("k_proj", "v_proj")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--target_modules", "all-linear", "no_such"],  # swift puts the model's own linears in its place
+        ["--target_modules", "all-embedding", "no_such"],
+        ["--target_modules", "no_such", "--target_regex", ".*q_proj"],
+        ["--target_modules", "no_such", "--target_parameters", "mlp.experts.gate_up_proj"],
+        ["--target_modules", "no_such", "--resume_from_checkpoint", "out/checkpoint-5"],  # its own adapter_config
+        ["--target_modules", "no_such", "--adapters", "my-adapter"],
+        ["--target_modules", "no_such", "--tuner_type", "full"],
+        ["--target_modules", "no_such", "--tuner_type", "reft"],
+        ["--target_modules", "no_such", "--use_swift_lora", "true"],
+        ["--target_modules", "no_such", "--tuner_backend", "unsloth"],
+    ],
+)
+def test_where_swift_does_not_hand_the_names_to_peft_nothing_is_judged(args: list[str]) -> None:
+    assert missing_targets(swift(*args), facts()) is None
+
+
+def test_a_model_whose_weights_were_not_read_is_not_judged() -> None:
+    unread = ModelFacts(name="m", total_params=None, source="unknown")
+    assert missing_targets(swift("--target_modules", "no_such"), unread) is None
+
+
+def test_the_run_refuses_the_plan_warns_and_a_plugin_stands_it_down() -> None:
+    refused = swift_model_checks(swift("--target_modules", "q_proj,v_proj"), None, facts())
+    assert isinstance(refused.error, SafeSftError)
+    assert refused.error.message.endswith("; peft stops every rank on it once the model has loaded")
+    warned = swift_model_checks(swift("--target_modules", "qproj", "v_proj"), None, facts())
+    assert warned.error is None and len(warned.warnings) == 1
+    assert warned.warnings[0].startswith("--target_modules qproj: no module of the model is so named")
+    assert ": peft passes it over and adapts v_proj alone (name modules the model has" in warned.warnings[0]
+    plugin = swift("--target_modules", "q_proj,v_proj", "--external_plugins", "my_plugin.py")
+    assert swift_model_checks(plugin, None, facts()).error is None
+
+
+def test_the_probe_reads_the_modules_from_safetensors_headers_and_a_bin_index(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 9}))
+    write_safetensors(tmp_path / "model.safetensors", {t: [1] for t in LLAMA_TENSORS})
+    assert probe_model(str(tmp_path), {}, tmp_path).module_paths == facts().module_paths
+    older = tmp_path / "older"
+    older.mkdir()
+    shutil.copy(tmp_path / "config.json", older)
+    (older / "pytorch_model.bin").write_bytes(b"\0" * 64)
+    index = {"metadata": {"total_size": 64}, "weight_map": dict.fromkeys(LLAMA_TENSORS, "pytorch_model.bin")}
+    (older / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    assert probe_model(str(older), {}, tmp_path).module_paths == facts().module_paths
+
+
+# The family's own decoder-layer linears, as each real folder's weights name them (tests/data/model_configs)
+REAL = [pytest.param(row, id=row["dir"]) for row in ROWS]
+
+
+@pytest.mark.parametrize("row", REAL)
+def test_on_real_folders_the_attention_and_mlp_names_are_found_and_a_comma_list_is_not(
+    tmp_path: Path, row: dict[str, Any]
+) -> None:
+    """Each real folder as the probe reads it (its index, each shard a header of the tensors the index puts
+    there): every name the folder's own decoder layers hold passes, a comma-joined pair of them is refused."""
+    shutil.copy(_folder(row) / "config.json", tmp_path)
+    shutil.copy(_folder(row) / row["index_file"], tmp_path)
+    shards: dict[str, list[str]] = {}
+    for tensor, shard in _weight_map(row).items():
+        shards.setdefault(shard, []).append(tensor)
+    for shard, tensors in shards.items():
+        if shard.endswith(".safetensors"):
+            write_safetensors(tmp_path / shard, {tensor: [1] for tensor in tensors})
+        else:
+            (tmp_path / shard).write_bytes(b"\0" * 64)
+    model = probe_model(str(tmp_path), {}, tmp_path)
+    layer_modules = sorted({t.rpartition(".")[0].rpartition(".")[2] for t in _weight_map(row) if ".0." in t} - {"0"})
+    assert layer_modules, "no first layer in the index"
+    assert missing_targets(swift("--target_modules", *layer_modules), model) is None
+    joined = ",".join(layer_modules[:2])
+    found = missing_targets(swift("--target_modules", joined), model)
+    assert found is not None and found.names == (joined,)
