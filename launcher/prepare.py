@@ -29,7 +29,7 @@ from launcher.model import (
 )
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
-from launcher.plan.lora_targets import describe_missing, missing_targets
+from launcher.plan.lora_targets import MissingTargets, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.model_type import SwiftNaming
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
@@ -171,7 +171,11 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    checked = swift_model_checks(swift, model_name, model) if backend.name == "swift" else ModelChecks()
+    checked = ModelChecks()
+    if backend.name == "swift":
+        checked = swift_model_checks(swift, model_name, model)
+    elif backend.name == "llamafactory":
+        checked = target_checks(llamafactory_missing_targets(swift, model))
     naming = checked.naming
     if model is not None and naming is not None:
         model = replace(model, swift_model_type=naming.model_type)
@@ -363,15 +367,20 @@ def swift_model_checks(swift: SwiftArgs, model_name: str | None, model: ModelFac
     file may register a model whose modules are not its checkpoint's: with one, the targets are not
     judged."""
     naming, error = swift_naming_of(swift, model_name, model)
-    missing = None if swift_plugins(swift) else missing_targets(swift, model)
+    targets = target_checks(None if swift_plugins(swift) else missing_targets(swift, model))
+    return ModelChecks(naming, error or targets.error, targets.warnings)
+
+
+def target_checks(missing: MissingTargets | None) -> ModelChecks:
+    """LoRA target names no module of the model matches: where none of the list does, peft stops every rank
+    once the model has loaded (the run refuses); beside names that do, peft passes them over (a warning)."""
     if missing is None:
-        return ModelChecks(naming, error)
+        return ModelChecks()
     what, fix = describe_missing(missing)
     if missing.matched:
-        adapted = " ".join(missing.matched)
-        return ModelChecks(naming, error, (f"{what}: peft passes it over and adapts {adapted} alone ({fix})",))
-    stop = SafeSftError(f"{what}; peft stops every rank on it once the model has loaded", fix)
-    return ModelChecks(naming, error or stop)
+        adapted = missing.joiner.join(missing.matched)
+        return ModelChecks(warnings=(f"{what}: peft passes it over and adapts {adapted} alone ({fix})",))
+    return ModelChecks(error=SafeSftError(f"{what}; peft stops every rank on it once the model has loaded", fix))
 
 
 def swift_naming_of(

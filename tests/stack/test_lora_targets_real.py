@@ -4,6 +4,8 @@ launcher/plan/lora_targets.py judges a name by the modules the model's weights n
 - real `swift sft` on the tiny model: a comma-joined list (one name to swift's parser) loads the model and
   stops on peft's "not found in the base model"; safe-sft refuses the same argv before the start (exit 2).
   A misspelt name beside a right one runs, with adapters on the right one alone, as safe-sft's plan warns.
+- real LLaMA-Factory (its own environment) on a `lora_target` of misspelt names: the same stop after the
+  load; `safe-sft llamafactory train` refuses it before the start.
 - transformers' own classes, built on the meta device from the 52 real folders' config.json
   (tests/data/model_configs): every module peft could adapt (a linear, an embedding, a convolution) has a
   name some path of the folder's own weights holds, or is a tied output layer; so a name the check refuses
@@ -21,6 +23,7 @@ from typing import Any
 
 from launcher.model import module_pattern
 from launcher.probe.model_size import read_safetensors_header
+from tests.stack.test_backends_real import LF_PYTHON, LF_VENV, llamafactory_config
 from tests.unit.test_real_model_configs import ROWS, _folder, _weight_map
 
 BASE = ["--model_type", "qwen2", "--template", "qwen", "--check_model", "false", "--use_cpu", "true",
@@ -71,6 +74,26 @@ def test_a_misspelt_name_beside_a_right_one_trains_the_right_one_alone_as_the_pl
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "warning: --target_modules qproj: no module of the model is so named" in plan.stdout + plan.stderr
     assert "peft passes it over and adapts v_proj alone" in plan.stdout + plan.stderr
+
+
+def test_llamafactory_stops_on_a_lora_target_the_model_lacks_after_the_load_and_safe_sft_before(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    config = llamafactory_config(tiny, tmp_path / "out", tmp_path / "lf")
+    overrides = ["finetuning_type=lora", "lora_target=qproj,vproj"]
+    plain = subprocess.run(
+        [str(LF_VENV / "bin" / "llamafactory-cli"), "train", str(config), *overrides],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert plain.returncode != 0, plain.stderr[-2000:]
+    assert "ValueError: Target modules {" in plain.stderr and "not found in the base model" in plain.stderr
+    ours = subprocess.run(
+        [str(LF_PYTHON), "-m", "launcher", "llamafactory", "train", str(config), *overrides],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert ours.returncode == 2, ours.stderr[-2000:]
+    assert "safe-sft: error: lora_target: qproj,vproj: no module of the model is so named" in ours.stderr
+    assert "safe-sft: fix: name modules the model has, or give lora_target: all" in ours.stderr
 
 
 ADAPTABLE = ("Linear", "Embedding", "Conv1d", "Conv2d", "Conv3d", "Conv1D")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,9 @@ import pytest
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts, module_pattern
-from launcher.plan.lora_targets import describe_missing, missing_targets
+from launcher.plan.lora_targets import describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.swift_args import parse_swift_argv
-from launcher.prepare import swift_model_checks
+from launcher.prepare import swift_model_checks, target_checks
 from launcher.probe.model_size import probe_model
 from tests.unit.test_probes import write_safetensors
 from tests.unit.test_real_model_configs import ROWS, _folder, _weight_map
@@ -168,3 +169,62 @@ def test_on_real_folders_the_attention_and_mlp_names_are_found_and_a_comma_list_
     joined = ",".join(layer_modules[:2])
     found = missing_targets(swift("--target_modules", joined), model)
     assert found is not None and found.names == (joined,)
+
+
+BAICHUAN_TENSORS = [
+    "model.embed_tokens.weight",
+    *(f"model.layers.0.{name}.weight" for name in ("self_attn.W_pack", "self_attn.o_proj", "mlp.gate_proj")),
+    "lm_head.weight",
+]
+
+
+def llamafactory(tmp_path: Path, **config: object) -> Any:
+    from launcher.backends.llamafactory import read
+
+    path = tmp_path / "sft.yaml"
+    path.write_text(json.dumps({"model_name_or_path": "m", "stage": "sft", "do_train": True, **config}))
+    return read([str(path)]).args
+
+
+def test_llamafactory_splits_its_list_at_commas_and_stops_on_names_the_model_lacks(tmp_path: Path) -> None:
+    """LLaMA-Factory issue #181: q_proj,v_proj for Baichuan, whose attention is one W_pack."""
+    assert llamafactory_missing_targets(llamafactory(tmp_path, lora_target="q_proj, v_proj"), facts()) is None
+    found = llamafactory_missing_targets(llamafactory(tmp_path, lora_target="q_proj,v_proj"), facts(BAICHUAN_TENSORS))
+    assert found is not None and found.names == ("q_proj", "v_proj") and found.matched == ()
+    what, fix = describe_missing(found)
+    assert what.startswith("lora_target: q_proj,v_proj: no module of the model is so named (its weights' modules: ")
+    assert "W_pack" in what and fix == "name modules the model has, or give lora_target: all"
+
+
+def test_llamafactory_takes_a_name_anywhere_in_a_multimodal_models_paths(tmp_path: Path) -> None:
+    """Its COMPOSITE_MODELS keep every module whose path holds a name (model/model_utils/visual.py)."""
+    args = llamafactory(tmp_path, lora_target="proj")
+    multimodal = replace(facts(), is_multimodal=True)
+    assert llamafactory_missing_targets(args, multimodal) is None
+    found = llamafactory_missing_targets(args, facts())
+    assert found is not None and found.names == ("proj",)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"lora_target": "all"},
+        {},  # its default is all
+        {"lora_target": "no_such", "finetuning_type": "full"},
+        {"lora_target": "no_such", "finetuning_type": "freeze"},
+        {"lora_target": "no_such", "adapter_name_or_path": "saves/lora"},
+        {"lora_target": "no_such", "use_llama_pro": True},
+    ],
+)
+def test_llamafactory_judges_no_list_it_does_not_hand_to_peft(tmp_path: Path, config: dict[str, object]) -> None:
+    assert llamafactory_missing_targets(llamafactory(tmp_path, **config), facts()) is None
+
+
+def test_llamafactory_a_name_missing_beside_a_found_one_is_a_warning(tmp_path: Path) -> None:
+    checked = target_checks(llamafactory_missing_targets(llamafactory(tmp_path, lora_target="qproj,v_proj"), facts()))
+    assert checked.error is None
+    assert checked.warnings[0].startswith("lora_target: qproj: no module of the model is so named")
+    assert (
+        ": peft passes it over and adapts v_proj alone (name modules the model has, or give lora_target: all)"
+        in (checked.warnings[0])
+    )
