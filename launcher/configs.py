@@ -22,6 +22,7 @@ from launcher.plan.ds_config import (
     lacks_batch_size,
     stage_problem,
 )
+from launcher.swift_json import as_swift_repairs
 
 CONFIG_NAMES = ("zero2", "zero3", "zero3_offload")  # shipped in deepspeed_configs/
 
@@ -40,15 +41,16 @@ def load_templates() -> dict[str, JsonObject]:
     return {name: json.loads((folder / f"{name}.json").read_text()) for name in CONFIG_NAMES}
 
 
-def read_user_deepspeed(value: str | None) -> UserConfig | None:
-    """The user's --deepspeed file or inline JSON, read once; None for swift's names or no DeepSpeed."""
+def read_user_deepspeed(value: str | None, repair: bool = False) -> UserConfig | None:
+    """The user's --deepspeed file or inline JSON, read once; None for swift's names or no DeepSpeed.
+    `repair`: inline JSON as swift reads it (launcher.swift_json), single quotes and all."""
     if not value or value in RUNG_NAMES:
         return None
     path = Path(value)
     fix = "fix it, or pass one of zero2, zero3, zero3_offload"
     is_file = _is_file(path)
     try:
-        config = _finite_json(path.read_text() if is_file else value)
+        config = _finite_json(path.read_text() if is_file else as_swift_repairs(value) if repair else value)
     except _NotFinite as exc:
         raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:

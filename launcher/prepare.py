@@ -255,7 +255,7 @@ def read_named_inputs(
     whose model and dataset files need not be here (the trainer's own check's error is a warning then)."""
     swift.check_values()
     check_deepspeed_name(swift, backend)
-    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"))
+    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"), repair=backend.name == "swift")
     model_name = swift.get(backend.model_key)
     if model_name and not assumed:
         check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")

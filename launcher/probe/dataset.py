@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from launcher.errors import SafeSftError
 from launcher.masking import mask_value
 from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
+from launcher.swift_json import as_swift_repairs
 
 MAX_ROWS = 1000  # per dataset: a p99 with 10 rows above it, in about 25 ms of parsing and counting
 MAX_BYTES = 2 * 1024 * 1024  # per dataset; several datasets share TOTAL_BYTES
@@ -157,9 +158,10 @@ def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) 
 
 
 def _columns(text: str | None) -> dict[str, str]:
-    """swift's --columns: a JSON object of column renames; anything else is swift's to report."""
+    """swift's --columns: a JSON object of column renames, as swift repairs it (`{'q': 'query'}`); anything
+    else is swift's to report."""
     try:
-        value = json.loads(text) if text else {}
+        value = json.loads(as_swift_repairs(text)) if text else {}
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}

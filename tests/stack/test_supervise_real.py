@@ -278,6 +278,22 @@ def user_deepspeed_file(tmp: Path, zero_keys: dict[str, object] | None = None, *
     return path, text
 
 
+def test_i_users_inline_config_in_pythons_quotes_runs_as_swift_repairs_it(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The quoting a double-quoted shell string leaves: swift repairs it (json_repair) and trains; safe-sft
+    reads it the same way, and the ladder's copy keeps the user's own tuning."""
+    out = tmp_path / "out"
+    zero = "{'stage': 2, 'allgather_bucket_size': 50000000}"
+    inline = f"{{'zero_optimization': {zero}, 'train_micro_batch_size_per_gpu': 'auto'}}"
+    result = safe_sft(swift_args(tiny, out, deepspeed=inline), fault_env(tmp_path, "oom_step:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom" and second["settings"]["per_device_train_batch_size"] == 1
+    assert first["command"][first["command"].index("--deepspeed") + 1] == inline  # swift's to repair, as given
+    used = args_json(run_dirs(out)[-1])["deepspeed"]
+    assert used["zero_optimization"]["allgather_bucket_size"] == 50000000
+    assert last_step(run_dirs(out)[-1]) == "8/8"
+
+
 def test_i_users_own_config_with_literal_batch_sizes_survives_a_halved_micro_batch(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """transformers refuses a DeepSpeed batch size that disagrees with the arguments: the copy says "auto"."""
     out = tmp_path / "out"

@@ -295,6 +295,8 @@ def test_swift_columns_rename_before_the_row_is_read(tmp_path: Path) -> None:
     facts = probe_datasets(["d.jsonl"], tmp_path, '{"src": "query", "tgt": "response"}')
     assert facts.datasets[0].rows[0] == RowText(6, 0, 0, 0, 2, labels=answer(2))
     assert probe_datasets(["d.jsonl"], tmp_path, "{not json").datasets[0].status is SampleStatus.NOT_READ
+    quoted = probe_datasets(["d.jsonl"], tmp_path, "{'src': 'query', 'tgt': 'response'}")  # swift repairs it
+    assert quoted.datasets[0].rows == facts.datasets[0].rows
 
 
 @pytest.mark.parametrize("tail", ["abc", "", "1e3", "ten", "1.5"])

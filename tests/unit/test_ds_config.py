@@ -139,6 +139,18 @@ def test_read_user_deepspeed_reads_a_file_or_inline_json_and_leaves_swifts_names
     assert read_user_deepspeed("zero2_offload") is None and read_user_deepspeed(None) is None
 
 
+def test_inline_json_in_pythons_quotes_is_read_as_swift_repairs_it_and_left_to_other_trainers() -> None:
+    """swift's json_parse_to_dict repairs `{'stage': 2}` (json_repair) and trains; transformers does not."""
+    value = "{'zero_optimization':{'stage':2},'train_micro_batch_size_per_gpu':'auto',}"
+    repaired = read_user_deepspeed(value, repair=True)
+    assert repaired is not None and (repaired.stem, repaired.rung) == ("inline", "zero2")
+    assert repaired.config["train_micro_batch_size_per_gpu"] == "auto"
+    with pytest.raises(SafeSftError, match="is no file, no inline JSON"):
+        read_user_deepspeed(value)
+    with pytest.raises(SafeSftError, match="is no file, no inline JSON"):
+        read_user_deepspeed("ds.json", repair=True)  # a file that is not there repairs to nothing
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
