@@ -203,6 +203,9 @@ class DatasetSample:
     missing: bool = False  # a file's name that is no file: swift would take it for a hub id and fail to download it
     empty: bool = False  # a local file of nothing but whitespace: swift's loader finds no rows in it and stops
     not_json: str | None = None  # a JSON Lines line that does not parse, and why: swift's loader stops on it
+    # the file's encoding where swift's loader stops on the whole file for it: UTF-16 or UTF-32 (their
+    # byte-order mark), or a JSON list after a UTF-8 byte-order mark
+    encoding: str | None = None
 
 
 @dataclass(frozen=True)

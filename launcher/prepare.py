@@ -18,6 +18,7 @@ from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import (
     DataFacts,
+    DatasetSample,
     GpuFacts,
     GpuInfo,
     HostFacts,
@@ -469,6 +470,14 @@ def check_model_path(model: str, name: str) -> None:
         )
 
 
+def _reencode_fix(sample: DatasetSample) -> str:
+    name = sample.path or sample.spec
+    if sample.encoding == "UTF-8 with BOM":
+        return f"save it without the byte-order mark (sed -i '1s/^\\xEF\\xBB\\xBF//' {name}), or as JSON Lines"
+    utf8 = Path(name).with_suffix(f".utf8{Path(name).suffix}")
+    return f"save it as UTF-8: iconv -f {sample.encoding} -t UTF-8 {name} > {utf8}, and give that"
+
+
 def check_dataset_files(data: DataFacts) -> None:
     """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
     missing one for a hub dataset id and fail only after trying to download it. A local file must have a
@@ -480,6 +489,13 @@ def check_dataset_files(data: DataFacts) -> None:
         raise SafeSftError(
             f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
             "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
+        )
+    encoded = next((d for d in data.datasets if d.encoding), None)
+    if encoded is not None:
+        raise SafeSftError(
+            f"--dataset {encoded.spec!r} is {encoded.note}, which swift's loader cannot read: it stops on the "
+            "whole file after the model has loaded",
+            _reencode_fix(encoded),
         )
     broken = next((d for d in data.datasets if d.not_json), None)
     if broken is not None:

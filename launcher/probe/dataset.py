@@ -38,6 +38,14 @@ WINDOWS = 32  # a line file bigger than its budget is read in this many windows 
 LINE_LIMIT = 1024 * 1024  # a row longer than this is not parsed: it counts as max_length tokens
 
 READ_FORMATS = {".jsonl": "lines", ".json": "json", ".csv": "csv", ".txt": "text"}
+UTF8_MARK = b"\xef\xbb\xbf"
+# the byte-order marks of the encodings swift's loader cannot read at all (UTF-32's first: it starts as UTF-16's)
+WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 FILE_LIKE = re.compile(r"\.(jsonl|json|csv|txt|parquet|arrow|tsv)$", re.IGNORECASE)
 
 MESSAGE_KEYS = ("messages", "conversations", "conversation")
@@ -210,10 +218,18 @@ def _read(
     if size <= budget and _blank(handle):
         return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="empty: no rows", empty=True)
     handle.seek(0)
+    start = handle.read(64)
+    handle.seek(0)
+    wide = next((name for mark, name in WIDE_MARKS if start.startswith(mark)), None)
+    if wide is not None:
+        note = f"{wide} text (it starts with a {wide} byte-order mark)"
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note=note, encoding=wide)
     if kind in ("lines", "json"):
-        first = handle.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()[:1]  # a UTF-8 BOM before the list
-        handle.seek(0)
+        first = start.removeprefix(UTF8_MARK).lstrip()[:1]  # a UTF-8 BOM before the list
         kind = "list" if first == b"[" else "lines"
+        if kind == "list" and start.startswith(UTF8_MARK):  # pyarrow, then pandas, stop on it; lines pass
+            note = "a JSON list after a UTF-8 byte-order mark"
+            return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note=note, encoding="UTF-8 with BOM")
     whole = size <= budget
     represented = 0.0
     rows: list[RowText] = []

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -414,6 +415,31 @@ def test_e_empty_dataset_fails_plain_swift_and_stops_safe_sft_before_it_starts(
     assert plain.returncode != 0
     assert "corresponds to no data" in plain.stdout + plain.stderr
     _stops_before_anything_starts(tiny, tmp_path, empty, "is empty (swift's loader finds no rows in it and stops)")
+
+
+@pytest.mark.parametrize(
+    ("name", "encode", "said"),
+    [
+        ("bom.json", lambda text: b"\xef\xbb\xbf" + text.encode(), "is a JSON list after a UTF-8 byte-order mark"),
+        ("wide.jsonl", lambda text: text.encode("utf-16"), "is UTF-16 text (it starts with a UTF-16 byte-order mark)"),
+    ],
+)
+def test_e_an_encoding_swift_cannot_read_fails_plain_swift_and_stops_safe_sft_before_it_starts(
+    tiny, tmp_path: Path, name: str, encode: Any, said: str
+) -> None:  # type: ignore[no-untyped-def]
+    """What Windows editors save: a JSON list after a UTF-8 byte-order mark (JSON Lines after one swift
+    reads), a file in UTF-16. Plain `swift sft` stops on either once the model has loaded, naming no file."""
+    rows = [json.loads(line) for line in Path(str(tiny["dataset"])).read_text().splitlines()]
+    text = json.dumps(rows) if name.endswith(".json") else "".join(json.dumps(row) + "\n" for row in rows)
+    dataset = tmp_path / name
+    dataset.write_bytes(encode(text))
+    plain = _plain_swift(tiny, tmp_path, dataset)
+    assert plain.returncode != 0 and "model_info" in plain.stdout + plain.stderr
+    assert str(dataset) not in plain.stderr.splitlines()[-1]
+    _stops_before_anything_starts(
+        tiny, tmp_path, dataset, f"{said}, which swift's loader cannot read: it stops on the whole file after the "
+        "model has loaded",
+    )  # fmt: skip
 
 
 def _start_long_run(tiny, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:  # type: ignore[no-untyped-def]

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from launcher.errors import SafeSftError
 from launcher.model import RowText, SampleStatus
+from launcher.prepare import check_dataset_files
 from launcher.probe.dataset import (
     LINE_LIMIT,
     MAX_BYTES,
@@ -199,7 +201,6 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path: Path) -> None:
         pytest.param("e.json", b" \n", True, id="blank-json"),
         pytest.param("one.jsonl", b'\n{"query": "q", "response": "r"}\n', False, id="one-row"),
         pytest.param("list.json", b"[]", True, id="an-empty-list"),
-        pytest.param("list.json", b"\xef\xbb\xbf [ ]\n", True, id="an-empty-list-after-a-bom"),
         pytest.param("list.jsonl", b"[]", True, id="an-empty-list-named-jsonl"),
         pytest.param("rows.json", b"[{}]", False, id="a-list-of-an-unreadable-row-is-not-empty"),
     ],
@@ -281,12 +282,34 @@ def test_a_url_with_credentials_is_masked(tmp_path: Path) -> None:
     assert sample.status is SampleStatus.NOT_LOCAL and "pw" not in sample.spec
 
 
-def test_a_utf8_bom_before_a_list_or_lines(tmp_path: Path) -> None:
+def test_a_utf8_bom_before_lines_is_read_and_before_a_list_is_what_swift_cannot_read(tmp_path: Path) -> None:
+    """swift reads JSON Lines and csv after a UTF-8 BOM; a JSON list after one stops its loader (pyarrow,
+    then pandas: "Expected object or value"), as it does a file in UTF-16 or UTF-32: the run refuses."""
     row = b'{"query": "a", "response": "b"}'
     (tmp_path / "l.jsonl").write_bytes(b"\xef\xbb\xbf" + row + b"\n" + row + b"\n")
+    (tmp_path / "l.json").write_bytes(b"\xef\xbb\xbf" + row + b"\n")
     (tmp_path / "j.json").write_bytes(b'\xef\xbb\xbf[{"query": "a", "response": "b"}]')
-    assert len(probe_dataset("l.jsonl", tmp_path).rows) == 2
-    assert len(probe_dataset("j.json", tmp_path).rows) == 1
+    (tmp_path / "e.json").write_bytes(b"\xef\xbb\xbf [ ]\n")
+    (tmp_path / "w.jsonl").write_bytes(("\ufeff" + row.decode() + "\n").encode("utf-16-le"))
+    (tmp_path / "w.csv").write_bytes("\ufeffquery,response\na,b\n".encode("utf-16-be"))
+    (tmp_path / "w32.jsonl").write_bytes(("\ufeff" + row.decode() + "\n").encode("utf-32-le"))
+    assert len(probe_dataset("l.jsonl", tmp_path).rows) == 2 and len(probe_dataset("l.json", tmp_path).rows) == 1
+    names = ("j.json", "e.json", "w.jsonl", "w.csv", "w32.jsonl")
+    assert [probe_dataset(name, tmp_path).encoding for name in names] == [
+        "UTF-8 with BOM", "UTF-8 with BOM", "UTF-16", "UTF-16", "UTF-32",
+    ]  # fmt: skip
+    with pytest.raises(SafeSftError) as err:
+        check_dataset_files(probe_datasets(["l.jsonl", "w.jsonl"], tmp_path))
+    assert err.value.message == (
+        "--dataset 'w.jsonl' is UTF-16 text (it starts with a UTF-16 byte-order mark), which swift's loader cannot "
+        "read: it stops on the whole file after the model has loaded"
+    )
+    assert err.value.hint == f"save it as UTF-8: iconv -f UTF-16 -t UTF-8 {tmp_path / 'w.jsonl'} > " + (
+        f"{tmp_path / 'w.utf8.jsonl'}, and give that"
+    )
+    with pytest.raises(SafeSftError) as err:
+        check_dataset_files(probe_datasets(["j.json"], tmp_path))
+    assert err.value.hint.startswith("save it without the byte-order mark (sed -i")
 
 
 def test_swift_columns_rename_before_the_row_is_read(tmp_path: Path) -> None:
