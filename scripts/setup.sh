@@ -17,5 +17,5 @@ python -c "import bitsandbytes" 2>/dev/null || pip install -q --no-deps bitsandb
 # a Qwen-VL training run installs it with its video dependencies: pip install qwen-vl-utils
 python -c "import importlib.util as u; assert u.find_spec('qwen_vl_utils')" 2>/dev/null ||
   pip install -q --no-deps qwen-vl-utils 2>&1 | quiet
-python -c "import swift, deepspeed, launcher" 2>/dev/null
+python -c "import swift, deepspeed, launcher, safe_sft" 2>/dev/null
 echo "setup: ok ($(python -c 'import sys; print(sys.executable)'))"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 venv=${LLAMAFACTORY_VENV:-.venv-llamafactory}
 python=${PYTHON:-python3}
 quiet() { grep -v -e "^WARNING: Location" -e "^$" -e "^llamafactory .* requires " -e "dependency resolver" || true; }
-if "$venv/bin/python" -c "import llamafactory.train.tuner, launcher" 2>/dev/null; then
+if "$venv/bin/python" -c "import llamafactory.train.tuner, launcher, safe_sft" 2>/dev/null; then
   echo "setup-llamafactory: ok ($venv, already there)"
   exit 0
 fi
@@ -40,5 +40,5 @@ def __getattr__(name: str) -> object:
     raise ImportError(f"torchaudio.{name}: torchaudio is not installed here (a stand-in; no audio inputs)")
 PY
 fi
-"$venv/bin/python" -c "import llamafactory.train.tuner, launcher"
+"$venv/bin/python" -c "import llamafactory.train.tuner, launcher, safe_sft"
 echo "setup-llamafactory: ok ($venv)"

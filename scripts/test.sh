@@ -8,9 +8,9 @@ bash scripts/setup.sh
 bash scripts/setup_llamafactory.sh  # LLaMA-Factory's own environment, for its real-stack tests
 # shellcheck disable=SC1091
 . .venv/bin/activate
-ruff check launcher tests scripts
-ruff format --check launcher tests scripts
-mypy launcher
+ruff check launcher safe_sft tests scripts
+ruff format --check launcher safe_sft tests scripts
+mypy launcher safe_sft
 extra=()
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "=== GPU TIER NOT RUN: no NVIDIA GPU on this machine; tests/gpu is left out (run it on a GPU machine) ==="
