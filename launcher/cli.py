@@ -227,7 +227,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     from launcher.backends.swift import read
     from launcher.doctor import Status, as_the_run_reads, run_checks
     from launcher.plan.build import output_dir_of
-    from launcher.plan.topology import one_per_gpu
+    from launcher.plan.topology import torchrun_word
     from launcher.prepare import with_home_expanded
     from launcher.probe import probe_host
     from launcher.run.memlock import raise_memlock
@@ -237,7 +237,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     if check_dir is None and swift is not None:
         check_dir = output_dir_of(swift)
     nproc_text = os.environ.get("NPROC_PER_NODE")
-    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not one_per_gpu(nproc_text) else None
+    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not torchrun_word(nproc_text) else None
     memlock = raise_memlock()
     host = probe_host(Path(check_dir or "."))
     topology, bad_args = as_the_run_reads(swift, os.environ, host)

@@ -96,6 +96,7 @@ class HostFacts:
     disk_path: str | None = None  # where disk_free_bytes was measured (the output dir or its nearest parent)
     disk_problem: str | None = None  # why nothing can be written there (read-only, not a directory)
     cpu_cores: int | None = None  # the CPU cores this process may run on (its affinity); None: not known
+    cpu_count: int | None = None  # os.cpu_count(), what torchrun counts for NPROC_PER_NODE=cpu
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -24,14 +24,15 @@ TORCHRUN_PORT = 29500  # torchrun's --master-port default, which plain `swift sf
 LEAST = {"NNODES": 1}
 USABLE = {"NPROC_PER_NODE": 1, "MASTER_PORT": 1024}
 AUTO_MIN_FREE_FRACTION = 0.5  # `--gpus auto` leaves out a GPU with less than half its memory free
-# NPROC_PER_NODE words torchrun reads as "one process per GPU" (torch.distributed.run determine_local_world_size);
-# plain `swift sft` passes NPROC_PER_NODE to torchrun as it is.
-ONE_PER_GPU_WORDS = frozenset({"auto", "gpu"})
+# NPROC_PER_NODE words torchrun counts itself (torch.distributed.run determine_local_world_size): `gpu` is one
+# process per visible GPU (none: it stops), `cpu` one per CPU core (os.cpu_count()), `auto` one per GPU where
+# CUDA sees any, else one per core. Plain `swift sft` passes NPROC_PER_NODE to torchrun as it is.
+TORCHRUN_WORDS = frozenset({"auto", "gpu", "cpu"})
 
 
-def one_per_gpu(nproc_per_node: str) -> bool:
-    """NPROC_PER_NODE=auto or gpu: torchrun starts one process per visible GPU."""
-    return nproc_per_node.strip() in ONE_PER_GPU_WORDS  # torchrun compares them as they are: `GPU` fails there
+def torchrun_word(nproc_per_node: str) -> bool:
+    """NPROC_PER_NODE is a word torchrun turns into a count (auto, gpu, cpu)."""
+    return nproc_per_node.strip() in TORCHRUN_WORDS  # torchrun compares them as they are: `GPU` fails there
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def run_topology(
         free_port=host.free_port,
         config_env=swift.config_env if swift is not None else {},
         use_cpu=swift is not None and swift.get_bool("use_cpu", False),
+        cpu_count=host.cpu_count,
     )
 
 
@@ -70,7 +72,9 @@ def resolve_topology(
     free_port: int,
     config_env: Mapping[str, str] | None = None,
     use_cpu: bool = False,
+    cpu_count: int | None = None,
 ) -> Topology:
+    """`cpu_count`: os.cpu_count(), what torchrun starts for NPROC_PER_NODE=cpu."""
     slurm = SlurmEnv.from_env(env)
     layers = _Layers(env, config_env or {}, slurm)
     layers.check_one_task_per_node()
@@ -123,16 +127,35 @@ def resolve_topology(
             "on this one machine",
         )
 
-    per_gpu_word = layers.per_gpu_word("NPROC_PER_NODE")
-    if per_gpu_word is not None and (use_cpu or not gpus):
+    word = layers.torchrun_word("NPROC_PER_NODE")
+    per_core = word == "cpu" or (word == "auto" and not gpus)
+    per_gpu_word = word if word is not None and not per_core else None
+    if per_gpu_word == "gpu" and not gpus:
         raise SafeSftError(
-            f"NPROC_PER_NODE={per_gpu_word} without a GPU: torchrun would start one process per CPU core, or none",
+            "NPROC_PER_NODE=gpu without a GPU: torchrun stops on it (CUDA is not available)",
+            "set NPROC_PER_NODE to the number of CPU processes to train with, or to cpu (one per core)",
+        )
+    if per_gpu_word is not None and use_cpu:
+        raise SafeSftError(
+            f"NPROC_PER_NODE={per_gpu_word} with --use_cpu true: torchrun would start one process per GPU",
+            "set NPROC_PER_NODE to the number of CPU processes to train with, or to cpu (one per core)",
+        )
+    if per_core and not cpu_count:
+        raise SafeSftError(
+            f"NPROC_PER_NODE={word}: torchrun would start one process per CPU core, and this machine's are not known",
             "set NPROC_PER_NODE to the number of CPU processes to train with",
         )
-    per_gpu = per_gpu_word is not None and request.nproc is None
-    nproc_hint = None if per_gpu else layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
+    cores = (
+        Sourced(cpu_count, layers.source_of("NPROC_PER_NODE"), f"NPROC_PER_NODE={word}: one per CPU core, as torchrun")
+        if per_core and cpu_count
+        else None
+    )
+    if request.nproc is None and word is not None:  # the word's count: per GPU below, per core here
+        nproc_hint = cores
+    else:
+        nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
     # plain `swift sft` starts torchrun only for NPROC_PER_NODE or NNODES, else ONE process (torchrun: 1 per node)
-    swift_given = None if per_gpu_word else layers.pick_int(None, "NPROC_PER_NODE", None)
+    swift_given = cores or (None if word else layers.pick_int(None, "NPROC_PER_NODE", None))
     swift_nproc = swift_given.value if swift_given is not None else 1
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"
@@ -351,10 +374,10 @@ class _Layers:
             return self.config_env[name], Source.CONFIG
         return None
 
-    def per_gpu_word(self, name: str) -> str | None:
-        """The variable's value where it is one of torchrun's words for one process per GPU."""
+    def torchrun_word(self, name: str) -> str | None:
+        """The variable's value where it is one of the words torchrun counts itself (auto, gpu, cpu)."""
         found = self._lookup(name)
-        return found[0].strip() if found is not None and one_per_gpu(found[0]) else None
+        return found[0].strip() if found is not None and torchrun_word(found[0]) else None
 
     def source_of(self, name: str) -> Source:
         found = self._lookup(name)

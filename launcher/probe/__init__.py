@@ -33,4 +33,5 @@ def probe_host(output_dir: Path, nvml: ModuleType | None = None) -> HostFacts:
         disk_path=disk.path,
         disk_problem=disk.problem,
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        cpu_count=os.cpu_count(),
     )

@@ -1,5 +1,7 @@
 """Topology precedence (flag > env > config ENV > Slurm > default) and every bad input, as tables."""
 
+from typing import Any
+
 import pytest
 
 from launcher.errors import SafeSftError
@@ -20,10 +22,11 @@ SLURM = {
 FOUR_GPUS = gpus(4, 80)
 
 
-def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu=False):  # type: ignore[no-untyped-def]
+def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu=False, cpu_count=None):  # type: ignore[no-untyped-def]
     return resolve_topology(
-        request or TopologyRequest(), env or {}, gpu_list, free_port=45678, config_env=config_env, use_cpu=use_cpu
-    )
+        request or TopologyRequest(), env or {}, gpu_list, free_port=45678, config_env=config_env, use_cpu=use_cpu,
+        cpu_count=cpu_count,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -133,10 +136,31 @@ def test_nproc_per_node_auto_or_gpu_is_one_process_per_gpu_as_torchrun_reads_it(
     assert flag.nproc_per_node.value == 2  # --nproc beats it, as it beats a number
 
 
-def test_nproc_per_node_auto_without_a_gpu_is_an_error_naming_it() -> None:
+@pytest.mark.parametrize(("word", "gpu_list"), [("cpu", ()), ("auto", ()), ("cpu", FOUR_GPUS)])
+def test_nproc_per_node_cpu_or_auto_without_a_gpu_is_one_process_per_core_as_torchrun_counts(
+    word: str, gpu_list: Any
+) -> None:
+    """torchrun's determine_local_world_size: cpu is os.cpu_count() processes; auto too where CUDA sees no GPU.
+    Plain `swift sft` passes the word on, so its batch is kept against as many processes."""
+    topo = resolve(env={"NPROC_PER_NODE": word}, gpu_list=gpu_list, use_cpu=True, cpu_count=6)
+    assert (topo.nproc_per_node.value, topo.swift_nproc_per_node) == (6, 6)
+    assert topo.nproc_per_node.source is Source.ENV
+    assert topo.nproc_per_node.note == "CPU training (--use_cpu)"
+    assert (
+        resolve(TopologyRequest(nproc=2), {"NPROC_PER_NODE": word}, (), use_cpu=True, cpu_count=6).nproc_per_node.value
+        == 2
+    )
+    with pytest.raises(SafeSftError, match=f"NPROC_PER_NODE={word}: torchrun would start one process per CPU core"):
+        resolve(env={"NPROC_PER_NODE": word}, gpu_list=(), use_cpu=True, cpu_count=None)
+
+
+def test_nproc_per_node_words_torchrun_stops_on_are_errors_naming_them() -> None:
     with pytest.raises(SafeSftError) as bad:
-        resolve(env={"NPROC_PER_NODE": "auto"}, gpu_list=(), use_cpu=True)
-    assert bad.value.message.startswith("NPROC_PER_NODE=auto without a GPU")
+        resolve(env={"NPROC_PER_NODE": "gpu"}, gpu_list=(), use_cpu=True, cpu_count=6)
+    assert bad.value.message.startswith("NPROC_PER_NODE=gpu without a GPU: torchrun stops on it")
+    with pytest.raises(SafeSftError) as bad:
+        resolve(env={"NPROC_PER_NODE": "auto"}, use_cpu=True, cpu_count=6)  # GPUs here: torchrun counts them
+    assert bad.value.message == "NPROC_PER_NODE=auto with --use_cpu true: torchrun would start one process per GPU"
     with pytest.raises(SafeSftError, match="NPROC_PER_NODE='GPU' is not an integer"):  # torchrun refuses it too
         resolve(env={"NPROC_PER_NODE": "GPU"})
 
