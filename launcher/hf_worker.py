@@ -22,16 +22,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
-    from worker_tie import tie_to_torchrun  # this file's folder is sys.path[0]
-
-    tie_to_torchrun()
-
-from torch.distributed.elastic.multiprocessing.errors import record
-
-RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
-VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attempt would save over a checkpoint
-
 
 @functools.cache
 def _sibling(name: str) -> ModuleType:
@@ -41,6 +31,15 @@ def _sibling(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
+    _sibling("worker_tie").tie_to_torchrun()
+
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402 (after the tie, above)
+
+RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
+VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attempt would save over a checkpoint
 
 
 def resolved_args(args: Any) -> dict[str, Any]:
@@ -117,12 +116,12 @@ def main() -> None:
     if sys.argv[1] == "-m":
         module = sys.argv[2]
         sys.argv = sys.argv[2:]
-        sys.path[0] = os.getcwd()  # as `python -m MODULE` sets it
+        _sibling("worker").script_folder_first(os.getcwd())  # as `python -m MODULE` sets it
         run_training(lambda: runpy.run_module(module, run_name="__main__", alter_sys=True))
         return
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python SCRIPT` sets it
+    _sibling("worker").script_folder_first(os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` does
     run_training(lambda: runpy.run_path(script, run_name="__main__"))
 
 

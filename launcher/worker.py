@@ -26,12 +26,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+
+def _sibling(name: str) -> Any:
+    """A module beside this file, loaded by path: run as a script, the launcher package need not be
+    importable here, nor this folder be on sys.path (PYTHONSAFEPATH=1 leaves it off)."""
+    spec = importlib.util.spec_from_file_location(f"safe_sft_{name}", Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
-    from worker_tie import tie_to_torchrun  # this file's folder is sys.path[0]
+    _sibling("worker_tie").tie_to_torchrun()
 
-    tie_to_torchrun()
-
-from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402 (after the tie, above)
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
 PIPELINE_MODULE = "swift.pipelines.base"  # defines SwiftPipeline._parse_args, which SwiftSft inherits
@@ -132,14 +141,12 @@ def run_training(run: Any) -> None:
     training_returned()
 
 
-def _sibling(name: str) -> Any:
-    """A module beside this file, loaded by path: run as a script, the launcher package need not be
-    importable here."""
-    spec = importlib.util.spec_from_file_location(f"safe_sft_{name}", Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script_folder_first(folder: str) -> None:
+    """sys.path[0] as the command the user's trainer runs sets it (`python SCRIPT`: the script's folder;
+    `python -m MODULE`: the working directory) in place of this worker's folder, whose modules (model.py,
+    errors.py) must not answer the trainer's imports; under PYTHONSAFEPATH Python puts none there."""
+    if not sys.flags.safe_path:
+        sys.path[0] = folder
 
 
 def install_notice_callback() -> None:
@@ -151,6 +158,9 @@ def install_notice_callback() -> None:
 def main() -> None:
     if os.environ.get(RESOLVED_ENV):
         _sibling("after_import").after_import(PIPELINE_MODULE, _wrap_parse_args)
+    swift = importlib.util.find_spec("swift")  # found, not imported: the hook above waits for its import
+    if swift is not None and swift.submodule_search_locations:  # `torchrun swift/cli/sft.py`, as swift runs it
+        script_folder_first(os.path.join(next(iter(swift.submodule_search_locations)), "cli"))
     run_training(lambda: runpy.run_module("swift.cli.sft", run_name="__main__", alter_sys=True))
 
 
