@@ -186,6 +186,9 @@ class TrainingProcess:
         code = self.popen.wait()
         for relay in self.relays:
             relay.join(timeout=10)
+            if not relay.is_alive():  # drained: its pipe is done with (one still read by a relay stays open)
+                with contextlib.suppress(OSError):
+                    relay.source.close()
         reap_orphans()
         with contextlib.suppress(OSError):  # the last buffered bytes, on a full disk
             self.log.close()

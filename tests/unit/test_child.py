@@ -54,3 +54,22 @@ def test_a_terminal_whose_reader_is_gone_is_muted_and_the_process_runs_to_its_en
     assert (tmp_path / "console.log").stat().st_size == 48 * 65536 + len("done\n")  # all of it, in the log
     assert os.readlink(f"/proc/self/fd/{terminal.fileno()}") == os.devnull  # muted, not written again
     terminal.close()
+
+
+def test_a_finished_process_leaves_no_pipe_open(tmp_path: Path) -> None:
+    """Each attempt's two pipes are closed once drained: a supervised run of many attempts held two open
+    descriptors per attempt, and Python named them in ResourceWarning tracebacks (PYTHONDEVMODE=1)."""
+    import gc
+    import warnings
+
+    terminal = (tmp_path / "terminal").open("wb")
+    process = TrainingProcess([sys.executable, "-c", "print('x')"], {}, tmp_path / "console.log", terminal, terminal)
+    assert process.finish()[0] == 0
+    terminal.close()
+    assert process.popen.stdout is not None and process.popen.stderr is not None
+    assert process.popen.stdout.closed and process.popen.stderr.closed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        del process
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
