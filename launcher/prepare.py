@@ -32,6 +32,7 @@ from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
 from launcher.plan.lora_targets import MissingTargets, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.model_type import SwiftNaming
+from launcher.plan.python_env import raised_deprecations
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
@@ -217,7 +218,8 @@ def prepare(
         data=data,
     )
     refusal = [f"{checked.error} (the run refuses to start)"] if checked.error else []
-    warnings = (*named.warnings, *checked.warnings, *refusal)
+    raised = raised_deprecations(env) if backend.name == "swift" else None
+    warnings = (*named.warnings, *checked.warnings, *refusal, *([raised] if raised else []))
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
     return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error)

@@ -142,7 +142,8 @@ _HTTP_CLIENT_FRAME = re.compile(
 
 _EXCEPTION_LINE = re.compile(
     r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:|"
-    r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: |^\s*socket\.(?:gaierror|herror|timeout)\b:"
+    r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: |^\s*socket\.(?:gaierror|herror|timeout)\b:|"
+    r"^\s*[A-Z]\w*Warning: "  # a warning raised (-W error, PYTHONWARNINGS=error); one shown starts with its file
 )
 
 
@@ -219,7 +220,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"missing \d+ required positional argument|list index out of range|index out of range|"
         r"size mismatch for|shape mismatch|Expected .* but got|out of bounds|no file named|Failed to import|"
         r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format|only supports?\b|"
-        r"Error\(s\) in loading state_dict",
+        r"Error\(s\) in loading state_dict|"
+        r"^[A-Z]\w*Warning: ",  # a warning raised as an error: -W error or PYTHONWARNINGS=error, the user's setting
         exception_only=True,
         exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
     ),

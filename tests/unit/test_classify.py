@@ -472,3 +472,25 @@ def test_modelscope_hubs_own_errors_are_told_by_their_class_and_code(line: str, 
 
     found = classify_text(["Traceback (most recent call last):", line], steps_seen=False)
     assert found is not None and found[0] is kind
+
+
+RAISED_WARNING = (
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.11/site-packages/swift/sequence_parallel/zigzag_ring_attn.py", line 12, in <module>',
+    "    @torch.jit.script",
+    "DeprecationWarning: `torch.jit.script` is deprecated. Please switch to `torch.compile` or `torch.export`.",
+)
+
+
+def test_a_warning_raised_as_an_error_is_the_users_setting_and_one_shown_is_not_evidence() -> None:
+    """PYTHONWARNINGS=error (or -W error) turns the warning a library shows while importing into the
+    exception every rank stops on: the user's setting, not a failure a retry may get past."""
+    raised = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, "\n".join(RAISED_WARNING)),)))
+    assert raised is not None and raised.kind is K.USER_ERROR
+    assert raised.evidence[0] == RAISED_WARNING[-1]
+    shown = (
+        "/venv/lib/python3.11/site-packages/swift/x.py:12: DeprecationWarning: `torch.jit.script` is deprecated.",
+        "Killed",
+    )
+    failure = classify(AttemptEvidence(exit_code=1, log_tail=shown))
+    assert failure is not None and failure.kind is not K.USER_ERROR
