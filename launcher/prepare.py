@@ -261,7 +261,8 @@ def read_named_inputs(
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"), repair=backend.name == "swift")
     model_name = swift.get(backend.model_key)
     if model_name and not assumed:
-        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
+        key = backend.model_key if swift.spelling else f"--{backend.model_key}"
+        check_model_path(model_name, key, tokenizer=backend.name in ("swift", "llamafactory"))
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     for spec in datasets:
         check_sample_count(spec, Path.cwd())
@@ -456,20 +457,43 @@ def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node
         )
 
 
-def check_model_path(model: str, name: str) -> None:
+# What a model folder's tokenizer is saved as, by any tokenizer transformers or a model's own code has
+# (tokenizer.json, tokenizer.model, vocab.json and merges.txt, vocab.txt, spiece.model, qwen.tiktoken,
+# ice_text.model, tokenization_*.py): a folder with none of these words in a file's name has no tokenizer.
+TOKENIZER_WORDS = ("token", "vocab", "merges", "spiece", "sentencepiece", "spm", "bpe", "tiktoken", ".model")
+
+
+def check_model_path(model: str, name: str, tokenizer: bool = False) -> None:
     """A model written as a path (`/`, `./`, `../`, `~`) must be there: swift would take a missing one for a
-    hub id (or refuse an absolute one) only after its start-up."""
+    hub id (or refuse an absolute one) only after its start-up. `tokenizer`: the trainer loads the tokenizer
+    from the model's folder (swift, LLaMA-Factory), so a local model folder must hold one: swift loads the
+    weights, then fails to encode every row and stops on a TypeError that names no file."""
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
         raise SafeSftError(
             f"{name} {model!r} is no directory here",
             "check the path (a relative one is read from where safe-sft runs); a hub id is written like "
             "Qwen/Qwen2.5-7B-Instruct",
         )
-    if Path(model).expanduser().is_file():
+    folder = Path(model).expanduser()
+    if folder.is_file():
         raise SafeSftError(
             f"{name} {model!r} is a file, not a model's directory",
             "give the directory that holds its config.json and weights",
         )
+    if tokenizer and (folder / "config.json").is_file() and not _holds_a_tokenizer(folder):
+        raise SafeSftError(
+            f"{name} {model!r} holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges file): "
+            "swift would load the weights, then stop on every row it cannot encode",
+            "copy the tokenizer's files (tokenizer.json, tokenizer_config.json, ...) from the model it was "
+            "trained from into it",
+        )
+
+
+def _holds_a_tokenizer(folder: Path) -> bool:
+    try:
+        return any(word in entry.name.lower() for entry in folder.iterdir() for word in TOKENIZER_WORDS)
+    except OSError:
+        return True  # a folder that cannot be listed is the trainer's to report
 
 
 def _reencode_fix(sample: DatasetSample) -> str:

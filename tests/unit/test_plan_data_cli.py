@@ -135,3 +135,40 @@ def test_a_model_path_that_is_a_file_is_one_line(data_dir: Path) -> None:
         result.stderr.splitlines()[0]
         == "safe-sft: error: --model './model.safetensors' is a file, not a model's directory"
     )
+
+
+REAL_TOKENIZERS = sorted(
+    d for d in (Path(__file__).resolve().parents[1] / "data" / "tokenizers").iterdir() if d.is_dir()
+)
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        *[pytest.param(sorted(p.name for p in d.iterdir()), id=d.name) for d in REAL_TOKENIZERS],
+        pytest.param(["qwen.tiktoken", "tokenization_qwen.py"], id="qwen-1"),
+        pytest.param(["ice_text.model", "tokenization_chatglm.py"], id="chatglm-6b"),
+        pytest.param(["vocab.txt"], id="bert-style"),
+        pytest.param([], id="none"),
+    ],
+)
+def test_a_model_folder_without_a_tokenizer_is_one_line_where_the_trainer_loads_it_from_there(
+    data_dir: Path, saved: list[str]
+) -> None:
+    """A folder of weights and config.json alone (copied without the tokenizer's files): swift loads the
+    weights, then fails to encode every row and stops on a TypeError that names no file. The real folders
+    of tests/data/tokenizers, and the files other models' own code saves, are tokenizers."""
+    folder = data_dir / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    for name in saved:
+        (folder / name).write_text("")
+    result = run_plan(data_dir, "--model", "./model", "--use_cpu", "true")
+    if saved:
+        assert "holds no tokenizer" not in result.stderr, result.stderr
+        return
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        "safe-sft: error: --model './model' holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges "
+        "file): swift would load the weights, then stop on every row it cannot encode"
+    )
