@@ -178,6 +178,12 @@ def prepare(
         checked = swift_model_checks(swift, model_name, model)
     elif backend.name == "llamafactory":
         checked = target_checks(llamafactory_missing_targets(swift, model))
+    if model_name and backend.name in ("swift", "llamafactory") and not options.assumes_machine:
+        key = backend.model_key if swift.spelling else f"--{backend.model_key}"
+        if (tokenizer := tokenizer_error(model_name, key)) is not None and checked.error is None:
+            checked = replace(checked, error=tokenizer)
+        elif tokenizer is not None:  # the run stops on the first; the plan shows both
+            checked = replace(checked, warnings=(*checked.warnings, f"{tokenizer} (the run refuses to start)"))
     naming = checked.naming
     if model is not None and naming is not None:
         model = replace(model, swift_model_type=naming.model_type)
@@ -261,8 +267,7 @@ def read_named_inputs(
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"), repair=backend.name == "swift")
     model_name = swift.get(backend.model_key)
     if model_name and not assumed:
-        key = backend.model_key if swift.spelling else f"--{backend.model_key}"
-        check_model_path(model_name, key, tokenizer=backend.name in ("swift", "llamafactory"))
+        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
     for spec in datasets:
         check_sample_count(spec, Path.cwd())
@@ -463,30 +468,35 @@ def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node
 TOKENIZER_WORDS = ("token", "vocab", "merges", "spiece", "sentencepiece", "spm", "bpe", "tiktoken", ".model")
 
 
-def check_model_path(model: str, name: str, tokenizer: bool = False) -> None:
+def check_model_path(model: str, name: str) -> None:
     """A model written as a path (`/`, `./`, `../`, `~`) must be there: swift would take a missing one for a
-    hub id (or refuse an absolute one) only after its start-up. `tokenizer`: the trainer loads the tokenizer
-    from the model's folder (swift, LLaMA-Factory), so a local model folder must hold one: swift loads the
-    weights, then fails to encode every row and stops on a TypeError that names no file."""
+    hub id (or refuse an absolute one) only after its start-up."""
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
         raise SafeSftError(
             f"{name} {model!r} is no directory here",
             "check the path (a relative one is read from where safe-sft runs); a hub id is written like "
             "Qwen/Qwen2.5-7B-Instruct",
         )
-    folder = Path(model).expanduser()
-    if folder.is_file():
+    if Path(model).expanduser().is_file():
         raise SafeSftError(
             f"{name} {model!r} is a file, not a model's directory",
             "give the directory that holds its config.json and weights",
         )
-    if tokenizer and (folder / "config.json").is_file() and not _holds_a_tokenizer(folder):
-        raise SafeSftError(
-            f"{name} {model!r} holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges file): "
-            "swift would load the weights, then stop on every row it cannot encode",
-            "copy the tokenizer's files (tokenizer.json, tokenizer_config.json, ...) from the model it was "
-            "trained from into it",
-        )
+
+
+def tokenizer_error(model: str, name: str) -> SafeSftError | None:
+    """A local model folder the trainer loads its tokenizer from (swift, LLaMA-Factory) must hold one: swift
+    loads the weights, then fails to encode every row and stops on a TypeError that names no file. A plan
+    of a folder of config.json alone (a model not downloaded) shows it; a run refuses."""
+    folder = Path(model).expanduser()
+    if not (folder / "config.json").is_file() or _holds_a_tokenizer(folder):
+        return None
+    return SafeSftError(
+        f"{name} {model!r} holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges file): "
+        "swift would load the weights, then stop on every row it cannot encode",
+        "copy the tokenizer's files (tokenizer.json, tokenizer_config.json, ...) from the model it was trained "
+        "from into it",
+    )
 
 
 def _holds_a_tokenizer(folder: Path) -> bool:

@@ -156,19 +156,29 @@ def test_a_model_folder_without_a_tokenizer_is_one_line_where_the_trainer_loads_
     data_dir: Path, saved: list[str]
 ) -> None:
     """A folder of weights and config.json alone (copied without the tokenizer's files): swift loads the
-    weights, then fails to encode every row and stops on a TypeError that names no file. The real folders
-    of tests/data/tokenizers, and the files other models' own code saves, are tokenizers."""
+    weights, then fails to encode every row and stops on a TypeError that names no file. The run refuses;
+    the plan (of a model not downloaded, say) says so. The real folders of tests/data/tokenizers, and the
+    files other models' own code saves, are tokenizers."""
     folder = data_dir / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     for name in saved:
         (folder / name).write_text("")
-    result = run_plan(data_dir, "--model", "./model", "--use_cpu", "true")
-    if saved:
-        assert "holds no tokenizer" not in result.stderr, result.stderr
-        return
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == (
-        "safe-sft: error: --model './model' holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges "
-        "file): swift would load the weights, then stop on every row it cannot encode"
+    said = (
+        "--model './model' holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges file): swift "
+        "would load the weights, then stop on every row it cannot encode"
     )
+    typed = ("--model_type", "qwen2", "--template", "qwen")  # config.json alone names no architecture
+    plan = run_plan(data_dir, "--model", "./model", "--use_cpu", "true", *typed)
+    assert plan.returncode == 0, plan.stderr
+    assert (said in plan.stdout) is not bool(saved)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-m", "launcher", "--model", "./model", "--use_cpu", "true", *typed, "--output_dir", "out"],
+        capture_output=True, text=True, timeout=60, cwd=data_dir, env=env,
+    )  # fmt: skip
+    if saved:
+        assert "holds no tokenizer" not in run.stderr, run.stderr
+        return
+    assert run.returncode == 2 and run.stderr.splitlines()[-2] == f"safe-sft: error: {said}"
+    assert not (data_dir / "out").exists()
