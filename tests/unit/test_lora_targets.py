@@ -6,6 +6,7 @@ tests/stack/test_lora_targets_real.py holds the rule to real swift and to transf
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from dataclasses import replace
@@ -16,7 +17,7 @@ import pytest
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts, module_pattern
-from launcher.plan.lora_targets import describe_missing, llamafactory_missing_targets, missing_targets
+from launcher.plan.lora_targets import _unmatched, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.swift_args import parse_swift_argv
 from launcher.prepare import swift_model_checks, target_checks
 from launcher.probe.model_size import probe_model
@@ -228,3 +229,75 @@ def test_llamafactory_a_name_missing_beside_a_found_one_is_a_warning(tmp_path: P
         ": peft passes it over and adapts v_proj alone (name modules the model has, or give lora_target: all)"
         in (checked.warnings[0])
     )
+
+
+LORA_DATA = Path(__file__).resolve().parents[1] / "data" / "lora_targets"
+LORA_MODELS = [json.loads(line) for line in (LORA_DATA / "models" / "index.jsonl").read_text().splitlines()]
+
+
+def _real_model(entry: dict[str, Any]) -> ModelFacts:
+    """The model as the probe reads its folder: the module paths its weights index names (each tensor's name
+    less its last part, numbers as #), a tied output layer from its config.json."""
+    folder = LORA_DATA / "models" / entry["dir"]
+    tensors = json.loads((folder / entry["index_file"]).read_text())["weight_map"]
+    tied = bool(json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", False))
+    paths = frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    return ModelFacts(name=entry["model"], total_params=1, source="x", tie_word_embeddings=tied, module_paths=paths)
+
+
+def _as_peft_gets_them(row: dict[str, Any]) -> tuple[str, ...] | str:
+    """The names the row's framework hands peft, or why the row is outside the rule: swift's parser keeps
+    each word, LLaMA-Factory splits its string at commas, a YAML list is a list, and so is a list peft's error
+    prints with its quotes; one string is a regular expression to peft, and python-fire reads a bracketed
+    string as a list or as one string."""
+    targets = row["targets"]
+    if row["framework"] == "llamafactory" and isinstance(targets, str):
+        return tuple(name.strip() for name in targets.split(","))
+    if isinstance(targets, str) and targets.strip()[:1] in "[{" and "'" in targets:
+        targets = list(ast.literal_eval(targets))  # the list or set the error printed
+    if not isinstance(targets, list):
+        return "one string, which peft reads as a regular expression (python-fire as its quoting has it)"
+    if "all-linear" in targets:
+        return "all-linear: the peft of that run did not yet expand it (peft 0.8 and later, and swift, do)"
+    return tuple(targets)
+
+
+def _real_rows() -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """(model, row, failed or ran) for every row whose model's index is here."""
+    found = []
+    for outcome in ("failed", "ran"):
+        for line in (LORA_DATA / f"{outcome}.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            for entry in LORA_MODELS:
+                if row["url"] in {url.split(" ")[0] for url in entry["used_by"][outcome]}:
+                    found.append((entry, row, outcome))
+    return found
+
+
+REAL_ROWS = _real_rows()
+JUDGED = [
+    pytest.param(entry, row, outcome, id=f"{outcome}-{entry['dir'].split('__')[-1]}-{n}")
+    for n, (entry, row, outcome) in enumerate(REAL_ROWS)
+    if isinstance(_as_peft_gets_them(row), tuple)
+]
+
+
+def test_the_real_target_lists_are_as_described() -> None:
+    """16 rows have their model's index here: 11 hand peft a list of names (6 stopped, 5 ran), 5 are outside
+    the rule: each gives peft one string (a regular expression, python-fire's bracketed string, all-linear)."""
+    outside = sorted(
+        str(_as_peft_gets_them(row)) for _, row, _ in REAL_ROWS if isinstance(_as_peft_gets_them(row), str)
+    )
+    assert (len(LORA_MODELS), len(REAL_ROWS), len(JUDGED)) == (10, 16, 11), outside
+    assert sum(p.values[2] == "failed" for p in JUDGED) == 6
+
+
+@pytest.mark.parametrize(("entry", "row", "outcome"), JUDGED)
+def test_real_target_lists_that_stopped_are_refused_and_those_that_ran_pass(
+    entry: dict[str, Any], row: dict[str, Any], outcome: str
+) -> None:
+    names = _as_peft_gets_them(row)
+    assert isinstance(names, tuple)
+    found = _unmatched("--target_modules", names, _real_model(entry), anywhere=False, fix_all="")
+    refused = found is not None and not found.matched
+    assert refused is (outcome == "failed"), (names, found)
