@@ -274,6 +274,12 @@ def read_named_inputs(
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     if data and not assumed:
         check_dataset_files(data)
+    for key in backend.checked_data_keys:  # the evaluation's files: checked alike, not in the estimate
+        specs = swift.get_values(key)
+        for spec in specs:
+            check_sample_count(spec, Path.cwd(), f"--{key}")
+        if specs and not assumed:
+            check_dataset_files(probe_datasets(specs, Path.cwd(), swift.get("columns")), f"--{key}")
     warnings: tuple[str, ...] = ()
     try:
         if check_named is not None:
@@ -514,7 +520,7 @@ def _reencode_fix(sample: DatasetSample) -> str:
     return f"save it as UTF-8: iconv -f {sample.encoding} -t UTF-8 {name} > {utf8}, and give that"
 
 
-def check_dataset_files(data: DataFacts) -> None:
+def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
     """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
     missing one for a hub dataset id and fail only after trying to download it. A local file must have a
     row (the probe marks one of whitespace or `[]` `empty`): swift's loader stops on it, after the model
@@ -523,25 +529,25 @@ def check_dataset_files(data: DataFacts) -> None:
     if missing is not None:
         where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
         raise SafeSftError(
-            f"--dataset {missing.spec!r} is no file{where} (swift would look for it on the hub)",
+            f"{option} {missing.spec!r} is no file{where} (swift would look for it on the hub)",
             "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
         )
     encoded = next((d for d in data.datasets if d.encoding), None)
     if encoded is not None:
         raise SafeSftError(
-            f"--dataset {encoded.spec!r} is {encoded.note}, which swift's loader cannot read: it stops on the "
+            f"{option} {encoded.spec!r} is {encoded.note}, which swift's loader cannot read: it stops on the "
             "whole file after the model has loaded",
             _reencode_fix(encoded),
         )
     broken = next((d for d in data.datasets if d.not_json), None)
     if broken is not None:
         raise SafeSftError(
-            f"--dataset {broken.spec!r} has a line that is not JSON: {broken.not_json}",
+            f"{option} {broken.spec!r} has a line that is not JSON: {broken.not_json}",
             "fix or remove that line: swift's loader stops on the whole file there, after the model has loaded",
         )
     empty = next((d for d in data.datasets if d.empty), None)
     if empty is not None:
         raise SafeSftError(
-            f"--dataset {empty.spec!r} is empty (swift's loader finds no rows in it and stops)",
+            f"{option} {empty.spec!r} is empty (swift's loader finds no rows in it and stops)",
             "give a file with rows, or leave it out of --dataset",
         )

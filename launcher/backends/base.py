@@ -71,6 +71,9 @@ class Backend:
     missing: frozenset[str] = frozenset()  # KNOBS the trainer does not have
     model_key: str = "model"  # the argument naming the model (a local dir is probed for its size)
     dataset_key: str | None = "dataset"  # the argument naming local data files to sample; None: not read
+    # arguments naming more data files the trainer loads (its evaluation's): checked as the dataset's are,
+    # not sampled for the estimate
+    checked_data_keys: tuple[str, ...] = ("val_dataset",)
     device_map: bool = True  # can run one process over several GPUs
     # the trainer resumes from the newest checkpoint-N in its output dir by itself, complete or not
     # (LLaMA-Factory, unless overwrite_output_dir): the first attempt names the newest complete one instead

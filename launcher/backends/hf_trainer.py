@@ -75,6 +75,7 @@ HF_TRAINER = Backend(
     missing=frozenset({"max_length", "image_budget", "device_map", "resume_only_model", "add_version"}),
     model_key="model_name_or_path",
     dataset_key=None,  # a script's data arguments are its own
+    checked_data_keys=(),
     device_map=False,
     resumes_as_told=False,
 )

@@ -123,6 +123,7 @@ LLAMAFACTORY = Backend(
     budget_args={"MAX_PIXELS": "image_max_pixels"},  # pixels per image, for every vision-language family
     model_key="model_name_or_path",
     dataset_key=None,  # datasets are names in its dataset_info.json
+    checked_data_keys=(),
     device_map=False,
     resumes_latest=True,
     launch_env=launch_env,

@@ -121,7 +121,7 @@ def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
     return None, take
 
 
-def check_sample_count(spec: str, cwd: Path) -> None:
+def check_sample_count(spec: str, cwd: Path, option: str = "--dataset") -> None:
     """swift's DatasetSyntax.parse reads what follows the last `#` of a `--dataset` that is no path as a
     sample count, with int(): anything else stops every rank with a ValueError. Raise SafeSftError first."""
     if _exists(spec, cwd):
@@ -135,7 +135,7 @@ def check_sample_count(spec: str, cwd: Path) -> None:
         int(tail)
     except ValueError:
         raise SafeSftError(
-            f"--dataset {mask_value(spec)!r}: {tail!r} after its last # is not a whole number of samples",
+            f"{option} {mask_value(spec)!r}: {tail!r} after its last # is not a whole number of samples",
             "write path#N with a whole number (swift reads #N as how many samples to take); a file whose name "
             "has a # is taken as it is only where it exists",
         ) from None

@@ -182,3 +182,27 @@ def test_a_model_folder_without_a_tokenizer_is_one_line_where_the_trainer_loads_
         return
     assert run.returncode == 2 and run.stderr.splitlines()[-2] == f"safe-sft: error: {said}"
     assert not (data_dir / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("typo.jsonl", None, " is no file in {cwd} (swift would look for it on the hub)"),
+        ("broken.jsonl", '{"messages": [}\n', " has a line that is not JSON: "),
+        ("wide.jsonl", "\ufeff{}\n".encode("utf-16-le"), " is UTF-16 text (it starts with a UTF-16 byte-order mark)"),
+        ("val.jsonl#ten", '{"messages": []}\n', ": 'ten' after its last # is not a whole number of samples"),
+    ],
+)
+def test_val_dataset_gets_the_datasets_checks(
+    data_dir: Path, name: str, content: str | bytes | None, said: str
+) -> None:
+    """swift loads --val_dataset as it loads --dataset, once the model has loaded: a missing file was taken for a
+    hub id (five minutes of download retries), a broken line stopped every rank naming no file."""
+    (data_dir / "good.jsonl").write_text('{"messages": [{"role": "user", "content": "q"}]}\n')
+    if content is not None:
+        path = data_dir / name.partition("#")[0]
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    result = run_plan(data_dir, "--model", "m", "--use_cpu", "true", "--dataset", "good.jsonl", "--val_dataset", name)
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"safe-sft: error: --val_dataset {name!r}{said.format(cwd=data_dir)}"), first
