@@ -225,7 +225,9 @@ def prepare(
     )
     refusal = [f"{checked.error} (the run refuses to start)"] if checked.error else []
     raised = raised_deprecations(env) if backend.name == "swift" else None
-    warnings = (*named.warnings, *checked.warnings, *refusal, *([raised] if raised else []))
+    empty = swift.get("output_dir") == ""  # a script's `--output_dir "$OUT"` with OUT unset, most often
+    cwd = [f"output_dir is empty: the trainer writes its runs into {Path.cwd()}"] if empty else []
+    warnings = (*named.warnings, *checked.warnings, *refusal, *([raised] if raised else []), *cwd)
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
     return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error)

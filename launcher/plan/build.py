@@ -115,10 +115,11 @@ def as_device_map(topology: Topology, why: str) -> Topology:
 
 
 def output_dir_of(swift: SwiftArgs) -> str:
-    """swift's output_dir: the given one, or `output/<model name>` as swift derives it."""
+    """swift's output_dir: the given one (an empty one is the working directory, as swift's abspath makes
+    it: a script's `--output_dir "$OUT"` with OUT unset), or `output/<model name>` as swift derives it."""
     given = swift.get("output_dir")
-    if given:
-        return given
+    if given is not None:
+        return given or "."
     model = (swift.get("model") or "model").rstrip("/")
     return posixpath.join("output", posixpath.basename(model))
 

@@ -206,3 +206,17 @@ def test_val_dataset_gets_the_datasets_checks(
     assert result.returncode == 2
     first = result.stderr.splitlines()[0]
     assert first.startswith(f"safe-sft: error: --val_dataset {name!r}{said.format(cwd=data_dir)}"), first
+
+
+def test_an_empty_output_dir_is_the_working_directory_as_swift_reads_it(data_dir: Path) -> None:
+    """`--output_dir "$OUT"` with OUT unset: swift's abspath makes it the working directory, where its runs
+    and safe-sft's own dir then go (safe-sft had put its report under output/<model>, a tree swift never
+    makes). The plan says so."""
+    from launcher.plan.build import output_dir_of
+    from launcher.plan.swift_args import parse_swift_argv
+
+    assert output_dir_of(parse_swift_argv(["--model", "m", "--output_dir", ""])) == "."
+    assert output_dir_of(parse_swift_argv(["--model", "/models/Qwen2.5-7B/"])) == "output/Qwen2.5-7B"
+    result = run_plan(data_dir, "--model", "m", "--use_cpu", "true", "--output_dir", "")
+    assert result.returncode == 0, result.stderr
+    assert f"warning: output_dir is empty: the trainer writes its runs into {data_dir}" in result.stdout
