@@ -544,7 +544,7 @@ def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
     broken = next((d for d in data.datasets if d.not_json), None)
     if broken is not None:
         raise SafeSftError(
-            f"{option} {broken.spec!r} has a line that is not JSON: {broken.not_json}",
+            f"{option} {broken.spec!r} has a line that is not a JSON object: {broken.not_json}",
             "fix or remove that line: swift's loader stops on the whole file there, after the model has loaded",
         )
     empty = next((d for d in data.datasets if d.empty), None)

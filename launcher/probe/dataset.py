@@ -79,10 +79,14 @@ class Malformed(ValueError):
     """A row swift would not read."""
 
 
+JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 @dataclass(frozen=True)
 class NotJson:
-    """A line of a JSON Lines file that does not parse: swift's loader (datasets' json builder) stops on the
-    whole file there, where a row it cannot map is only skipped."""
+    """A line of a JSON Lines file that is no JSON object (it does not parse, or it is an array, a string):
+    swift's loader (datasets' json builder) stops on the whole file there, where a row it cannot map is only
+    skipped."""
 
     line: bytes
     error: ValueError
@@ -371,9 +375,14 @@ def _line_records(lines: Iterable[tuple[bytes, float]], *, text: bool) -> Iterat
             yield {"text": line.decode("utf-8", "replace").rstrip("\r\n")}, weight
             continue
         try:
-            yield json.loads(line), weight
+            value = json.loads(line)
         except ValueError as err:  # UnicodeDecodeError too
             yield NotJson(line, err), weight
+            continue
+        if isinstance(value, dict):
+            yield value, weight
+        else:  # the json builder reads a row of each line: an array or a string there stops it as a bad line does
+            yield NotJson(line, ValueError(f"a JSON {JSON_KINDS.get(type(value), 'value')}, not an object")), weight
 
 
 def _json_list(data: bytes) -> tuple[list[object], int, bool]:

@@ -375,8 +375,24 @@ def test_e_a_line_that_is_not_json_fails_plain_swift_and_stops_safe_sft_before_i
     assert plain.returncode != 0
     said = plain.stdout + plain.stderr
     assert "JSON parse error" in said and "DatasetGenerationError: An error occurred while generating" in said
-    error = f"has a line that is not JSON: {bad!r} (Extra data: line 1 column 50 (char 49))"
+    error = f"has a line that is not a JSON object: {bad!r} (Extra data: line 1 column 50 (char 49))"
     _stops_before_anything_starts(tiny, tmp_path, broken, error)
+
+
+def test_e_a_line_of_json_that_is_no_object_fails_plain_swift_and_stops_safe_sft_before_it_starts(
+    tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A line that parses but is an array among object rows: swift's loader stops on the whole file there."""
+    rows = Path(str(tiny["dataset"])).read_text().splitlines()
+    broken = tmp_path / "array_row.jsonl"
+    broken.write_text("\n".join([*rows[:5], "[1, 2, 3]", *rows[5:]]) + "\n")
+    plain = _plain_swift(tiny, tmp_path, broken)
+    assert plain.returncode != 0
+    said = plain.stdout + plain.stderr
+    assert "JSON parse error: Column() changed from object to" in said and "TypeError: 'str' object is not a" in said
+    _stops_before_anything_starts(
+        tiny, tmp_path, broken, "has a line that is not a JSON object: '[1, 2, 3]' (a JSON array, not an object)"
+    )
 
 
 def _plain_swift(tiny, tmp_path: Path, dataset: Path) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]

@@ -374,3 +374,16 @@ def test_tools_are_counted_as_the_json_the_template_writes() -> None:
         (with_tools.latin - without.latin, with_tools.digits - without.digits, with_tools.other - without.other)
     )
     assert counted == len(tools)
+
+
+@pytest.mark.parametrize(("line", "kind"), [("[1, 2, 3]", "array"), ('"plain text"', "string"), ("null", "null")])
+def test_a_line_that_is_json_but_no_object_stops_the_file_as_a_broken_line_does(
+    tmp_path: Path, line: str, kind: str
+) -> None:
+    """datasets' json builder (pyarrow) stops on the whole file at a line whose JSON is no object ("Column()
+    changed from object to array"), after the model has loaded: the run refuses it as it does a broken line."""
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})
+    (tmp_path / "d.jsonl").write_text("\n".join([good, line, good]) + "\n")
+    sample = probe_dataset("d.jsonl", tmp_path)
+    assert (len(sample.rows), sample.malformed) == (2, 1)
+    assert sample.not_json == f"{line!r} (a JSON {kind}, not an object)"

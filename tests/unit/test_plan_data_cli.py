@@ -188,7 +188,7 @@ def test_a_model_folder_without_a_tokenizer_is_one_line_where_the_trainer_loads_
     ("name", "content", "said"),
     [
         ("typo.jsonl", None, " is no file in {cwd} (swift would look for it on the hub)"),
-        ("broken.jsonl", '{"messages": [}\n', " has a line that is not JSON: "),
+        ("broken.jsonl", '{"messages": [}\n', " has a line that is not a JSON object: "),
         ("wide.jsonl", "\ufeff{}\n".encode("utf-16-le"), " is UTF-16 text (it starts with a UTF-16 byte-order mark)"),
         ("val.jsonl#ten", '{"messages": []}\n', ": 'ten' after its last # is not a whole number of samples"),
     ],
