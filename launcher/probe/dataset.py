@@ -157,7 +157,7 @@ def _exists(text: str, cwd: Path) -> bool:
 def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) -> DataFacts:
     """Sample every `--dataset` value; hub ids and unreadable files are said, not raised. `columns` is swift's
     `--columns` JSON (old name -> swift's name), applied to every row before it is read."""
-    mapping = _columns(columns)
+    mapping = _columns(columns, cwd)
     budget = max(min(MAX_BYTES, TOTAL_BYTES // max(len(specs), 1)), 256 * 1024)
     samples: list[DatasetSample] = []
     warnings: list[str] = []
@@ -169,12 +169,19 @@ def probe_datasets(specs: Sequence[str], cwd: Path, columns: str | None = None) 
     return DataFacts(datasets=tuple(samples), warnings=tuple(warnings))
 
 
-def _columns(text: str | None) -> dict[str, str]:
-    """swift's --columns: a JSON object of column renames, as swift repairs it (`{'q': 'query'}`); anything
-    else is swift's to report."""
+def _columns(text: str | None, cwd: Path) -> dict[str, str]:
+    """swift's --columns: a JSON object of column renames, inline as swift repairs it (`{'q': 'query'}`) or
+    the JSON file it names; anything else is swift's to report."""
+    if not text:
+        return {}
     try:
-        value = json.loads(as_swift_repairs(text)) if text else {}
-    except ValueError:
+        path = Path(text) if Path(text).is_absolute() else cwd / text
+        named = path.is_file()
+    except (OSError, ValueError):  # inline JSON longer than a file's name may be
+        named = False
+    try:
+        value = json.loads(path.read_text(encoding="utf-8") if named else as_swift_repairs(text))
+    except (OSError, ValueError, RecursionError):
         return {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 

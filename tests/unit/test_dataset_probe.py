@@ -320,6 +320,10 @@ def test_swift_columns_rename_before_the_row_is_read(tmp_path: Path) -> None:
     assert probe_datasets(["d.jsonl"], tmp_path, "{not json").datasets[0].status is SampleStatus.NOT_READ
     quoted = probe_datasets(["d.jsonl"], tmp_path, "{'src': 'query', 'tgt': 'response'}")  # swift repairs it
     assert quoted.datasets[0].rows == facts.datasets[0].rows
+    (tmp_path / "columns.json").write_text('{"src": "query", "tgt": "response"}')  # swift reads a file it names
+    assert probe_datasets(["d.jsonl"], tmp_path, "columns.json").datasets[0].rows == facts.datasets[0].rows
+    long = json.dumps({"src": "query", "tgt": "response", **{f"unused_{i}": f"x{i}" for i in range(40)}})
+    assert probe_datasets(["d.jsonl"], tmp_path, long).datasets[0].rows == facts.datasets[0].rows  # no file name
 
 
 @pytest.mark.parametrize("tail", ["abc", "", "1e3", "ten", "1.5"])
