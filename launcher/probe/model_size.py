@@ -53,15 +53,27 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             if len(prefix) < 8:
                 raise ValueError("shorter than the 8 bytes of its header's length")
             (length,) = struct.unpack("<Q", prefix)
-            if length > path.stat().st_size - 8:
+            size = path.stat().st_size
+            if length > size - 8:
                 raise ValueError(f"its header's length, {length} bytes, runs past the end of the file")
             header = json.loads(handle.read(length))
         if not isinstance(header, dict):
             raise ValueError("its header is not a JSON object")
         header.pop("__metadata__", None)
+        need = 8 + length + max((_data_end(info) for info in header.values()), default=0)
+        if size < need:  # a copy or download cut short: the header whole, the tensors not
+            raise ValueError(f"it is cut short, {size:,} bytes where its header describes {need:,}")
         return {tensor: _tensor_entry(tensor, info) for tensor, info in header.items()}
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise SafeSftError(f"{path} is not a readable safetensors file: {err}", REDOWNLOAD) from None
+
+
+def _data_end(info: object) -> int:
+    """Where a tensor's bytes end in the file's data (its data_offsets' end; 0 where it gives none)."""
+    offsets = info.get("data_offsets") if isinstance(info, dict) else None
+    if isinstance(offsets, list) and len(offsets) == 2 and isinstance(offsets[1], int):
+        return offsets[1]
+    return 0
 
 
 WEIGHTS_INDEX = "model.safetensors.index.json"

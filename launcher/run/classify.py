@@ -220,7 +220,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"missing \d+ required positional argument|list index out of range|index out of range|"
         r"size mismatch for|shape mismatch|Expected .* but got|out of bounds|no file named|Failed to import|"
         r"[Cc]annot find|[Cc]ould not find|[Cc]an't find|data format|only supports?\b|"
-        r"Error\(s\) in loading state_dict|"
+        r"Error\(s\) in loading state_dict|SafetensorError|"  # a weights file cut short or damaged: fetch it again
         r"^[A-Z]\w*Warning: ",  # a warning raised as an error: -W error or PYTHONWARNINGS=error, the user's setting
         exception_only=True,
         exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",

@@ -494,3 +494,14 @@ def test_a_warning_raised_as_an_error_is_the_users_setting_and_one_shown_is_not_
     )
     failure = classify(AttemptEvidence(exit_code=1, log_tail=shown))
     assert failure is not None and failure.kind is not K.USER_ERROR
+
+
+def test_a_weights_file_that_cannot_be_deserialised_is_the_users_to_fetch_again() -> None:
+    """A model's safetensors file cut short: every rank stops at the load on the same error, which a retry
+    does not change (it had been an unknown, retried once as transient)."""
+    error = (
+        "safetensors._safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, "
+        "file not fully covered"
+    )
+    failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, error),)))
+    assert failure is not None and failure.kind is K.USER_ERROR and failure.evidence[0] == error

@@ -333,3 +333,22 @@ def test_a_model_params_below_one_parameter_says_so(text: str) -> None:
         f"parameter count {text!r} is less than one parameter",
         "write the model's size like 7B",
     )
+
+
+def test_a_safetensors_file_cut_short_behind_a_whole_header_is_one_line(tmp_path: Path) -> None:
+    """An interrupted copy (scp, rsync, a full disk) keeps the header and loses tensors: the plan had read it
+    as exact, and swift stopped at the load on "incomplete metadata, file not fully covered"."""
+    header = json.dumps({"a": {"dtype": "BF16", "shape": [100], "data_offsets": [0, 200]}}).encode()
+    whole = struct.pack("<Q", len(header)) + header + b"\0" * 200
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 9}))
+    (tmp_path / "model.safetensors").write_bytes(whole)
+    assert probe_model(str(tmp_path), {}, tmp_path).total_params == 100
+    (tmp_path / "model.safetensors").write_bytes(whole[:-100])
+    with pytest.raises(SafeSftError) as err:
+        probe_model(str(tmp_path), {}, tmp_path)
+    need = len(whole)
+    assert err.value.message == (
+        f"{tmp_path / 'model.safetensors'} is not a readable safetensors file: it is cut short, {need - 100:,} bytes "
+        f"where its header describes {need:,}"
+    )
+    assert err.value.hint == "download the model again (or complete it)"
