@@ -79,7 +79,8 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
-            from launcher.prepare import read_named_inputs, swift_model_checks
+            from launcher.model_checks import swift_model_checks
+            from launcher.prepare import read_named_inputs
             from launcher.probe.model_size import probe_model
 
             read_named_inputs(swift)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from launcher.backends import Backend
-from launcher.backends.swift import SWIFT, swift_plugins
+from launcher.backends.swift import SWIFT
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.model import (
@@ -28,9 +28,9 @@ from launcher.model import (
     NetworkFacts,
     Plan,
 )
+from launcher.model_checks import model_checks
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
-from launcher.plan.lora_targets import MissingTargets, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.model_type import SwiftNaming
 from launcher.plan.python_env import raised_deprecations
 from launcher.plan.swift_args import SwiftArgs
@@ -173,17 +173,7 @@ def prepare(
     params = parse_param_count(options.model_params) if options.model_params else None
     model_name = swift.get(backend.model_key)
     model = probe_model(model_name, env, Path.home(), params) if model_name else None
-    checked = ModelChecks()
-    if backend.name == "swift":
-        checked = swift_model_checks(swift, model_name, model)
-    elif backend.name == "llamafactory":
-        checked = target_checks(llamafactory_missing_targets(swift, model))
-    if model_name and backend.name in ("swift", "llamafactory") and not options.assumes_machine:
-        key = backend.model_key if swift.spelling else f"--{backend.model_key}"
-        if (tokenizer := tokenizer_error(model_name, key)) is not None and checked.error is None:
-            checked = replace(checked, error=tokenizer)
-        elif tokenizer is not None:  # the run stops on the first; the plan shows both
-            checked = replace(checked, warnings=(*checked.warnings, f"{tokenizer} (the run refuses to start)"))
+    checked = model_checks(backend, swift, model_name, model, here=not options.assumes_machine)
     naming = checked.naming
     if model is not None and naming is not None:
         model = replace(model, swift_model_type=naming.model_type)
@@ -369,57 +359,6 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     )
 
 
-@dataclass(frozen=True)
-class ModelChecks:
-    """What swift decides from the model before it trains, decided here: its type and template, the error
-    that would stop every rank (the run refuses), and warnings for what swift would pass over."""
-
-    naming: SwiftNaming | None = None
-    error: SafeSftError | None = None
-    warnings: tuple[str, ...] = ()
-
-
-def swift_model_checks(swift: SwiftArgs, model_name: str | None, model: ModelFacts | None) -> ModelChecks:
-    """swift_naming_of, then the LoRA targets peft would look for (launcher.plan.lora_targets). A plugin
-    file may register a model whose modules are not its checkpoint's: with one, the targets are not
-    judged."""
-    naming, error = swift_naming_of(swift, model_name, model)
-    targets = target_checks(None if swift_plugins(swift) else missing_targets(swift, model))
-    return ModelChecks(naming, error or targets.error, targets.warnings)
-
-
-def target_checks(missing: MissingTargets | None) -> ModelChecks:
-    """LoRA target names no module of the model matches: where none of the list does, peft stops every rank
-    once the model has loaded (the run refuses); beside names that do, peft passes them over (a warning)."""
-    if missing is None:
-        return ModelChecks()
-    what, fix = describe_missing(missing)
-    if missing.matched:
-        adapted = missing.joiner.join(missing.matched)
-        return ModelChecks(warnings=(f"{what}: peft passes it over and adapts {adapted} alone ({fix})",))
-    return ModelChecks(error=SafeSftError(f"{what}; peft stops every rank on it once the model has loaded", fix))
-
-
-def swift_naming_of(
-    swift: SwiftArgs, model_name: str | None, model: ModelFacts | None
-) -> tuple[SwiftNaming | None, SafeSftError | None]:
-    """The model type and template swift decides for the model before it loads anything, decided here from
-    its registry (launcher.plan.model_type), or why swift would stop on them (in every rank, after the
-    start): a plan shows it, a run refuses to start. (None, None) where the installed ms-swift is not the
-    version the registry was read from, and no error where a plugin file (--external_plugins,
-    --custom_register_path) may register the model, its type or its template."""
-    from launcher.backends.swift_models import installed_swift_like, swift_models
-    from launcher.plan.model_type import swift_naming
-
-    models = swift_models()
-    if not model_name or installed_swift_like(models.version) is None:
-        return None, None
-    try:
-        return swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template")), None
-    except SafeSftError as err:
-        return None, None if swift_plugins(swift) else err
-
-
 def default_system_chars(swift: SwiftArgs, naming: SwiftNaming | None) -> tuple[int, int, int, int] | None:
     """The system prompt swift writes into a row without its own, as characters by script: --system (its
     text, or the .txt file it names, as swift reads it), else the template's default; None where unknown."""
@@ -470,12 +409,6 @@ def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node
         )
 
 
-# What a model folder's tokenizer is saved as, by any tokenizer transformers or a model's own code has
-# (tokenizer.json, tokenizer.model, vocab.json and merges.txt, vocab.txt, spiece.model, qwen.tiktoken,
-# ice_text.model, tokenization_*.py): a folder with none of these words in a file's name has no tokenizer.
-TOKENIZER_WORDS = ("token", "vocab", "merges", "spiece", "sentencepiece", "spm", "bpe", "tiktoken", ".model")
-
-
 def check_model_path(model: str, name: str) -> None:
     """A model written as a path (`/`, `./`, `../`, `~`) must be there: swift would take a missing one for a
     hub id (or refuse an absolute one) only after its start-up."""
@@ -490,28 +423,6 @@ def check_model_path(model: str, name: str) -> None:
             f"{name} {model!r} is a file, not a model's directory",
             "give the directory that holds its config.json and weights",
         )
-
-
-def tokenizer_error(model: str, name: str) -> SafeSftError | None:
-    """A local model folder the trainer loads its tokenizer from (swift, LLaMA-Factory) must hold one: swift
-    loads the weights, then fails to encode every row and stops on a TypeError that names no file. A plan
-    of a folder of config.json alone (a model not downloaded) shows it; a run refuses."""
-    folder = Path(model).expanduser()
-    if not (folder / "config.json").is_file() or _holds_a_tokenizer(folder):
-        return None
-    return SafeSftError(
-        f"{name} {model!r} holds no tokenizer (no tokenizer.json, tokenizer.model, vocab or merges file): "
-        "swift would load the weights, then stop on every row it cannot encode",
-        "copy the tokenizer's files (tokenizer.json, tokenizer_config.json, ...) from the model it was trained "
-        "from into it",
-    )
-
-
-def _holds_a_tokenizer(folder: Path) -> bool:
-    try:
-        return any(word in entry.name.lower() for entry in folder.iterdir() for word in TOKENIZER_WORDS)
-    except OSError:
-        return True  # a folder that cannot be listed is the trainer's to report
 
 
 def _reencode_fix(sample: DatasetSample) -> str:

@@ -17,9 +17,9 @@ import pytest
 
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts, module_pattern
+from launcher.model_checks import swift_model_checks, target_checks
 from launcher.plan.lora_targets import _unmatched, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.swift_args import parse_swift_argv
-from launcher.prepare import swift_model_checks, target_checks
 from launcher.probe.model_size import probe_model
 from tests.unit.test_probes import write_safetensors
 from tests.unit.test_real_model_configs import ROWS, _folder, _weight_map

@@ -16,10 +16,11 @@ import pytest
 from launcher.backends.swift_models import parse, swift_models
 from launcher.errors import SafeSftError
 from launcher.model import ModelFacts
+from launcher.model_checks import swift_naming_of
 from launcher.plan.data_lengths import system_tokens
 from launcher.plan.model_type import SwiftNaming, model_name, swift_naming
 from launcher.plan.swift_args import parse_swift_argv
-from launcher.prepare import default_system_chars, swift_naming_of
+from launcher.prepare import default_system_chars
 from launcher.probe.dataset import chars
 
 MODELS = swift_models()
