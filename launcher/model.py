@@ -207,6 +207,9 @@ class DatasetSample:
     # the file's encoding where swift's loader stops on the whole file for it: UTF-16 or UTF-32 (their
     # byte-order mark), or a JSON list after a UTF-8 byte-order mark
     encoding: str | None = None
+    # the extension swift takes for the name of a `datasets` loader where no loader has it (`JSONL`, `gz`):
+    # it looks the name up on the hub instead, and stops
+    unloadable_suffix: str | None = None
 
 
 @dataclass(frozen=True)

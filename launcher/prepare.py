@@ -425,6 +425,22 @@ def check_model_path(model: str, name: str) -> None:
         )
 
 
+COMPRESSED = frozenset({"gz", "bz2", "xz", "zst", "zip", "tgz", "lz4"})
+
+
+def _extension(suffix: str) -> str:
+    return f"its extension {suffix!r}" if suffix else "a name without an extension"
+
+
+def _suffix_fix(path: Path) -> str:
+    suffix = path.suffix.lstrip(".")
+    if suffix.lower() in COMPRESSED:
+        return f"decompress it and give the file inside (as {path.with_suffix('')})"
+    if suffix.lower() in ("jsonl", "json", "csv", "txt", "parquet"):
+        return f"rename it to {path.with_suffix('.' + suffix.lower()).name}"
+    return "give it as .jsonl, .json, .csv, .txt or .parquet"
+
+
 def _reencode_fix(sample: DatasetSample) -> str:
     name = sample.path or sample.spec
     if sample.encoding == "UTF-8 with BOM":
@@ -444,6 +460,14 @@ def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
         raise SafeSftError(
             f"{option} {missing.spec!r} is no file{where} (swift would look for it on the hub)",
             "check the path: a relative one is read from where safe-sft runs; a hub dataset id takes ms:: or hf::",
+        )
+    named = next((d for d in data.datasets if d.unloadable_suffix is not None), None)
+    if named is not None:
+        raise SafeSftError(
+            f"{option} {named.spec!r}: swift loads a file with the datasets loader its extension names, as "
+            f"written, and {_extension(named.unloadable_suffix or '')} names none (it looks that up on the hub "
+            "once the model has loaded, and stops)",
+            _suffix_fix(Path(named.path or named.spec)),
         )
     encoded = next((d for d in data.datasets if d.encoding), None)
     if encoded is not None:

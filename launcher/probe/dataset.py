@@ -38,6 +38,13 @@ WINDOWS = 32  # a line file bigger than its budget is read in this many windows 
 LINE_LIMIT = 1024 * 1024  # a row longer than this is not parsed: it counts as max_length tokens
 
 READ_FORMATS = {".jsonl": "lines", ".json": "json", ".csv": "csv", ".txt": "text"}
+# swift loads a local file with the `datasets` loader its extension names, as written (swift/dataset/loader.py:
+# jsonl and txt mapped to json and text); the loaders datasets 4 packages (datasets.packaged_modules)
+SWIFT_LOADERS = {"jsonl": "json", "txt": "text"}
+DATASETS_LOADERS = frozenset(
+    {"arrow", "audiofolder", "csv", "eval", "hdf5", "imagefolder", "json", "lance", "niftifolder", "pandas",
+     "parquet", "pdffolder", "text", "videofolder", "webdataset", "xml"}
+)  # fmt: skip
 UTF8_MARK = b"\xef\xbb\xbf"
 # the byte-order marks of the encodings swift's loader cannot read at all (UTF-32's first: it starts as UTF-16's)
 WIDE_MARKS = (
@@ -204,6 +211,10 @@ def probe_dataset(
         )
     if not path.is_file():  # a FIFO or a device would block or never end
         return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note="not a regular file")
+    suffix = path.suffix.lstrip(".")
+    if SWIFT_LOADERS.get(suffix, suffix) not in DATASETS_LOADERS:
+        note = f"its extension {suffix!r} is no loader's: swift looks it up on the hub"
+        return DatasetSample(spec, SampleStatus.NOT_READ, str(path), take, note=note, unloadable_suffix=suffix)
     kind = READ_FORMATS.get(path.suffix.lower())
     if kind is None:
         return DatasetSample(

@@ -395,13 +395,30 @@ def test_e_a_line_of_json_that_is_no_object_fails_plain_swift_and_stops_safe_sft
     )
 
 
-def _plain_swift(tiny, tmp_path: Path, dataset: Path) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    """Plain `swift sft` (one process) on this dataset, for what it does with it."""
+def test_e_an_extension_no_loader_has_fails_swift_and_stops_safe_sft_first(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`train.JSONL`: swift names the datasets loader by the extension as written, finds none, looks `JSONL`
+    up on the hub once the model has loaded, and stops (offline here, so at once)."""
+    dataset = tmp_path / "train.JSONL"
+    dataset.write_text(Path(str(tiny["dataset"])).read_text())
+    plain = _plain_swift(tiny, tmp_path, dataset, offline=True)
+    assert plain.returncode != 0 and "model_info" in plain.stdout + plain.stderr
+    assert "'JSONL'" in plain.stderr.splitlines()[-1], plain.stderr[-2000:]
+    _stops_before_anything_starts(
+        tiny, tmp_path, dataset, ": swift loads a file with the datasets loader its extension names, as written, and "
+        "its extension 'JSONL' names none (it looks that up on the hub once the model has loaded, and stops)",
+    )  # fmt: skip
+
+
+def _plain_swift(tiny, tmp_path: Path, dataset: Path, offline: bool = False) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    """Plain `swift sft` (one process) on this dataset, for what it does with it; `offline`: the hubs
+    unreached (a lookup fails at once, not after its timeouts)."""
     swift = Path(sys.executable).with_name("swift")
+    env = {k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}
+    if offline:
+        env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", MODELSCOPE_OFFLINE="1", USE_HF="1")
     return subprocess.run(
         [str(swift), "sft", *swift_args(tiny, tmp_path / "plain", dataset=dataset)],
-        env={k: v for k, v in os.environ.items() if k != "NPROC_PER_NODE"}, capture_output=True, text=True,
-        timeout=300,
+        env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
 
@@ -410,7 +427,8 @@ def _stops_before_anything_starts(tiny, tmp_path: Path, dataset: Path, error: st
     out = tmp_path / "out"
     result = safe_sft(swift_args(tiny, out, dataset=dataset), fault_env(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == f"safe-sft: error: --dataset '{dataset}' {error}"
+    sep = "" if error.startswith(":") else " "
+    assert result.stderr.splitlines()[0] == f"safe-sft: error: --dataset '{dataset}'{sep}{error}"
     assert not out.exists()
 
 

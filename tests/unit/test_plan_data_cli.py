@@ -220,3 +220,31 @@ def test_an_empty_output_dir_is_the_working_directory_as_swift_reads_it(data_dir
     result = run_plan(data_dir, "--model", "m", "--use_cpu", "true", "--output_dir", "")
     assert result.returncode == 0, result.stderr
     assert f"warning: output_dir is empty: the trainer writes its runs into {data_dir}" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "said", "fix"),
+    [
+        ("upper.JSONL", "its extension 'JSONL' names none", "rename it to upper.jsonl"),
+        (
+            "data.jsonl.gz",
+            "its extension 'gz' names none",
+            "decompress it and give the file inside (as {cwd}/data.jsonl)",
+        ),
+        ("rows", "a name without an extension names none", "give it as .jsonl, .json, .csv, .txt or .parquet"),
+    ],
+)
+def test_a_dataset_file_whose_extension_names_no_loader_is_one_line(
+    data_dir: Path, name: str, said: str, fix: str
+) -> None:
+    """swift picks a `datasets` loader by the extension as written (jsonl and txt mapped to json and text):
+    `JSONL` or `gz` names none, so it looks the name up on the hub once the model has loaded; safe-sft had
+    then retried it for minutes as a failed download."""
+    (data_dir / name).write_text('{"messages": [{"role": "user", "content": "q"}]}\n')
+    result = run_plan(data_dir, "--model", "m", "--use_cpu", "true", "--dataset", name)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"safe-sft: error: --dataset {name!r}: swift loads a file with the datasets loader its extension names, as "
+        f"written, and {said} (it looks that up on the hub once the model has loaded, and stops)",
+        f"safe-sft: fix: {fix.format(cwd=data_dir)}",
+    ]
