@@ -8,6 +8,7 @@ mistaken for one of swift's, whatever swift adds.
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import json
 import os
@@ -67,19 +68,33 @@ def _one_line(text: str) -> str:
 
 
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Print a SafeSftError as one line plus its fix; tracebacks only with SAFE_SFT_DEBUG=1."""
+    """Print a SafeSftError as one line plus its fix; tracebacks only with SAFE_SFT_DEBUG=1. A path the file
+    system cannot hold (a name over its 255 bytes, an auto-generated experiment name) is one such error,
+    wherever it is first used."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except SafeSftError as err:
+        except (SafeSftError, OSError) as err:
             if os.environ.get("SAFE_SFT_DEBUG") == "1":
                 raise
-            _print_error(err)
-            sys.exit(err.exit_code)
+            if isinstance(err, OSError) and err.errno != errno.ENAMETOOLONG:
+                raise
+            known = err if isinstance(err, SafeSftError) else _too_long(str(err.filename or ""))
+            _print_error(known)
+            sys.exit(known.exit_code)
 
     return wrapper
+
+
+def _too_long(path: str) -> SafeSftError:
+    longest = max((len(part.encode()) for part in Path(path).parts), default=0)
+    shown = path if len(path) <= 120 else f"{path[:117]}..."
+    return SafeSftError(
+        f"{shown}: a name in this path has {longest} bytes, more than the file system allows",
+        "shorten it (most file systems take 255 bytes a name)",
+    )
 
 
 def _launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -821,6 +836,13 @@ def main(argv: list[str] | None = None) -> None:
 
         guard_std_streams()
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # the shell stood in a folder since removed (an old run dir)
+        _print_error(
+            SafeSftError("the working directory no longer exists", "cd to a directory that does, and run again")
+        )
+        sys.exit(EXIT_USAGE)
     if not args or args[0] in ("-h", "--help"):
         click.echo(USAGE)
         return

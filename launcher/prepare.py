@@ -260,14 +260,15 @@ def read_named_inputs(
     model_name = swift.get(backend.model_key)
     if model_name and not assumed:
         check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
-    datasets = swift.get_values(backend.dataset_key) if backend.dataset_key else ()
+    # swift strips a value's spaces (DatasetSyntax.parse): `' data.jsonl'` from a YAML list is the local file
+    datasets = tuple(spec.strip() for spec in swift.get_values(backend.dataset_key)) if backend.dataset_key else ()
     for spec in datasets:
         check_sample_count(spec, Path.cwd())
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
     if data and not assumed:
         check_dataset_files(data)
     for key in backend.checked_data_keys:  # the evaluation's files: checked alike, not in the estimate
-        specs = swift.get_values(key)
+        specs = tuple(spec.strip() for spec in swift.get_values(key))
         for spec in specs:
             check_sample_count(spec, Path.cwd(), f"--{key}")
         if specs and not assumed:

@@ -548,3 +548,35 @@ def test_a_zero_checkpoint_of_another_rank_count_is_refused_with_its_fix(tmp_pat
         "and this run has 1"
     ) in result.stderr
     assert "safe-sft: fix: add --resume_only_model true to resume its weights only" in result.stderr
+
+
+def test_a_working_directory_since_removed_is_one_line(tmp_path: Path) -> None:
+    """The shell stood in a folder that was then removed (an old run dir): swift cannot start there either."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+    script += "sys.argv = ['safe-sft', 'plan', '--model', 'm']\nfrom launcher.cli import main; main()"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "safe-sft: error: the working directory no longer exists",
+        "safe-sft: fix: cd to a directory that does, and run again",
+    ]
+
+
+def test_a_path_with_a_name_longer_than_the_file_system_takes_is_never_a_traceback(tmp_path: Path) -> None:
+    """An auto-generated experiment name of 300 bytes: as --output_dir it is one line (swift stops on it after
+    its start); as a --model hub id it is in no cache (the plan says its size is unknown)."""
+    long = "x" * 300
+    model = run_cli("plan", "--model", f"models/{long}", "--use_cpu", "true")
+    assert model.returncode == 0 and "Traceback" not in model.stderr, model.stderr[-2000:]
+    assert f"models/{long} is not a local directory nor in the ModelScope/Hugging Face cache" in model.stdout
+    output = run_cli("plan", "--model", "m", "--use_cpu", "true", "--output_dir", str(tmp_path / long))
+    assert output.returncode == 2 and "Traceback" not in output.stderr, output.stderr[-2000:]
+    assert output.stderr.splitlines() == [
+        f"safe-sft: error: {str(tmp_path / long)[:117]}...: a name in this path has 300 bytes, more than the file "
+        "system allows",
+        "safe-sft: fix: shorten it (most file systems take 255 bytes a name)",
+    ]

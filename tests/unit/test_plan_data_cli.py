@@ -248,3 +248,14 @@ def test_a_dataset_file_whose_extension_names_no_loader_is_one_line(
         f"written, and {said} (it looks that up on the hub once the model has loaded, and stops)",
         f"safe-sft: fix: {fix.format(cwd=data_dir)}",
     ]
+
+
+@pytest.mark.parametrize("spec", [" good.jsonl", "good.jsonl ", " good.jsonl#2"])
+def test_a_dataset_value_with_spaces_around_it_is_the_file_swift_strips_it_to(data_dir: Path, spec: str) -> None:
+    """swift's DatasetSyntax.parse strips the name (a quoted YAML item, a pasted line): it trains on the file,
+    where safe-sft had refused a leading space as no file and planned a trailing one as a hub id."""
+    (data_dir / "good.jsonl").write_text('{"messages": [{"role": "user", "content": "q"}]}\n' * 3)
+    result = run_plan(data_dir, "--json", "--model", "m", "--use_cpu", "true", "--dataset", spec)
+    assert result.returncode == 0, result.stderr
+    [sampled] = json.loads(result.stdout)["data_lengths"]["datasets"]
+    assert sampled["status"] == "sampled"
