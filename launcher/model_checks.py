@@ -68,7 +68,9 @@ def swift_naming_of(
     if not model_name or installed_swift_like(models.version) is None:
         return None, None
     try:
-        return swift_naming(models, model_name, model, swift.get("model_type"), swift.get("template")), None
+        # an empty value (a script's `--template "$T"` with T unset) is swift's None: detected, as if not given
+        given_type, given_template = swift.get("model_type") or None, swift.get("template") or None
+        return swift_naming(models, model_name, model, given_type, given_template), None
     except SafeSftError as err:
         return None, None if swift_plugins(swift) else err
 

@@ -258,10 +258,17 @@ def read_named_inputs(
     check_deepspeed_name(swift, backend)
     user_deepspeed = read_user_deepspeed(swift.get("deepspeed"), repair=backend.name == "swift")
     model_name = swift.get(backend.model_key)
+    if model_name == "" and backend.name in ("swift", "llamafactory"):  # the trainer stops on it, retried or not
+        raise SafeSftError(
+            f"{backend.model_key if swift.spelling else f'--{backend.model_key}'} is empty",
+            "give the model's folder or hub id (is the shell variable that should hold it set?)",
+        )
     if model_name and not assumed:
         check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
     # swift strips a value's spaces (DatasetSyntax.parse): `' data.jsonl'` from a YAML list is the local file
     datasets = tuple(spec.strip() for spec in swift.get_values(backend.dataset_key)) if backend.dataset_key else ()
+    for key in (backend.dataset_key, *backend.checked_data_keys):
+        check_names_a_dataset(swift, key)
     for spec in datasets:
         check_sample_count(spec, Path.cwd())
     data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
@@ -407,6 +414,18 @@ def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node
             "where node 0's safe-sft is not",
             "set MASTER_ADDR to node 0's address (its IP, or a name every node resolves to it), or pass "
             "--allow-loopback-master when every node runs on this one machine",
+        )
+
+
+def check_names_a_dataset(swift: SwiftArgs, key: str | None) -> None:
+    """A dataset value that names nothing (`''`, spaces, `#500` alone: a script's `--dataset "$DATA"` with DATA
+    unset) leaves swift's DatasetSyntax no dataset, and every rank stops on a TypeError once the model has
+    loaded."""
+    empty = next((spec for spec in (swift.get_values(key) if key else ()) if not spec.strip().partition("#")[0]), None)
+    if empty is not None:
+        raise SafeSftError(
+            f"--{key} {empty!r} names no dataset",
+            "give the dataset's file or hub id (is the shell variable that should hold it set?)",
         )
 
 

@@ -259,3 +259,36 @@ def test_a_dataset_value_with_spaces_around_it_is_the_file_swift_strips_it_to(da
     assert result.returncode == 0, result.stderr
     [sampled] = json.loads(result.stdout)["data_lengths"]["datasets"]
     assert sampled["status"] == "sampled"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--model", ""], "--model is empty"),
+        (["--model", "m", "--dataset", ""], "--dataset '' names no dataset"),
+        (["--model", "m", "--dataset", "   "], "--dataset '   ' names no dataset"),
+        (["--model", "m", "--dataset", "good.jsonl", "--val_dataset", "#5"], "--val_dataset '#5' names no dataset"),
+    ],
+)
+def test_an_empty_model_or_dataset_is_one_line(data_dir: Path, args: list[str], said: str) -> None:
+    """A script's `--model "$MODEL"` or `--dataset "$DATA"` with the variable unset: swift stops on an empty
+    model id at once (retried once as transient, then called unknown) and on an empty dataset once the
+    model has loaded (a TypeError)."""
+    (data_dir / "good.jsonl").write_text('{"messages": [{"role": "user", "content": "q"}]}\n')
+    result = run_plan(data_dir, *args, "--use_cpu", "true")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == f"safe-sft: error: {said}"
+    assert "(is the shell variable that should hold it set?)" in result.stderr.splitlines()[1]
+
+
+def test_an_empty_template_or_model_type_is_detected_as_if_not_given(data_dir: Path) -> None:
+    """swift reads `--template ''` as None and detects it; safe-sft had refused '' as no template it registers."""
+    folder = data_dir / "Qwen2.5-0.5B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}))
+    (folder / "tokenizer.json").write_text("{}")
+    result = run_plan(
+        data_dir, "--json", "--model", str(folder), "--template", "", "--model_type", "", "--use_cpu", "true"
+    )
+    assert result.returncode == 0, result.stderr
+    assert not [w for w in json.loads(result.stdout)["warnings"] if "refuses to start" in w]
