@@ -199,6 +199,9 @@ class SwiftArgs:
     # what the trainer's parser takes as each option's value, where it checks it (swift's int, float, bool and
     # Literal fields)
     kinds: Mapping[str, ValueKind] = field(default_factory=dict)
+    # the items given as `--flag=value`, by their place in `items`: argparse gives such a flag that one value
+    # and leaves the words after it over, where safe-sft would read them as more of its values
+    joined: frozenset[int] = frozenset()
 
     def key_of(self, flag: str) -> str:
         """The field a flag sets: its name, or the one option it is a prefix of (`--max_len` is max_length),
@@ -304,6 +307,18 @@ class SwiftArgs:
         field's choice), and every whole-number field the plan reads is one a run can use (get_int's
         SafeSftError otherwise): called once, as the arguments are read, so a value the trainer would refuse
         in every rank, after torchrun has started them, stops safe-sft before anything starts."""
+        for at in sorted(self.joined):
+            flag, (first, *rest) = self.items[at]
+            if rest and not self.get_bool("ignore_args_error", False):
+                kind = self.kinds.get(self.key_of(flag))
+                several = kind is not None and kind.kind.endswith("+")
+                raise SafeSftError(
+                    f"{flag}={first!r} {TAKES_ONE_VALUE} written with =, and is followed by "
+                    f"{' '.join(map(repr, rest))}: swift leaves the words after it over, and stops",
+                    f"give {flag} {' '.join([first, *rest])} for several values (without =)"
+                    if several
+                    else f"give {flag}={first} alone: drop what follows it",
+                )
         typed = [self.key_of(flag) for flag, _ in self.items if flag.startswith("--")]
         for key in dict.fromkeys([*typed, *self.config_values]):
             kind, value = self.kinds.get(key), self.given(key)
@@ -389,9 +404,12 @@ def parse_swift_argv(
     args = list(argv)
     config_file = args.pop(0) if args and is_config_file(args[0]) else None
     items: list[tuple[str, tuple[str, ...]]] = []
+    joined: set[int] = set()
     for arg in args:
         if arg.startswith("--") and len(arg) > 2:
             flag, eq, value = arg.partition("=")
+            if eq:
+                joined.add(len(items))
             items.append((flag, (value,) if eq else ()))
         elif items:
             flag, values = items[-1]
@@ -419,7 +437,14 @@ def parse_swift_argv(
         else:
             config_argv.append(str(raw))
     return SwiftArgs(
-        tuple(items), config_file, config_values, config_env, tuple(config_argv), options=options, kinds=kinds or {}
+        tuple(items),
+        config_file,
+        config_values,
+        config_env,
+        tuple(config_argv),
+        options=options,
+        kinds=kinds or {},
+        joined=frozenset(joined),
     )
 
 

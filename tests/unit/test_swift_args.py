@@ -127,6 +127,13 @@ REFUSED = {  # id: (argv, config file, the start of the error)
     "two-values": (["--torch_dtype", "bfloat16", "float16"], None, "--torch_dtype 'bfloat16' takes one value, and is"),
     # what swift's parser leaves over, and stops on (remaining_argv) in every rank
     "a-stray-word": (["--model", "m", "junk"], None, "--model 'm' takes one value, and is followed by 'junk'"),
+    # argparse gives `--flag=value` that one value, a list's option too: the words after it are left over
+    "equals-then-a-second-file": (
+        ["--model", "m", "--dataset=a.jsonl", "b.jsonl"],
+        None,
+        "--dataset='a.jsonl' takes one value written with =, and is followed by 'b.jsonl': swift leaves the words",
+    ),
+    "equals-then-a-word": (["--output_dir=runs", "junk"], None, "--output_dir='runs' takes one value written with ="),
     "a-config-file-last": (["--model", "m", "c.yml"], None, "--model 'm' takes one value, and is followed by 'c.yml'"),
     "an-em-dash": (
         ["--model", "m", "\u2014max_length", "5"],

@@ -212,9 +212,13 @@ def test_cpu_training_takes_nproc_from_env() -> None:
             "SLURM_JOB_NODELIST='n1 n2' is not a valid node list",
             id="nodelist-spaces",
         ),
-        pytest.param(
-            TopologyRequest(nnodes=2), {"MASTER_ADDR": ""}, "MASTER_ADDR='' (env) is no address", id="addr-empty"
+        pytest.param(  # exported empty is no address, as torchrun reads it: the default, which two nodes cannot use
+            TopologyRequest(nnodes=2),
+            {"MASTER_ADDR": ""},
+            "MASTER_ADDR=127.0.0.1 (default) with NNODES=2",
+            id="addr-empty",
         ),
+        pytest.param(TopologyRequest(master_addr=""), {}, "MASTER_ADDR='' (flag) is no address", id="addr-flag-empty"),
         pytest.param(TopologyRequest(), {**SLURM, "SLURM_NODEID": "-1"}, "SLURM_NODEID='-1' is negative", id="-id"),
         pytest.param(
             TopologyRequest(),
@@ -511,3 +515,12 @@ def test_auto_find_batch_size_on_several_ranks_is_a_plan_warning(nproc: int, war
     swift = parse_swift_argv(["--model", "m", "--use_cpu", "true", "--auto_find_batch_size", "true"])
     plan = build_plan(swift, topo, host(), None, env={}, paths=LaunchPaths("python", "w.py", "/cfg"))
     assert any(w.startswith("--auto_find_batch_size true with 2 training processes") for w in plan.warnings) is warned
+
+
+def test_master_addr_exported_empty_is_no_address_as_torchrun_reads_it() -> None:
+    """A cluster profile or an image that exports MASTER_ADDR empty: swift trains on one node (torchrun takes
+    its default), where safe-sft had refused it as no address. Slurm's address, where there is one, comes next."""
+    alone = resolve(env={"MASTER_ADDR": ""})
+    assert (alone.master_addr.value, alone.master_addr.source) == ("127.0.0.1", Source.DEFAULT)
+    assert alone.master_addr.note == "MASTER_ADDR is set empty: the default, as torchrun takes it"
+    assert resolve(env={**SLURM, "MASTER_ADDR": " "}).master_addr.value == "gpu-01"
