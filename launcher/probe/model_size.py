@@ -63,6 +63,8 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
         need = 8 + length + max((_data_end(info) for info in header.values()), default=0)
         if size < need:  # a copy or download cut short: the header whole, the tensors not
             raise ValueError(f"it is cut short, {size:,} bytes where its header describes {need:,}")
+        if size > need:  # the safetensors loader refuses a file its header does not cover to the end
+            raise ValueError(f"it has {size - need:,} bytes beyond the {need:,} its header describes")
         return {tensor: _tensor_entry(tensor, info) for tensor, info in header.items()}
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise SafeSftError(f"{path} is not a readable safetensors file: {err}", REDOWNLOAD) from None

@@ -352,3 +352,7 @@ def test_a_safetensors_file_cut_short_behind_a_whole_header_is_one_line(tmp_path
         f"where its header describes {need:,}"
     )
     assert err.value.hint == "download the model again (or complete it)"
+    (tmp_path / "model.safetensors").write_bytes(whole + b"\0" * 16)  # the loader refuses bytes it does not cover
+    with pytest.raises(SafeSftError) as err:
+        probe_model(str(tmp_path), {}, tmp_path)
+    assert err.value.message.endswith(f"it has 16 bytes beyond the {need:,} its header describes")
