@@ -351,6 +351,15 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
     """An option the installed swift sft does not have stops every rank at start (`remaining_argv`), unless
     --ignore_args_error true: refused before anything starts, where the installed ms-swift is the version
     safe-sft's option table was read from (another version may have the option: the plan warns only)."""
+    ambiguous = swift.ambiguous_flags() if backend.name == "swift" else ()
+    if ambiguous:
+        flag, matches = ambiguous[0]
+        shown = ", ".join(f"--{m}" for m in matches[:4]) + (", ..." if len(matches) > 4 else "")
+        raise SafeSftError(
+            f"{flag} is the start of {len(matches)} options of swift sft ({shown}): its parser stops on it in "
+            "every rank as ambiguous, --ignore_args_error or not",
+            "write the option whole",
+        )
     unknown = swift.unknown_flags() if backend.name == "swift" else ()  # none under --ignore_args_error true
     if not unknown:
         return

@@ -265,6 +265,19 @@ class SwiftArgs:
         typed += [token for token in self.config_argv if token.startswith("--")]
         return tuple(dict.fromkeys(flag for flag in typed if self.key_of(flag) not in self.options))
 
+    def ambiguous_flags(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The options typed as a prefix of several of the trainer's, with those options: argparse stops on
+        each ("ambiguous option"), --ignore_args_error or not."""
+        typed = [flag for flag, _ in self.items if flag.startswith("--")]
+        typed += [token for token in self.config_argv if token.startswith("--")]
+        found = []
+        for flag in dict.fromkeys(typed):
+            key = normalize_key(flag)
+            matches = tuple(sorted(option for option in self.options if option.startswith(key)))
+            if key not in self.options and len(matches) > 1:
+                found.append((flag, matches))
+        return tuple(found)
+
     def has(self, key: str) -> bool:
         """Whether the user gave the field (a trainer's default does not count)."""
         return self.given(key) is not None

@@ -681,3 +681,22 @@ def test_an_option_the_installed_swift_does_not_have_is_refused_before_any_rank_
         "stops on it unless --ignore_args_error true is given"
     )
     check_swift_options(swift, HF_TRAINER)  # a script's own options are its own
+
+
+@pytest.mark.parametrize("let_through", [[], ["--ignore_args_error", "true"]])
+def test_an_ambiguous_prefix_is_refused_with_its_options_even_where_unknown_words_are_let_through(
+    let_through: list[str],
+) -> None:
+    """argparse stops on `--lr` (lr_scheduler_type, lr_scheduler_kwargs) as ambiguous in every rank, exit 2,
+    whatever --ignore_args_error says; an unambiguous prefix (`--max_len`) is the option it starts."""
+    from launcher.backends.swift import read
+    from launcher.prepare import check_swift_options
+
+    swift = read(["--model", "m", "--lr", "1e-4", *let_through]).args
+    with pytest.raises(SafeSftError) as err:
+        check_swift_options(swift, SWIFT)
+    assert err.value.message == (
+        "--lr is the start of 2 options of swift sft (--lr_scheduler_kwargs, --lr_scheduler_type): its parser "
+        "stops on it in every rank as ambiguous, --ignore_args_error or not"
+    )
+    check_swift_options(read(["--model", "m", "--max_len", "512", *let_through]).args, SWIFT)
