@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import SafeSftError
+from launcher.paths import is_file
 from launcher.plan.ds_config import (
     RUNG_NAMES,
     JsonObject,
@@ -48,20 +49,20 @@ def read_user_deepspeed(value: str | None, repair: bool = False) -> UserConfig |
         return None
     path = Path(value)
     fix = "fix it, or pass one of zero2, zero3, zero3_offload"
-    is_file = _is_file(path)
+    named = is_file(path)
     try:
-        config = _finite_json(path.read_text() if is_file else as_swift_repairs(value) if repair else value)
+        config = _finite_json(path.read_text() if named else as_swift_repairs(value) if repair else value)
     except _NotFinite as exc:
         raise SafeSftError(f"--deepspeed {value}: {exc} is no number DeepSpeed can use", fix) from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        if is_file:
+        if named:
             why = exc or "nested too deep"
             raise SafeSftError(f"--deepspeed {value}: not a readable JSON file ({why})", fix) from None
         raise SafeSftError(
             f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
             "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
         ) from None
-    stem = path.stem if is_file else "inline"
+    stem = path.stem if named else "inline"
     if not isinstance(config, dict):
         raise SafeSftError(f"--deepspeed {value}: the JSON is not an object", fix)
     problem = stage_problem(config)
@@ -97,13 +98,6 @@ def _bounded_int(text: str) -> int:
 def _finite_json(text: str) -> Any:
     """JSON with finite numbers only: DeepSpeed's sizes and counts become ints, and int(inf) fails."""
     return json.loads(text, parse_constant=_reject, parse_float=_finite_float, parse_int=_bounded_int)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # inline JSON longer than a file name may be
-        return False
 
 
 def write_config(path: Path, config: JsonObject) -> Path:

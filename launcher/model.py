@@ -6,6 +6,7 @@ could not read a fact, the field is `None` ("unknown") and the probe adds a warn
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -107,6 +108,11 @@ def module_pattern(path: str) -> str:
     """A module path as ModelFacts.module_paths holds it: each number (a layer's, an expert's) as `#`, so
     a model of 80 layers or 256 experts keeps one path per kind of module."""
     return ".".join("#" if part.isdigit() else part for part in path.split("."))
+
+
+def modules_of(tensors: Iterable[str]) -> frozenset[str]:
+    """ModelFacts.module_paths of a checkpoint's tensor names: each name less its last part, as a pattern."""
+    return frozenset(module_pattern(tensor.rpartition(".")[0]) for tensor in tensors)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from launcher.errors import SafeSftError
 from launcher.masking import mask_value
 from launcher.model import DataFacts, DatasetSample, RowText, SampleStatus
+from launcher.paths import is_file
 from launcher.swift_json import as_swift_repairs
 
 MAX_ROWS = 1000  # per dataset: a p99 with 10 rows above it, in about 25 ms of parsing and counting
@@ -181,13 +182,9 @@ def _columns(text: str | None, cwd: Path) -> dict[str, str]:
     the JSON file it names; anything else is swift's to report."""
     if not text:
         return {}
+    path = cwd / text  # an absolute text stays itself
     try:
-        path = Path(text) if Path(text).is_absolute() else cwd / text
-        named = path.is_file()
-    except (OSError, ValueError):  # inline JSON longer than a file's name may be
-        named = False
-    try:
-        value = json.loads(path.read_text(encoding="utf-8") if named else as_swift_repairs(text))
+        value = json.loads(path.read_text(encoding="utf-8") if is_file(path) else as_swift_repairs(text))
     except (OSError, ValueError, RecursionError):
         return {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}

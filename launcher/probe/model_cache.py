@@ -19,20 +19,16 @@ from collections.abc import Iterator, Mapping
 from itertools import chain
 from pathlib import Path
 
+from launcher.paths import is_file
+
 MODELSCOPE_DEFAULT_REVISIONS = ("master", "main")
 
 
 def cached_model_dir(model_id: str, env: Mapping[str, str], home: Path) -> Path | None:
     """The cached folder of `model_id` the hub would load, the first that holds a config.json; else None."""
     candidates = chain(_modelscope_candidates(model_id, env, home), _huggingface_candidates(model_id, env, home))
-    return next((candidate for candidate in candidates if _is_file(candidate / "config.json")), None)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # an id too long for a file's name is in no cache
-        return False
+    # is_file: an id may be too long for a file's name, and is then in no cache
+    return next((candidate for candidate in candidates if is_file(candidate / "config.json")), None)
 
 
 def _modelscope_candidates(model_id: str, env: Mapping[str, str], home: Path) -> Iterator[Path]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from launcher.errors import SafeSftError
-from launcher.model import ModelFacts, module_pattern
+from launcher.model import ModelFacts, modules_of
 from launcher.probe.config_count import (
     ConfigShape,
     config_params,
@@ -392,10 +392,10 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
         groups: dict[str, int] = defaultdict(int)
         dtypes: dict[str, int] = defaultdict(int)
         vision = 0
-        modules: set[str] = set()
+        tensors: list[str] = []
         for file in files:
             for tensor, (dtype, shape) in read_safetensors_header(file).items():
-                modules.add(module_pattern(tensor.rpartition(".")[0]))
+                tensors.append(tensor)
                 count = prod(shape)
                 if isinstance(quant_bits, int) and dtype in _PACKED_DTYPE_BITS:
                     count = count * _PACKED_DTYPE_BITS[dtype] // quant_bits  # packed weights: real count
@@ -419,7 +419,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             model_type=model_type,
             warnings=tuple(warnings),
             vision_params=vision,
-            module_paths=frozenset(modules),
+            module_paths=modules_of(tensors),
             **extra,  # type: ignore[arg-type]
         )
     config_dtype = _config_dtype(config)
@@ -436,9 +436,8 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
     if hidden and layers and vocab:
         width = mlp_width(text, decoder_type, hidden, stated_width)
         counted = config_params(_config_shape(text, decoder_type, hidden, layers, width, vocab, extra))
-    weight_bytes, tensors = torch_weights(directory)
-    # an index names the .bin checkpoint's tensors
-    bin_modules = None if tensors is None else frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    weight_bytes, indexed = torch_weights(directory)
+    bin_modules = None if indexed is None else modules_of(indexed)  # an index names the .bin checkpoint's tensors
     shape_facts["module_paths"] = bin_modules
     if weight_bytes and config_dtype in DTYPE_BYTES and quant_bits is None:
         # PyTorch .bin weights: their bytes at config.json's dtype are the count; the shapes give the layer

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from launcher.model import module_pattern
+from launcher.model import module_pattern, modules_of
 from launcher.probe.model_size import read_safetensors_header
 from tests.stack.test_backends_real import LF_PYTHON, LF_VENV, llamafactory_config
 from tests.unit.test_real_model_configs import ROWS, _folder, _weight_map
@@ -125,7 +125,7 @@ def test_transformers_own_modules_are_named_by_the_checkpoints_weights() -> None
             continue
         model, tied = made
         built += 1
-        parts = {part for t in _weight_map(row) for part in module_pattern(t.rpartition(".")[0]).split(".")}
+        parts = {part for path in modules_of(_weight_map(row)) for part in path.split(".")}
         for name, module in model.named_modules():
             if type(module).__name__ not in ADAPTABLE or not list(module.parameters(recurse=False)):
                 continue

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from launcher.errors import SafeSftError
-from launcher.model import ModelFacts, module_pattern
+from launcher.model import ModelFacts, modules_of
 from launcher.model_checks import swift_model_checks, target_checks
 from launcher.plan.lora_targets import _unmatched, describe_missing, llamafactory_missing_targets, missing_targets
 from launcher.plan.swift_args import parse_swift_argv
@@ -39,7 +39,7 @@ LLAMA_TENSORS = [
 
 
 def facts(tensors: list[str] = LLAMA_TENSORS, tied: bool = True) -> ModelFacts:
-    paths = frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    paths = modules_of(tensors)
     return ModelFacts(name="m", total_params=1, source="safetensors", tie_word_embeddings=tied, module_paths=paths)
 
 
@@ -241,7 +241,7 @@ def _real_model(entry: dict[str, Any]) -> ModelFacts:
     folder = LORA_DATA / "models" / entry["dir"]
     tensors = json.loads((folder / entry["index_file"]).read_text())["weight_map"]
     tied = bool(json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", False))
-    paths = frozenset(module_pattern(t.rpartition(".")[0]) for t in tensors)
+    paths = modules_of(tensors)
     return ModelFacts(name=entry["model"], total_params=1, source="x", tie_word_embeddings=tied, module_paths=paths)
 
 
