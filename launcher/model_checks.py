@@ -87,8 +87,7 @@ def model_checks(
         checked = target_checks(llamafactory_missing_targets(args, model))
     if not model_name or backend.name not in ("swift", "llamafactory") or not here:
         return checked
-    key = backend.model_key if args.spelling else f"--{backend.model_key}"
-    tokenizer = tokenizer_error(model_name, key)
+    tokenizer = tokenizer_error(model_name, args.spelled(backend.model_key))
     if tokenizer is None:
         return checked
     if checked.error is None:

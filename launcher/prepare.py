@@ -260,26 +260,14 @@ def read_named_inputs(
     model_name = swift.get(backend.model_key)
     if model_name == "" and backend.name in ("swift", "llamafactory"):  # the trainer stops on it, retried or not
         raise SafeSftError(
-            f"{backend.model_key if swift.spelling else f'--{backend.model_key}'} is empty",
+            f"{swift.spelled(backend.model_key)} is empty",
             "give the model's folder or hub id (is the shell variable that should hold it set?)",
         )
     if model_name and not assumed:
-        check_model_path(model_name, backend.model_key if swift.spelling else f"--{backend.model_key}")
-    # swift strips a value's spaces (DatasetSyntax.parse): `' data.jsonl'` from a YAML list is the local file
-    datasets = tuple(spec.strip() for spec in swift.get_values(backend.dataset_key)) if backend.dataset_key else ()
-    for key in (backend.dataset_key, *backend.checked_data_keys):
-        check_names_a_dataset(swift, key)
-    for spec in datasets:
-        check_sample_count(spec, Path.cwd())
-    data = probe_datasets(datasets, Path.cwd(), swift.get("columns")) if datasets else None
-    if data and not assumed:
-        check_dataset_files(data)
+        check_model_path(model_name, swift.spelled(backend.model_key))
+    data = checked_data(swift, backend.dataset_key, assumed) if backend.dataset_key else None
     for key in backend.checked_data_keys:  # the evaluation's files: checked alike, not in the estimate
-        specs = tuple(spec.strip() for spec in swift.get_values(key))
-        for spec in specs:
-            check_sample_count(spec, Path.cwd(), f"--{key}")
-        if specs and not assumed:
-            check_dataset_files(probe_datasets(specs, Path.cwd(), swift.get("columns")), f"--{key}")
+        checked_data(swift, key, assumed)
     warnings: tuple[str, ...] = ()
     try:
         if check_named is not None:
@@ -405,7 +393,7 @@ def check_deepspeed_name(swift: SwiftArgs, backend: Backend) -> None:
     if backend.deepspeed_names or name not in RUNG_NAMES:
         return
     shipped = sorted(p.name for p in config_dir().glob("*.json"))
-    key = "deepspeed" if swift.spelling else "--deepspeed"
+    key = swift.spelled("deepspeed")
     raise SafeSftError(
         f"{key} {name} is one of swift's names, which {backend.command} does not take (a file or inline JSON)",
         f"give a config file: safe-sft ships {', '.join(shipped)} in {config_dir()}",
@@ -426,16 +414,27 @@ def check_master_not_loopback(master_addr: str, addresses: tuple[str, ...], node
         )
 
 
-def check_names_a_dataset(swift: SwiftArgs, key: str | None) -> None:
-    """A dataset value that names nothing (`''`, spaces, `#500` alone: a script's `--dataset "$DATA"` with DATA
-    unset) leaves swift's DatasetSyntax no dataset, and every rank stops on a TypeError once the model has
-    loaded."""
-    empty = next((spec for spec in (swift.get_values(key) if key else ()) if not spec.strip().partition("#")[0]), None)
+def checked_data(swift: SwiftArgs, key: str, assumed: bool) -> DataFacts | None:
+    """The files of one data option (--dataset, --val_dataset) sampled, each value checked as swift's loader
+    will take it (check_dataset_files; not the files where the plan is for another machine). swift strips a
+    value's spaces (DatasetSyntax.parse): `' data.jsonl'` from a YAML list is the local file. A value that
+    names nothing (`''`, spaces, `#500` alone: a script's `--dataset "$DATA"` with DATA unset) leaves swift
+    no dataset, and every rank stops on a TypeError once the model has loaded."""
+    specs = tuple(spec.strip() for spec in swift.get_values(key))
+    empty = next((given for given in swift.get_values(key) if not given.strip().partition("#")[0]), None)
     if empty is not None:
         raise SafeSftError(
             f"--{key} {empty!r} names no dataset",
             "give the dataset's file or hub id (is the shell variable that should hold it set?)",
         )
+    for spec in specs:
+        check_sample_count(spec, Path.cwd(), f"--{key}")
+    if not specs:
+        return None
+    data = probe_datasets(specs, Path.cwd(), swift.get("columns"))
+    if not assumed:
+        check_dataset_files(data, f"--{key}")
+    return data
 
 
 def check_model_path(model: str, name: str) -> None:

@@ -278,6 +278,11 @@ class SwiftArgs:
                 found.append((flag, matches))
         return tuple(found)
 
+    def spelled(self, key: str) -> str:
+        """How the user writes the field: swift's `--key`, or the trainer's own key (LLaMA-Factory's
+        `cutoff_len` for max_length)."""
+        return self.spelling.names.get(key, key) if self.spelling else f"--{key}"
+
     def has(self, key: str) -> bool:
         """Whether the user gave the field (a trainer's default does not count)."""
         return self.given(key) is not None
@@ -299,7 +304,7 @@ class SwiftArgs:
         except ValueError:
             number = None
         if number is None or (least is not None and number < least):
-            name = self.spelling.names.get(key, key) if self.spelling else f"--{key}"
+            name = self.spelled(key)
             problem = "is not a whole number" if number is None else f"is below {least}"
             fix = f"set {name} to a whole number" + ("" if least is None else f" of at least {least}")
             raise SafeSftError(f"{name} {value!r} {problem}", fix)

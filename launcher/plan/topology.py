@@ -82,14 +82,13 @@ def resolve_topology(
     nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes()) or Sourced(1, Source.DEFAULT)
     node_rank = layers.pick_int(request.node_rank, "NODE_RANK", layers.slurm_node_id()) or Sourced(0, Source.DEFAULT)
     warnings = _check_slurm(slurm, nnodes, node_rank)
-    master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", layers.slurm_master_addr())
+    slurm_addr = layers.slurm_master_addr()
+    master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", slurm_addr)
+    default_note = ""
     if master_addr is not None and master_addr.source is not Source.FLAG and not master_addr.value.strip():
         # exported empty (a cluster profile, an image): no address, as torchrun reads it; Slurm's or the default
-        slurm_addr = layers.slurm_master_addr()
         master_addr = Sourced(slurm_addr, Source.SLURM) if slurm_addr else None
         default_note = "MASTER_ADDR is set empty: the default, as torchrun takes it"
-    else:
-        default_note = ""
     master_addr = master_addr or Sourced("127.0.0.1", Source.DEFAULT, default_note)
     # One node picks any free port; several must agree without talking, as torchrun's default lets them.
     default_port = (
