@@ -208,7 +208,7 @@ def prepare(
             nproc_given=options.topology.nproc is not None,
             backend=backend.name,
             device_map_allowed=backend.device_map,
-            backend_note=backend.skipped_note(),
+            backend_notes=backend.notes(),
             backend_env=backend.launch_env(env),
         ),
         data=data,

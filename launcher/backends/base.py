@@ -90,6 +90,8 @@ class Backend:
     # the package every rank imports, and the distribution that installs it: the run path finds it (without
     # importing it) before anything starts; None where the trainer is the user's own script
     trainer: tuple[str, str] | None = None
+    # what the plan assumes of this trainer that its arguments do not say (a script's tuning method), for its notes
+    assumed: str | None = None
 
     def has(self, knob: str) -> bool:
         return knob not in self.missing
@@ -101,9 +103,10 @@ class Backend:
             change = re.sub(rf"\b{re.escape(variable)}\b", argument, change)
         return change
 
-    def skipped_note(self) -> str | None:
-        """The plan's note on the knobs the ladder leaves alone for this trainer."""
-        if not self.missing:
-            return None
-        names = "; ".join(KNOBS[k] for k in sorted(self.missing))
-        return f"backend {self.name}: the ladder skips what this trainer has no setting for: {names}"
+    def notes(self) -> tuple[str, ...]:
+        """The plan's notes on this trainer: the knobs the ladder leaves alone, what the plan assumes of it."""
+        notes = [f"backend {self.name}: {self.assumed}"] if self.assumed else []
+        if self.missing:
+            names = "; ".join(KNOBS[k] for k in sorted(self.missing))
+            notes.append(f"backend {self.name}: the ladder skips what this trainer has no setting for: {names}")
+        return tuple(notes)

@@ -21,8 +21,11 @@ from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option
 from launcher.errors import SafeSftError
 from launcher.plan.swift_args import is_config_file, parse_swift_argv
 
-# transformers 5.x TrainingArguments' defaults, where they differ from swift's
+# transformers 5.x TrainingArguments' defaults, where they differ from swift's; and a full fine-tune, since what
+# a script trains is its own code's (an HF-Trainer script trains every parameter unless it wraps the model
+# in adapters): planned as LoRA, a full fine-tune's optimizer states would be missing from the estimate
 DEFAULTS = {
+    "tuner_type": "full",
     "per_device_train_batch_size": "8",
     "per_device_eval_batch_size": "8",
     "gradient_accumulation_steps": "1",
@@ -78,4 +81,6 @@ HF_TRAINER = Backend(
     checked_data_keys=(),
     device_map=False,
     resumes_as_told=False,
+    assumed="what the script trains is its own code's: planned as a full fine-tune (every parameter with "
+    "gradients and optimizer states), an upper bound for a script that trains adapters",
 )

@@ -29,15 +29,39 @@ from launcher.model import EnvSetting
 from launcher.plan.swift_args import CONFIG_SUFFIXES, KeyValueSpelling, SwiftArgs, negate, normalize_key
 
 ENTRY = "llamafactory.launcher"  # the module torchrun runs in each rank under llamafactory-cli train
+# LLaMA-Factory 0.9.5's names for the fields the plan reads (hparams/finetuning_args.py, model_args.py), so that
+# its estimate counts what LLaMA-Factory trains: `finetuning_type: full` is a full fine-tune, not LoRA
 SPELLING = KeyValueSpelling(
-    names={"max_length": "cutoff_len"},
+    names={
+        "max_length": "cutoff_len",
+        "tuner_type": "finetuning_type",  # lora, oft, freeze (its last layers), full
+        "target_modules": "lora_target",
+        "modules_to_save": "additional_target",
+        "quant_bits": "quantization_bit",
+        "quant_method": "quantization_method",
+        "freeze_vit": "freeze_vision_tower",
+        "freeze_aligner": "freeze_multi_modal_projector",
+        "freeze_llm": "freeze_language_model",
+        "use_liger_kernel": "enable_liger_kernel",
+        "attn_impl": "flash_attn",
+    },
     negated={"gradient_checkpointing": "disable_gradient_checkpointing"},
     # swift's fields safe-sft may add that LLaMA-Factory has no counterpart for (it truncates on its own)
     dropped=frozenset({"truncation_strategy", "max_memory", "resume_only_model", "add_version", "device_map"}),
+    # its AttentionFunction's words; `auto` leaves transformers' default, as an unset --attn_impl does
+    words={
+        "target_modules": {"all": "all-linear"},
+        "attn_impl": {"auto": "", "disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"},
+    },
 )
 # LLaMA-Factory's defaults where they differ from swift's: transformers' TrainingArguments, and its own
-# cutoff_len 2048, gradient checkpointing on (disable_gradient_checkpointing false), image_max_pixels 768 x 768
+# cutoff_len 2048, gradient checkpointing on (disable_gradient_checkpointing false), image_max_pixels 768 x 768,
+# lora_dropout 0, bitsandbytes for quantization_bit, and logits for every position (transformers' loss, where
+# swift computes them for the labelled tokens alone)
 DEFAULTS = {
+    "lora_dropout": "0",
+    "quant_method": "bnb",
+    "use_logits_to_keep": "false",
     "per_device_train_batch_size": "8",
     "per_device_eval_batch_size": "8",
     "gradient_accumulation_steps": "1",
@@ -75,7 +99,7 @@ def read(argv: list[str]) -> BackendArgs:
     for key, raw in loaded.items():
         merged[str(key)], where[str(key)] = raw, config
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
-        text = _text(raw)
+        text = SPELLING.swift_value(name, _text(raw))
         values[name] = negate(text) if negated else text
     items: list[tuple[str, tuple[str, ...]]] = []
     for token in overrides:
@@ -88,8 +112,11 @@ def read(argv: list[str]) -> BackendArgs:
         top = key.split(".")[0]  # OmegaConf's dotted key sets a field of a mapping argument
         merged[top], where[top] = (omegaconf_scalar(value) if top == key else {}), f"`{token}`"
         name, negated = SPELLING.swift_key(normalize_key(key))
+        value = SPELLING.swift_value(name, value)
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)
+    if _true(merged.get("neat_packing")):  # LLaMA-Factory packs for it (data_args.py: packing = True)
+        values["packing"] = "true"
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
     datasets = partial(check_llamafactory_datasets, merged, where, Path.cwd())
     return BackendArgs(("-m", ENTRY, str(path.resolve())), args, check_named=datasets)
@@ -104,6 +131,10 @@ def launch_env(env: Mapping[str, str]) -> tuple[EnvSetting, ...]:
         EnvSetting("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", why),
         EnvSetting("TORCH_NCCL_AVOID_RECORD_STREAMS", "1", why),
     )
+
+
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "y"))
 
 
 def _text(value: object) -> str:

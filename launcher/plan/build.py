@@ -79,7 +79,9 @@ class PlanOptions:
     nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
     backend: str = "swift"  # the trainer (launcher/backends), named in the plan
     device_map_allowed: bool = True  # the trainer can run one process over several GPUs
-    backend_note: str | None = None  # the knobs the ladder leaves alone for this trainer
+    # the knobs the ladder leaves alone for this trainer, and what the plan assumes of it that its arguments
+    # do not say
+    backend_notes: tuple[str, ...] = ()
     backend_env: tuple[EnvSetting, ...] = ()  # what the trainer's own launcher sets for its ranks
 
 
@@ -172,11 +174,11 @@ def build_plan(
             "(a hang, not an OOM); leave it out: safe-sft's ladder halves the micro-batch on every rank"
         )
     floor = checkpoint_floor_bytes(swift, model)
-    if floor is not None and host.disk_free_bytes is not None and host.disk_free_bytes < floor:
+    if floor is not None and host.disk_free_bytes is not None and host.disk_free_bytes < floor[0]:
         warnings.append(
             f"output dir {output_dir_of(swift)}: {fmt_bytes(host.disk_free_bytes)} free, and one checkpoint of "
-            f"this full fine-tune takes at least {fmt_bytes(floor)} (its weights and Adam's two moments): the "
-            "first save will fail and the steps before it are lost; free space, or point --output_dir elsewhere"
+            f"this fine-tune takes at least {fmt_bytes(floor[0])} ({floor[1]}): the first save will fail and "
+            "the steps before it are lost; free space, or point --output_dir elsewhere"
         )
     uses_gpus = bool(topology.gpus) and not swift.get_bool("use_cpu", False)
     assumed = assumed_length(swift, model, data, workers_env(swift, env)) if uses_gpus else None
@@ -196,6 +198,7 @@ def build_plan(
     estimates = estimates_for(sized, model, topology, host, zero_configs(options), env, lengths, shape)
     if features is not None and uses_gpus:
         warnings.extend(features.warnings)
+        warnings.extend(features.swift_warnings if options.backend == "swift" else ())
     choice = choose_strategy(
         estimates,
         user_deepspeed=swift.get("deepspeed"),
@@ -203,8 +206,7 @@ def build_plan(
         uses_gpus=uses_gpus,
         is_lora=is_lora(swift),
     )
-    if options.backend_note:
-        notes.append(options.backend_note)
+    notes.extend(options.backend_notes)
     if options.device_map_allowed:
         choice, estimates, topology, split, dm_warnings = _with_device_map(
             choice, estimates, sized, topology, host, model, env, options, uses_gpus

@@ -7,6 +7,8 @@ implementation and the image-token limit, plus warnings for set-ups ms-swift 4.6
 What each argument does is read from ms-swift 4.6's source:
 
 - `--tuner_type` lora (default) / full / lora_llm (LoRA on the LLM, the ViT and aligner fully trained);
+  LLaMA-Factory's `freeze` (read by its backend as this field) trains the decoder's last
+  `freeze_trainable_layers` layers (2; the first ones where negative) and its `freeze_extra_modules`;
   `--target_modules` (default `all-linear`; `--target_regex` replaces
   it); `--modules_to_save`; `--trainable_parameters` (prefixes made trainable whatever froze them);
   `--freeze_llm` (False), `--freeze_vit` (True), `--freeze_aligner` (True): for full tuning they freeze
@@ -26,6 +28,9 @@ What each argument does is read from ms-swift 4.6's source:
   inputs (and under DoRA outputs) the activations count (`lora_adapters`).
 - `--quant_bits` without `--quant_method`: swift quantizes nothing (a warning; launcher/plan/sizing.py
   counts the weights unquantized).
+The warnings of what ms-swift itself refuses or ignores (padding-free without flash attention, quant_bits
+without a method) are `swift_warnings`, apart: another trainer (LLaMA-Factory packs with any attention,
+and quantizes with bitsandbytes by default) does not share them.
 - `--attn_impl`: unset, eager where swift's loader or transformers chooses it
   (launcher/plan/attention_default.py), sdpa otherwise.
 - IMAGE_MAX_TOKEN_NUM (Qwen-VL families via qwen_vl_utils; it wins over MAX_PIXELS, which swift converts
@@ -89,11 +94,16 @@ class Features:
     image_pixels: int
     adapters: Adapters | None = None  # LoRA on the decoder layers: what their activations add
     warnings: tuple[str, ...] = ()
+    swift_warnings: tuple[str, ...] = ()  # of what ms-swift itself refuses or ignores: for its backend alone
+
+
+def tuner_of(swift: SwiftArgs) -> str:
+    return swift.get("tuner_type") or swift.get("train_type") or "lora"
 
 
 def is_lora(swift: SwiftArgs) -> bool:
-    tuner = swift.get("tuner_type") or swift.get("train_type") or "lora"
-    return tuner != "full"
+    """An adapter tuner (LoRA and its kin): the base weights stay frozen; not full, not LLaMA-Factory's freeze."""
+    return tuner_of(swift) not in ("full", "freeze")
 
 
 def _words(swift: SwiftArgs, key: str) -> tuple[str, ...]:
@@ -200,6 +210,17 @@ def _named_params(model: ModelFacts, names: tuple[str, ...]) -> tuple[int, tuple
     return total, unknown
 
 
+def last_layers_params(model: ModelFacts, layers: int) -> int:
+    """Parameters of `layers` decoder layers (LLaMA-Factory's freeze tuning; negative: its first ones, as
+    many): the decoder's share of the model, the embeddings, the head and the vision tower left out."""
+    total, count = model.total_params or 0, model.num_layers or 0
+    if not count:
+        return total
+    embeddings = (model.vocab_size or 0) * (model.hidden_size or 0) * (1 if model.tie_word_embeddings else 2)
+    decoder = max(total - embeddings - model.vision_params, 0)
+    return decoder * min(abs(layers), count) // count
+
+
 def _is_vision(name: str) -> bool:
     return any(part in VISION_PREFIXES for part in name.split("."))
 
@@ -238,6 +259,14 @@ def trainable_params(
             # swift/tuner_plugin/lora_llm.py: LoRA on the LLM, the vision tower and aligner fully trained
             trainable += model.vision_params
             vision_trained = model.vision_params > 0
+    elif tuner_of(swift) == "freeze":
+        named, unknown_named = _named_params(model, _words(swift, "freeze_extra_modules"))
+        trainable = last_layers_params(model, swift.get_int("freeze_trainable_layers", 2)) + named
+        vision_trained = False
+        if unknown_named:
+            warnings.append(
+                f"freeze_extra_modules {' '.join(unknown_named)}: their size is not known before loading, not counted"
+            )
     else:
         trainable = total
         if freeze_vit and not vision_named:
@@ -300,6 +329,7 @@ def image_pixels(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str]) ->
 def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], world_size: int) -> Features:
     """Every feature of swift's argv (and the swift config's ENV block under `env`) the estimate models."""
     warnings: list[str] = []
+    swift_warnings: list[str] = []
     adapters = lora_adapters(swift, model)
     trainable, vision_trained, train_warnings = trainable_params(swift, model, adapters)
     warnings.extend(train_warnings)
@@ -308,13 +338,13 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
     padding_free = packing or swift.get_bool("padding_free", False)
     if padding_free and attn not in FLASH_IMPLS:
         feature = "--packing" if packing else "--padding_free"
-        warnings.append(
+        swift_warnings.append(
             f"{feature} true needs a flash attention --attn_impl (flash_attn, flash_attention_2/3/4): "
             f"ms-swift 4.6 refuses it with --attn_impl {attn or 'unset'}"
         )
     bits = swift.get("quant_bits")
     if bits is not None and not swift.get("quant_method"):
-        warnings.append(
+        swift_warnings.append(
             f"--quant_bits {bits} without --quant_method: ms-swift 4.6 loads the model unquantized, and the "
             "plan counts it so (add --quant_method bnb to quantize it as it loads)"
         )
@@ -350,4 +380,5 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         image_pixels=pixels,
         adapters=adapters,
         warnings=tuple(warnings),
+        swift_warnings=tuple(swift_warnings),
     )

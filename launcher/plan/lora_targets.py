@@ -63,12 +63,13 @@ def llamafactory_missing_targets(args: SwiftArgs, model: ModelFacts | None) -> M
     decided: another finetuning_type, an adapter loaded, LLaMA Pro's expanded layers, no header read)."""
     if model is None or model.module_paths is None:
         return None
-    if (args.get("finetuning_type") or "lora") not in ("lora", "oft") or args.get("adapter_name_or_path"):
+    # its backend reads finetuning_type as tuner_type and lora_target as target_modules (`all` as all-linear)
+    if (args.get("tuner_type") or "lora") not in ("lora", "oft") or args.get("adapter_name_or_path"):
         return None
     if args.get_bool("use_llama_pro", False):
         return None
-    targets = tuple(name.strip() for name in (args.get("lora_target") or "all").split(","))
-    if targets == ("all",):
+    targets = tuple(name.strip() for name in (args.get("target_modules") or "all-linear").split(","))
+    if targets == ("all-linear",):
         return None
     found = _unmatched("lora_target", targets, model, anywhere=model.is_multimodal, fix_all="lora_target: all")
     return replace(found, option="lora_target:", joiner=",") if found else None

@@ -46,16 +46,19 @@ def weight_bytes_of(swift: SwiftArgs, model: ModelFacts) -> int:
     return DTYPE_BYTES.get(dtype, 2)
 
 
-def checkpoint_floor_bytes(swift: SwiftArgs, model: ModelFacts | None) -> int | None:
-    """The least one checkpoint of a full fine-tune takes on disk: its weights at the training dtype, and
-    unless --save_only_model Adam's two moments, each at least as large; None for LoRA (adapters are small)
-    or an unknown size. A floor, not an estimate: DeepSpeed's fp32 master weights come on top."""
-    from launcher.plan.features import is_lora
+def checkpoint_floor_bytes(swift: SwiftArgs, model: ModelFacts | None) -> tuple[int, str] | None:
+    """The least one checkpoint of a full fine-tune takes on disk, and what it counts: its weights at the
+    training dtype, and unless --save_only_model Adam's two moments, each at least as large (LLaMA-Factory's
+    freeze tuning: the weights alone, its moments are its few trained layers'); None for LoRA (adapters are
+    small) or an unknown size. A floor, not an estimate: DeepSpeed's fp32 master weights come on top."""
+    from launcher.plan.features import is_lora, tuner_of
 
     if model is None or model.total_params is None or is_lora(swift):
         return None
     weights = model.total_params * weight_bytes_of(swift, model)
-    return weights if swift.get_bool("save_only_model", False) else 3 * weights
+    if swift.get_bool("save_only_model", False) or tuner_of(swift) == "freeze":
+        return weights, "its weights"
+    return 3 * weights, "its weights and Adam's two moments"
 
 
 # swift 4.6 quantizes at load only with --quant_method set (swift/arguments/base_args/quant_args.py

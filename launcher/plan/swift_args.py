@@ -71,6 +71,9 @@ class KeyValueSpelling:
     names: Mapping[str, str] = field(default_factory=dict)  # swift's field -> the trainer's
     negated: Mapping[str, str] = field(default_factory=dict)  # swift's boolean -> the trainer's opposite flag
     dropped: frozenset[str] = frozenset()
+    # swift's field -> {the trainer's word for a value: swift's}, one to one, so a value read in swift's words
+    # is written back in the trainer's (LLaMA-Factory's `lora_target: all` is swift's all-linear)
+    words: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def swift_key(self, key: str) -> tuple[str, bool]:
         """A trainer's field as swift's name, and whether its boolean value is the opposite of swift's."""
@@ -82,6 +85,11 @@ class KeyValueSpelling:
                 return swift, False
         return key, False
 
+    def swift_value(self, key: str, value: str) -> str:
+        """The trainer's value of swift's field `key` in swift's words (the whole value, as the trainer
+        compares it)."""
+        return self.words.get(key, {}).get(value, value)
+
     def token(self, key: str, values: tuple[str, ...]) -> str | None:
         """One `key=value` override in the trainer's spelling, or None for a field it does not have."""
         if key in self.dropped:
@@ -89,7 +97,8 @@ class KeyValueSpelling:
         value = " ".join(values) if values else "true"
         if key in self.negated:
             return f"{self.negated[key]}={negate(value)}"
-        return f"{self.names.get(key, key)}={value}"
+        theirs = {swift: trainer for trainer, swift in self.words.get(key, {}).items()}
+        return f"{self.names.get(key, key)}={theirs.get(value, value)}"
 
 
 def negate(value: str) -> str:

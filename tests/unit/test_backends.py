@@ -70,6 +70,7 @@ def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
     assert args.get_bool("gradient_checkpointing", True) is False
     assert args.get("output_dir") == "trainer_output"
     assert not args.has("output_dir")  # a default is not the user's
+    assert args.get("tuner_type") == "full"  # what a script trains is unknown: every parameter, the upper bound
     assert args.argv() == ()
     assert args.with_values({"save_only_model": "true"}).argv() == ("--save_only_model", "true")
 
@@ -172,6 +173,7 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     assert plan["topology"]["nproc_per_node"]["value"] == 2  # one process per GPU: no device_map for a script
     assert "device_map" not in plan["estimates"]
     assert any("the ladder skips" in note for note in plan["notes"])
+    assert any("planned as a full fine-tune" in note for note in plan["notes"])
     assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
 
 
@@ -289,6 +291,60 @@ def test_llamafactory_reads_the_config_then_the_overrides_in_swifts_names(tmp_pa
     assert args.get("model_name_or_path") == "/models/qwen" and args.get("dataset") == "alpaca_en,identity"
     assert args.get_int("gradient_accumulation_steps") == 1  # transformers' default: not in the config
     assert args.argv() == ("per_device_train_batch_size=2", "cutoff_len=2048")  # the user's own, as given
+
+
+def test_llamafactory_reads_its_training_method_in_swifts_names_and_writes_it_back_in_its_own(
+    tmp_path: Path,
+) -> None:
+    """The plan is trainer-blind: `finetuning_type: full` had been read as no --tuner_type, so LoRA, and a
+    full fine-tune planned without its gradients and optimizer states (a 7B run's 124 GiB as 32)."""
+    config = tmp_path / "sft.yaml"
+    config.write_text(lf_config(tmp_path).replace("finetuning_type: lora", "finetuning_type: full"))
+    overrides = ["flash_attn=fa2", "lora_target=all", "quantization_bit=4", "freeze_vision_tower=false"]
+    args = LLAMAFACTORY.read([str(config), *overrides, "enable_liger_kernel=true", "additional_target=lm_head"]).args
+    assert args.get("tuner_type") == "full"
+    assert args.get("attn_impl") == "flash_attention_2" and args.get("target_modules") == "all-linear"
+    assert args.get("quant_bits") == "4" and args.get("quant_method") == "bnb"  # its default method
+    assert args.get_bool("freeze_vit", True) is False and args.get_bool("use_liger_kernel", False) is True
+    assert args.get("modules_to_save") == "lm_head"
+    assert args.get("lora_dropout") == "0" and args.get_bool("use_logits_to_keep", True) is False  # its defaults
+    assert args.argv()[:4] == tuple(overrides)  # written back as the user wrote them
+    auto = LLAMAFACTORY.read([str(config), "flash_attn=auto", "neat_packing=true"]).args
+    assert auto.get("attn_impl") == "" and auto.get_bool("packing", False) is True  # neat packing packs
+    assert auto.argv() == ("flash_attn=auto", "neat_packing=true")
+
+
+def test_a_llamafactory_plan_counts_what_its_finetuning_type_trains(tmp_path: Path) -> None:
+    """full trains every parameter, freeze its last layers, lora adapters; swift's own refusal of packing
+    without flash attention is not LLaMA-Factory's (it packs with any attention)."""
+    config = tmp_path / "sft.yaml"
+    config.write_text(lf_config(tmp_path).replace("deepspeed: examples/deepspeed/ds_z3_config.json\n", ""))
+    model = tmp_path / "model"
+    model.mkdir()
+    layer = 4 * 64 * 64 + 3 * 64 * 128  # attention and MLP of one of the 4 layers
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4,
+        "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 1000, "torch_dtype": "bfloat16",
+    }))  # fmt: skip
+
+    def plan(*overrides: str) -> dict:  # type: ignore[type-arg]
+        argv = ["plan", "--json", "--backend", "llamafactory", "--assume-gpus", "1x80GiB", "--model-params",
+                str(2 * 1000 * 64 + 4 * layer), str(config), f"model_name_or_path={model}", *overrides]  # fmt: skip
+        return plan_importing_nothing_heavy(argv)
+
+    def optimizer(found: dict) -> int:  # type: ignore[type-arg]
+        """Adam's states under DDP: the same bytes for each trained parameter."""
+        return int(found["estimates"]["ddp"]["parts"]["gpu_optimizer"])
+
+    total = 2 * 1000 * 64 + 4 * layer
+    full = optimizer(plan("finetuning_type=full"))
+    assert full == optimizer(plan("finetuning_type=lora", "finetuning_type=full"))  # the override wins
+    assert optimizer(plan("finetuning_type=freeze")) == pytest.approx(full * 2 * layer / total)  # its last 2 layers
+    first = optimizer(plan("finetuning_type=freeze", "freeze_trainable_layers=-1"))  # its first layer
+    assert first == pytest.approx(full * layer / total)
+    assert 0 < optimizer(plan("finetuning_type=lora")) < full * layer / total
+    packed = plan("finetuning_type=lora", "packing=true")
+    assert not any("needs a flash attention" in w for w in packed["warnings"])
 
 
 def test_llamafactory_gets_the_ladders_changes_as_its_own_overrides(tmp_path: Path) -> None:

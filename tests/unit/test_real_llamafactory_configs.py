@@ -22,6 +22,8 @@ READ_AS = {
     "cutoff_len": "max_length",
     "deepspeed": "deepspeed",
     "output_dir": "output_dir",
+    "finetuning_type": "tuner_type",  # what the estimate counts as trained
+    "quantization_bit": "quant_bits",
 }
 
 
