@@ -217,7 +217,7 @@ def prepare(
     raised = raised_deprecations(env) if backend.name == "swift" else None
     empty = swift.get("output_dir") == ""  # a script's `--output_dir "$OUT"` with OUT unset, most often
     cwd = [f"output_dir is empty: the trainer writes its runs into {Path.cwd()}"] if empty else []
-    warnings = (*named.warnings, *checked.warnings, *refusal, *([raised] if raised else []), *cwd)
+    warnings = (*read.warnings, *named.warnings, *checked.warnings, *refusal, *([raised] if raised else []), *cwd)
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
     return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error)

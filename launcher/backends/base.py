@@ -60,6 +60,7 @@ class BackendArgs:
     # the trainer's check of the files its arguments name (LLaMA-Factory's dataset_info.json), run with the
     # other such checks: a plan for another machine only warns of what is not here
     check_named: Callable[[], None] | None = None
+    warnings: tuple[str, ...] = ()  # what the plan cannot count of what these arguments run
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,36 @@ def read(argv: list[str]) -> BackendArgs:
         value = SPELLING.swift_value(name, value)
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)
-    if _true(merged.get("neat_packing")):  # LLaMA-Factory packs for it (data_args.py: packing = True)
+    stage = str(merged.get("stage", "sft"))
+    # LLaMA-Factory packs for neat_packing, and for pre-training unless told not to (hparams/parser.py)
+    if _true(merged.get("neat_packing")) or (stage == "pt" and merged.get("packing") is None):
         values["packing"] = "true"
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
     datasets = partial(check_llamafactory_datasets, merged, where, Path.cwd())
-    return BackendArgs(("-m", ENTRY, str(path.resolve())), args, check_named=datasets)
+    warnings = (stage_warning(stage, args.get("tuner_type") or "lora", merged),)
+    return BackendArgs(
+        ("-m", ENTRY, str(path.resolve())), args, check_named=datasets, warnings=tuple(w for w in warnings if w)
+    )
+
+
+def stage_warning(stage: str, tuner: str, merged: Mapping[str, object]) -> str | None:
+    """What the estimate, which counts a supervised fine-tune (sft, pt), leaves out of LLaMA-Factory's other
+    stages (0.9.5's train/*/workflow.py): a preference pair's two sequences in one forward, and the frozen
+    reference model (another copy of the weights) that dpo (but for orpo and simpo) and kto load for a
+    full or freeze tuning, or from `ref_model`."""
+    if stage in ("sft", "pt"):
+        return None
+    left = {"rm": ["each pair's two sequences (twice the tokens a micro-batch holds)", "the value head"],
+            "ppo": ["the reward model", "the reference model", "the value head", "generation"]}.get(
+        stage, ["each pair's two sequences (twice the tokens a micro-batch holds)"])  # fmt: skip
+    loss = str(merged.get("pref_loss", "sigmoid"))
+    uses_reference = stage == "kto" or (stage == "dpo" and loss not in ("orpo", "simpo"))
+    if uses_reference and (merged.get("ref_model") or tuner not in ("lora", "oft")):
+        left.append("the frozen reference model (one more copy of the weights)")
+    return (
+        f"stage: {stage}: the memory estimate counts a supervised fine-tune's; it leaves out {', '.join(left)}, "
+        "so a strategy it calls a fit may not be: the OOM ladder then takes over"
+    )
 
 
 def launch_env(env: Mapping[str, str]) -> tuple[EnvSetting, ...]:

@@ -347,6 +347,46 @@ def test_a_llamafactory_plan_counts_what_its_finetuning_type_trains(tmp_path: Pa
     assert not any("needs a flash attention" in w for w in packed["warnings"])
 
 
+@pytest.mark.parametrize(
+    ("overrides", "left_out"),
+    [
+        pytest.param(("stage=sft",), None, id="sft"),
+        pytest.param(("stage=pt",), None, id="pt"),
+        pytest.param(("stage=dpo",), "each pair's two sequences (twice", id="dpo-lora-no-reference"),
+        pytest.param(("stage=dpo", "finetuning_type=full"), "the frozen reference model", id="dpo-full"),
+        pytest.param(("stage=dpo", "ref_model=/models/ref"), "the frozen reference model", id="dpo-ref-model"),
+        pytest.param(("stage=kto", "finetuning_type=freeze"), "the frozen reference model", id="kto-freeze"),
+        pytest.param(("stage=rm",), "the value head", id="rm"),
+        pytest.param(("stage=ppo",), "the reward model", id="ppo"),
+    ],
+)
+def test_a_llamafactory_stage_the_estimate_does_not_count_is_named_in_the_plan(
+    tmp_path: Path, overrides: tuple[str, ...], left_out: str | None
+) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(lf_config(tmp_path))
+    warned = [w for w in LLAMAFACTORY.read([str(config), *overrides]).warnings if w.startswith("stage: ")]
+    assert (left_out is None and not warned) or (len(warned) == 1 and left_out in warned[0])
+    if overrides == ("stage=dpo",):
+        assert "reference" not in warned[0]  # LoRA's reference is its own base, adapters off
+
+
+def test_dpo_with_a_loss_that_needs_no_reference_is_not_said_to_load_one(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(lf_config(tmp_path))
+    for loss in ("orpo", "simpo"):
+        read = LLAMAFACTORY.read([str(config), "stage=dpo", "finetuning_type=full", f"pref_loss={loss}"])
+        assert len(read.warnings) == 1 and "reference" not in read.warnings[0]
+
+
+def test_llamafactory_pretraining_packs_unless_told_not_to(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text(lf_config(tmp_path))
+    assert LLAMAFACTORY.read([str(config), "stage=pt"]).args.get_bool("packing", False) is True
+    assert LLAMAFACTORY.read([str(config), "stage=pt", "packing=false"]).args.get_bool("packing", False) is False
+    assert LLAMAFACTORY.read([str(config)]).args.get_bool("packing", False) is False  # sft does not
+
+
 def test_llamafactory_gets_the_ladders_changes_as_its_own_overrides(tmp_path: Path) -> None:
     config = tmp_path / "sft.yaml"
     config.write_text(lf_config(tmp_path))
