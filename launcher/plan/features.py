@@ -13,7 +13,8 @@ What each argument does is read from ms-swift 4.6's source:
   it); `--modules_to_save`; `--trainable_parameters` (prefixes made trainable whatever froze them);
   `--freeze_llm` (False), `--freeze_vit` (True), `--freeze_aligner` (True): for full tuning they freeze
   that part (swift/arguments/tuner_args.py `_init_multimodal_full`); for LoRA with all-linear they keep
-  adapters off that part.
+  adapters off that part. `--freeze_parameters_ratio` (the first share of the parameters, bottom up) and
+  `--freeze_parameters` (embeddings, head, vision tower by name) freeze more of a full tuning.
 - `--sequence_parallel_size S` (swift/sequence_parallel): a forward pre-hook splits every sample's tokens
   S ways; Ulysses all-to-alls q/k/v over gcd(kv heads, S) ranks, and the remaining factor runs ring
   attention, which needs `--padding_free true`. The loss is gathered, the logits stay local; with
@@ -183,6 +184,14 @@ def lora_adapters(swift: SwiftArgs, model: ModelFacts) -> Adapters | None:
     return Adapters(inputs_of(linears, targets), rank, dropout, dora)
 
 
+def _ratio(value: str | None) -> float:
+    """A ratio between 0 and 1; a value that is not a number is left to swift to refuse (0 here)."""
+    try:
+        return min(max(float(value or 0), 0.0), 1.0)
+    except ValueError:
+        return 0.0
+
+
 def _dropout_on(value: str | None) -> bool:
     """--lora_dropout above 0 (swift's default 0.05); a value that is not a number is left to swift to refuse."""
     try:
@@ -274,6 +283,12 @@ def trainable_params(
         if freeze_llm:
             trainable -= max(total - model.vision_params, 0)
             trainable += extra if not vision_named else 0
+        # swift's freeze_parameters(): the first --freeze_parameters_ratio of the parameters, in the model's
+        # order (the embeddings, then the layers from the bottom up), and the modules --freeze_parameters names.
+        # Where both are given, the larger counts (the embeddings lie inside the first share): trainable at most
+        frozen_named, _unknown = _named_params(model, _words(swift, "freeze_parameters"))
+        frozen = max(int(total * _ratio(swift.get("freeze_parameters_ratio"))), frozen_named)
+        trainable = min(trainable, total - frozen)
         vision_trained = (not freeze_vit or vision_named) and model.vision_params > 0
     if unknown_extra:
         warnings.append(

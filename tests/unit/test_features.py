@@ -142,6 +142,26 @@ def test_trainable_parameters(model: ModelFacts, argv: tuple[str, ...], expected
     assert features(model, *argv).trainable_params == expected
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        pytest.param(("--freeze_parameters_ratio", "0.25"), 3_085_938_688 * 3 // 4, id="ratio"),
+        # tied: the one embedding matrix is the head too
+        pytest.param(("--freeze_parameters", "model.embed_tokens"), 3_085_938_688 - 151936 * 2048, id="named"),
+        # the embeddings lie inside the first quarter: the larger of the two freezes, not their sum
+        pytest.param(
+            ("--freeze_parameters_ratio", "0.25", "--freeze_parameters", "model.embed_tokens"),
+            3_085_938_688 * 3 // 4,
+            id="both",
+        ),
+        pytest.param(("--freeze_parameters_ratio", "abc"), 3_085_938_688, id="not-a-number-is-swifts-to-refuse"),
+    ],
+)
+def test_a_partly_frozen_full_tuning_trains_what_swift_leaves_unfrozen(argv: tuple[str, ...], expected: int) -> None:
+    found = features(QWEN3B, "--tuner_type", "full", *argv).trainable_params
+    assert found == pytest.approx(expected, abs=1)
+
+
 def test_unknown_target_module_and_prefix_are_warned_not_guessed() -> None:
     found = features(QWEN3B, "--target_modules", "in_proj", "--trainable_parameters", "model.norm")
     assert any("in_proj" in w and "not counted" in w for w in found.warnings)
