@@ -5,7 +5,9 @@ module (`-m MODULE ARGS`, as `python -m MODULE ARGS` runs it) under torchelastic
 `@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE, so torchrun's summary and safe-sft's
 classifier get every failed rank's traceback. Local rank 0 writes the TrainingArguments the script
 built (output dir, batch sizes, save settings) to SAFE_SFT_RESOLVED_ARGS, in the format
-launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. The
+launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. Every rank
+sets the watchdog's ddp_timeout (SAFE_SFT_DDP_TIMEOUT) in the TrainingArguments a script builds, where
+the script leaves transformers' default: a script's own argparse may refuse `--ddp_timeout`. The
 checkpoint-on-notice callback joins every Trainer as under swift (launcher/worker_notice.py).
 
 This file runs in the training processes only; the launcher never imports it.
@@ -39,6 +41,7 @@ if __name__ == "__main__":  # before torch's import, which takes seconds: launch
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402 (after the tie, above)
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
+DDP_TIMEOUT_ENV = "SAFE_SFT_DDP_TIMEOUT"  # launcher/plan/watchdog.py sets it for a script with its own parser
 VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attempt would save over a checkpoint
 
 
@@ -64,17 +67,25 @@ def resolved_args(args: Any) -> dict[str, Any]:
     }
 
 
-def report_training_arguments() -> None:
-    """Write the arguments each time a TrainingArguments is built (the last one wins)."""
-    path = os.environ.get(RESOLVED_ENV)
-    if not path or os.environ.get("LOCAL_RANK", "0") != "0":
+def patch_training_arguments() -> None:
+    """Each time the script builds a TrainingArguments: the watchdog's ddp_timeout (DDP_TIMEOUT_ENV) where the
+    script left transformers' default, in every rank, since a script's own parser may refuse the argument;
+    then local rank 0 writes the arguments (the last one built wins)."""
+    path = os.environ.get(RESOLVED_ENV) if os.environ.get("LOCAL_RANK", "0") == "0" else None
+    timeout = os.environ.get(DDP_TIMEOUT_ENV)
+    if not path and not timeout:
         return
     from transformers import TrainingArguments
 
     original = TrainingArguments.__post_init__
+    default = TrainingArguments.__dataclass_fields__["ddp_timeout"].default
 
     def post_init_and_report(self: Any) -> None:
+        if timeout and self.ddp_timeout == default:
+            self.ddp_timeout = int(timeout)
         original(self)  # type: ignore[no-untyped-call]
+        if not path:
+            return
         tmp = f"{path}.tmp"
         with open(tmp, "w") as handle:
             json.dump(resolved_args(self), handle, indent=1)
@@ -128,6 +139,6 @@ def main() -> None:
 if __name__ == "__main__":
     worker = _sibling("worker")
     worker.install_notice_callback()
-    report_training_arguments()
+    patch_training_arguments()
     log_steps()
     main()

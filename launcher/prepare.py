@@ -27,6 +27,7 @@ from launcher.model import (
     ModelFacts,
     NetworkFacts,
     Plan,
+    Source,
 )
 from launcher.model_checks import model_checks
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
@@ -210,6 +211,7 @@ def prepare(
             device_map_allowed=backend.device_map,
             backend_notes=backend.notes(),
             backend_env=backend.launch_env(env),
+            ddp_timeout_by_env=backend.own_parser,
         ),
         data=data,
     )
@@ -311,11 +313,14 @@ def check_launchable(prepared: Prepared) -> None:
             f"--output_dir {prepared.output_dir}: {prepared.host.disk_problem}",
             "point --output_dir at a writable directory",
         )
-    if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False):
+    # a script of the user's may set use_cpu in its own code: its --nproc (CPU processes) says the same
+    nproc = prepared.plan.topology.nproc_per_node.source == Source.FLAG and prepared.backend.own_parser
+    if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False) and not nproc:
         why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
         raise SafeSftError(
             f"no GPU visible ({why}) and --use_cpu not given",
-            "add --use_cpu true to train on the CPU, or fix the GPU driver (`safe-sft doctor`)",
+            "add --use_cpu true to train on the CPU (a script that sets it itself: give safe-sft its --nproc), or fix "
+            "the GPU driver (`safe-sft doctor`)",
         )
 
 

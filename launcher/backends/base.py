@@ -93,6 +93,9 @@ class Backend:
     trainer: tuple[str, str] | None = None
     # what the plan assumes of this trainer that its arguments do not say (a script's tuning method), for its notes
     assumed: str | None = None
+    # its command line may be a parser of its own (a script's argparse) that refuses what safe-sft would add
+    # unasked (--ddp_timeout): the worker sets that in the TrainingArguments instead
+    own_parser: bool = False
 
     def has(self, knob: str) -> bool:
         return knob not in self.missing

@@ -47,7 +47,7 @@ from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.strategy import describe as describe_need
 from launcher.plan.swift_args import SwiftArgs, unknown_flag_warning
 from launcher.plan.unset_length import assumed_length, unset_note
-from launcher.plan.watchdog import Watchdog, added_ddp_timeout
+from launcher.plan.watchdog import DDP_TIMEOUT_ENV, Watchdog, added_ddp_timeout
 from launcher.units import fmt_bytes
 
 NO_PIN_CONFIG_NAME = "zero3_offload_nopin.json"
@@ -83,6 +83,7 @@ class PlanOptions:
     # do not say
     backend_notes: tuple[str, ...] = ()
     backend_env: tuple[EnvSetting, ...] = ()  # what the trainer's own launcher sets for its ranks
+    ddp_timeout_by_env: bool = False  # the watchdog's ddp_timeout goes to the worker, not on the command line
 
 
 def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOptions, gpus: int = 0) -> tuple[str, str]:
@@ -262,9 +263,13 @@ def build_plan(
             f"rank(s) of {sp} that split each sample's tokens, so a step trains on {batch.global_batch // sp} "
             f"samples (micro-batch {batch.micro_batch} x accumulation {batch.grad_accum} x {groups})"
         )
-    ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog)
+    ddp_timeout, ddp_note = added_ddp_timeout(swift, options.watchdog, by_env=options.ddp_timeout_by_env)
     if ddp_note:
         notes.append(ddp_note)
+    timeout_env: tuple[EnvSetting, ...] = ()
+    if ddp_timeout and options.ddp_timeout_by_env:
+        why = "the watchdog's collective timeout, set in the script's TrainingArguments by safe-sft's worker"
+        timeout_env, ddp_timeout = (EnvSetting(DDP_TIMEOUT_ENV, str(ddp_timeout), why),), None
     max_memory = None
     if device_map and split is not None and not swift.has("max_memory") and swift.get("device_map") in (None, "auto"):
         max_memory = max_memory_arg(split[1].max_memory)
@@ -287,7 +292,7 @@ def build_plan(
         machine_known=host.network.known,
     )
     notes.extend(nccl_notes)
-    launch_env = _topology_env(topology) + nccl + options.backend_env
+    launch_env = _topology_env(topology) + nccl + options.backend_env + timeout_env
     command = torchrun_command(topology, paths) + swift_final.argv()
     plan = Plan(
         topology=topology,

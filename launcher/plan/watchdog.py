@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from launcher.plan.swift_args import SwiftArgs
 
 SWIFT_DEFAULT_DDP_TIMEOUT = 18_000_000
+# A user's script may parse its own arguments (argparse) and refuse an unknown --ddp_timeout: for it the
+# timeout goes by this variable to launcher/hf_worker.py, which sets it in the TrainingArguments the script builds
+DDP_TIMEOUT_ENV = "SAFE_SFT_DDP_TIMEOUT"
 
 
 @dataclass(frozen=True)
@@ -25,8 +28,9 @@ class Watchdog:
         return self.hang_timeout > 0
 
 
-def added_ddp_timeout(swift: SwiftArgs, watchdog: Watchdog) -> tuple[int | None, str | None]:
-    """(the --ddp_timeout safe-sft adds, or None; the plan's note saying so, or None)."""
+def added_ddp_timeout(swift: SwiftArgs, watchdog: Watchdog, by_env: bool = False) -> tuple[int | None, str | None]:
+    """(the --ddp_timeout safe-sft adds, or None; the plan's note saying so, or None). `by_env`: it goes to the
+    worker as DDP_TIMEOUT_ENV, not on the trainer's command line."""
     if swift.has("ddp_timeout"):
         return None, None
     if not watchdog.on:
@@ -39,8 +43,14 @@ def added_ddp_timeout(swift: SwiftArgs, watchdog: Watchdog) -> tuple[int | None,
         if default is None
         else f"the trainer's default is {default} s: a stall would end before the watchdog could collect its stacks"
     )
+    how = (
+        f"ddp_timeout {value} set in the TrainingArguments the script builds, where it leaves transformers' "
+        f"default ({DDP_TIMEOUT_ENV}; the script's own parser is not given an argument it may not take)"
+        if by_env
+        else f"--ddp_timeout {value} added"
+    )
     return value, (
-        f"--ddp_timeout {value} added ({why}): twice the larger of --hang-timeout and --startup-timeout, so "
+        f"{how} ({why}): twice the larger of --hang-timeout and --startup-timeout, so "
         "the watchdog notices a stall first. A rank that waits longer in one collective (for another rank's "
         "long download or preprocessing) then fails: pass --ddp_timeout yourself to keep your value, or "
         "--hang-timeout 0 to turn the watchdog and this off"

@@ -264,3 +264,22 @@ def test_a_script_that_ignores_its_resume_point_saves_beside_the_checkpoints_and
     assert second["resumed_from"]["started_over"].endswith("not after step 3: it trained from step 0")
     assert f"attempt 2 did not resume from step 3: it saved {Path(second['run_dir']) / 'checkpoint-3'}" in result.stderr
     assert first["lost"]["back_to_step"] == 0 and first["lost"]["steps"] == first["last_step"]
+
+
+def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training_arguments(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """Plain torchrun runs a script whose argparse takes only its own options; safe-sft had appended
+    --ddp_timeout 7200 to its command line, and the script stopped on "unrecognized arguments" (user_error)."""
+    out = tmp_path / "out"
+    script = STACK / "scripts" / "argparse_train.py"
+    argv = ["--model_name_or_path", str(tiny["model"]), "--data_path", str(tiny["dataset"]), "--output_dir", str(out)]
+    env = {**os.environ, "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    plain = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port",
+                 str(free_port()), str(script), *argv[:-1], str(tmp_path / "plain")], env)  # fmt: skip
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert (tmp_path / "plain" / "ddp_timeout.txt").read_text() == "1800"  # transformers' default
+    ours = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", str(script), *argv], env)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert (out / "ddp_timeout.txt").read_text() == "7200"  # twice the startup timeout, as for swift
+    assert (out / "checkpoint-4").is_dir()

@@ -174,7 +174,8 @@ def test_plan_for_an_hf_script_names_the_backend_and_imports_nothing_heavy(tmp_p
     assert "device_map" not in plan["estimates"]
     assert any("the ladder skips" in note for note in plan["notes"])
     assert any("planned as a full fine-tune" in note for note in plan["notes"])
-    assert any("--ddp_timeout 7200 added (the trainer's default is 1800 s" in note for note in plan["notes"])
+    assert any("ddp_timeout 7200 set in the TrainingArguments the script builds" in note for note in plan["notes"])
+    assert any("(the trainer's default is 1800 s" in note for note in plan["notes"])
 
 
 def test_torchrun_with_a_missing_script_is_one_line_exit_2() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,23 @@ def test_plan_says_so_and_hang_timeout_0_turns_it_off() -> None:
     assert any(note.startswith("--ddp_timeout 7200 added") for note in on["notes"])
     assert short["command"][-2:] == ["--ddp_timeout", "200"]
     assert "--ddp_timeout" not in off["command"] and not any("ddp_timeout" in n for n in off["notes"])
+
+
+def test_a_scripts_timeout_goes_to_its_worker_not_on_its_command_line(tmp_path: Path) -> None:
+    """A script's own argparse refuses an option it does not know: plain torchrun runs it, and safe-sft's
+    --ddp_timeout had stopped it on "unrecognized arguments"."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+
+    def plan(*own: str) -> dict:  # type: ignore[type-arg]
+        args = ["--json", "--backend", "torchrun", "--model-params", "1e8", "--nproc", "2", str(script), *own]
+        done = subprocess.run([sys.executable, "-m", "launcher", "plan", *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    found = plan("--output_dir", "o")
+    assert "--ddp_timeout" not in found["command"] and found["ddp_timeout_arg"] is None
+    assert found["env"]["SAFE_SFT_DDP_TIMEOUT"] == "7200"
+    assert any(n.startswith("ddp_timeout 7200 set in the TrainingArguments the script builds") for n in found["notes"])
+    own = plan("--output_dir", "o", "--ddp_timeout", "60")  # the user's value, on the command line as given
+    assert "SAFE_SFT_DDP_TIMEOUT" not in own["env"] and own["command"][-2:] == ["--ddp_timeout", "60"]
