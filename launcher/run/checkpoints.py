@@ -5,8 +5,11 @@ object; there are weights (model*.safetensors, adapter_model.safetensors, pytorc
 DeepSpeed's `latest` naming its global_step*/ folder); every safetensors file's header parses and its
 tensors' offsets cover the file's data exactly; every shard a safetensors index names is there and holds
 every tensor the index maps to it; every torch file (.bin, .pt, .pth) in zip format has its central
-directory, and none is empty. A checkpoint half-written by a kill, truncated by a full disk or emptied by
-a crash is skipped, with the reason.
+directory, and none is empty; an optimizer.pt comes with its scheduler.pt, and a DeepSpeed checkpoint
+holds every rank's ZeRO shards (no gap in the ranks, as many as saved their rng state); trainer_state.json
+holds the whole-number global_step and train_batch_size transformers resumes from. A checkpoint
+half-written by a kill, truncated by a full disk, emptied by a crash, or copied without one of its files
+is skipped, with the reason.
 This module only reads: it never deletes, moves or writes.
 """
 
@@ -122,11 +125,16 @@ def _json_problem(path: Path) -> str | None:
 
 
 def _trainer_state_problem(path: Path) -> str | None:
-    """transformers resumes from the state's global_step (and compares its batch size): a state without a
-    whole-number step, `{}` say, stops every rank in Trainer._init_training_state."""
-    step = json.loads(path.read_bytes()).get("global_step")
+    """transformers resumes from the state's global_step and divides its train_batch_size (5.x's
+    compare_trainer_and_checkpoint_args): a state without a whole number for either, `{}` or
+    `{"global_step": 6}` say, stops every rank in Trainer._init_training_state."""
+    state = json.loads(path.read_bytes())
+    step = state.get("global_step")
     if type(step) is not int or step < 0:
         return f"{path.name} has no global_step (it holds {json.dumps(step)}): not a state transformers saved"
+    if type(state.get("train_batch_size")) is not int:
+        held = json.dumps(state.get("train_batch_size"))
+        return f"{path.name} has no train_batch_size (it holds {held}): transformers stops on it as it resumes"
     named = checkpoint_step(path.parent)
     if named is not None and named != step:  # the trainer resumes at the state's step, whatever the name says
         return f"its name says step {named}, its {path.name} step {step} (renamed, copied or linked from another?)"
@@ -180,6 +188,46 @@ def unreadable(path: Path) -> str | None:
             problem = torch_file_problem(file)
             if problem is not None:
                 return f"{deepspeed_dir.name}/{problem}"
+        return _zero_shards_problem(path, deepspeed_dir, files)
+    return _scheduler_problem(files)
+
+
+# transformers' optimizer files (Trainer._load_optimizer_and_scheduler): optimizer.pt, optimizer.bin, and the
+# sharded `rank<r>-of-<n>-optimizer.pt` / `optimizer.pt_<r>` of FSDP and SageMaker model parallelism
+_OPTIMIZER = re.compile(r"^(rank\d+-of-\d+-)?optimizer\.(pt|bin)(_\d+)?$")
+
+
+def _scheduler_problem(files: Sequence[Path]) -> str | None:
+    """Without DeepSpeed, transformers loads the optimizer and the scheduler only when both files are there:
+    an optimizer.pt without scheduler.pt (a copy that lost one file) resumes with Adam's moments and the
+    learning-rate schedule started over, and nothing says so."""
+    names = {file.name for file in files}
+    optimizer = next((name for name in sorted(names) if _OPTIMIZER.match(name)), None)
+    if optimizer is not None and "scheduler.pt" not in names:
+        return f"{optimizer} without scheduler.pt: transformers would load neither, and restart Adam and the schedule"
+    return None
+
+
+_RNG_STATE = re.compile(r"^rng_state_(\d+)\.pth$")
+
+
+def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path]) -> str | None:
+    """Every rank saves its ZeRO shard (`zero_pp_rank_<r>_mp_rank_00_optim_states.pt`, and under ZeRO-3 its
+    `..._model_states.pt`) and its rng_state_<r>.pth: a gap in the ranks, or fewer shards than ranks saved
+    their rng state, is a copy that lost a file. DeepSpeed would load it only into as many ranks, and
+    safe-sft would resume it with the optimizer state reset."""
+    for kind in ("optim_states", "model_states"):
+        ranks = {int(m.group(1)) for f in deepspeed_dir.glob(f"*{kind}*") if (m := _ZERO_RANK.search(f.name))}
+        if not ranks:
+            continue
+        gap = next((r for r in range(max(ranks) + 1) if r not in ranks), None)
+        if gap is not None:
+            last = max(ranks)
+            return f"{deepspeed_dir.name} has no zero_pp_rank_{gap} {kind} file (a shard of the ranks 0 to {last})"
+        saved = sum(1 for f in files if _RNG_STATE.match(f.name))
+        sequence_parallel = saved_args(path).get("sequence_parallel_size")  # its ranks share ZeRO's partitions
+        if saved > len(ranks) and sequence_parallel in (None, 1):
+            return f"{deepspeed_dir.name} holds {len(ranks)} rank(s)' {kind}, and {saved} ranks saved this checkpoint"
     return None
 
 

@@ -42,11 +42,13 @@ def make(path: Path, *, state: bool = True, weights: str | None = "model.safeten
     path.mkdir(parents=True)
     if state:  # the step transformers saved it at: the one its name says (checkpoint-N), as the trainer names it
         step = path.name.removeprefix("checkpoint-")
-        (path / "trainer_state.json").write_text(f'{{"global_step": {step if step.isdigit() else 3}}}')
+        state = {"global_step": int(step) if step.isdigit() else 3, "train_batch_size": 2}
+        (path / "trainer_state.json").write_text(json.dumps(state))
     if weights:
         (path / weights).write_bytes(safetensors_bytes())
-    if optimizer:
+    if optimizer:  # transformers saves both, and loads neither without the other
         (path / "optimizer.pt").write_bytes(torch_zip_bytes(path))
+        (path / "scheduler.pt").write_bytes(torch_zip_bytes(path))
     return path
 
 
@@ -77,6 +79,49 @@ def test_deepspeed_layout_and_adapters(tmp_path: Path) -> None:
     checkpoint, _ = latest_complete(tmp_path)
     assert checkpoint is not None
     assert (checkpoint.step, checkpoint.has_optimizer_state) == (4, True)
+
+
+def _zero_checkpoint(path: Path, ranks: tuple[int, ...], saved_by: int, stage3: bool = False) -> Path:
+    """A DeepSpeed checkpoint as `saved_by` ranks write it: each its rng state and its ZeRO shard(s); `ranks`
+    are the shards that are there."""
+    ds = make(path, weights=None, optimizer=False)
+    (ds / "global_step4").mkdir()
+    for rank in ranks:
+        (ds / "global_step4" / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(torch_zip_bytes(ds))
+        if stage3:
+            (ds / "global_step4" / f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt").write_bytes(torch_zip_bytes(ds))
+    for rank in range(saved_by):
+        (ds / f"rng_state_{rank}.pth").write_bytes(torch_zip_bytes(ds))
+    (ds / "latest").write_text("global_step4")
+    return ds
+
+
+@pytest.mark.parametrize(
+    ("ranks", "saved_by", "why"),
+    [
+        pytest.param((0, 1), 2, None, id="complete"),
+        pytest.param((0,), 2, "holds 1 rank(s)' optim_states, and 2 ranks saved this checkpoint", id="last-lost"),
+        pytest.param((0, 2, 3), 4, "has no zero_pp_rank_1 optim_states file", id="gap"),
+        pytest.param((0, 1, 2, 3), 4, None, id="four"),
+    ],
+)
+def test_a_zero_checkpoint_that_lost_a_ranks_shard_is_incomplete(
+    tmp_path: Path, ranks: tuple[int, ...], saved_by: int, why: str | None
+) -> None:
+    """A copy that lost rank 1's shard had been read as a checkpoint of 1 rank, and resumed with the optimizer
+    state reset, where the complete checkpoint before it would have resumed it."""
+    make(tmp_path / "checkpoint-2")
+    problem = unreadable(_zero_checkpoint(tmp_path / "checkpoint-4", ranks, saved_by))
+    assert (problem is None) if why is None else (why in (problem or "")), problem
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.step == (4 if why is None else 2)
+
+
+def test_a_zero3_checkpoint_missing_a_ranks_model_states_is_incomplete(tmp_path: Path) -> None:
+    ds = _zero_checkpoint(tmp_path / "checkpoint-4", (0, 1), 2, stage3=True)
+    assert unreadable(ds) is None
+    (ds / "global_step4" / "zero_pp_rank_1_mp_rank_00_model_states.pt").unlink()
+    assert "holds 1 rank(s)' model_states" in (unreadable(ds) or "")
 
 
 def test_nothing_there(tmp_path: Path) -> None:
@@ -118,7 +163,9 @@ def test_a_snapshot_still_allows_what_this_run_rewrote(tmp_path: Path) -> None:
     before = snapshot(tmp_path)
     assert latest_complete(tmp_path, before=before) == (None, {})
     time.sleep(0.01)
-    (rewritten / "trainer_state.json").write_text('{"global_step": 2}')  # --add_version false: same name
+    (rewritten / "trainer_state.json").write_text(
+        '{"global_step": 2, "train_batch_size": 2}'
+    )  # --add_version false: same name
     checkpoint, _ = latest_complete(tmp_path, before=before)
     assert checkpoint is not None and checkpoint.path == rewritten
 
@@ -155,6 +202,10 @@ def _overlapping(path: Path) -> None:
 def _wrong_shape(path: Path) -> None:
     blob = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}).encode()
     (path / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(8))
+
+
+def _remove(name: str) -> Callable[[Path], None]:
+    return lambda path: (path / name).unlink()
 
 
 def _missing_shard(path: Path) -> None:
@@ -208,6 +259,18 @@ def _shard_without_a_tensor(path: Path) -> None:
         pytest.param(_write("optimizer.pt", b""), "optimizer.pt is empty", id="empty-optimizer"),
         pytest.param(_write("rng_state_0.pth", b""), "rng_state_0.pth is empty", id="empty-rng-state"),
         pytest.param(_write("latest", b"global_step9"), "latest names 'global_step9', which is not there", id="latest"),
+        # transformers 5 loads the optimizer and the scheduler only together: Adam and the schedule restart
+        pytest.param(
+            _remove("scheduler.pt"),
+            "optimizer.pt without scheduler.pt: transformers would load neither",
+            id="no-scheduler",
+        ),
+        # transformers 5 divides the state's train_batch_size as it resumes: a TypeError in every rank
+        pytest.param(
+            _write("trainer_state.json", b'{"global_step": 6}'),
+            "has no train_batch_size (it holds null)",
+            id="state-without-batch-size",
+        ),
     ],
 )
 def test_unreadable_checkpoints_table(tmp_path: Path, corrupt: Callable[[Path], None], why: str) -> None:
@@ -281,7 +344,7 @@ def test_checkpoint_problem_passes_a_complete_checkpoint_and_names_what_is_wrong
 
     good = tmp_path / "checkpoint-3"
     good.mkdir()
-    (good / "trainer_state.json").write_text('{"global_step": 3}')
+    (good / "trainer_state.json").write_text('{"global_step": 3, "train_batch_size": 2}')
     (good / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
     assert checkpoint_problem(good) is None
     assert checkpoint_problem(tmp_path / "nowhere") == "does not exist"
@@ -308,7 +371,7 @@ def test_a_checkpoint_whose_name_and_state_disagree_is_skipped(tmp_path: Path) -
     resume at step 2 while safe-sft guarded everything above 8, and saved over checkpoint-4 and -6."""
     make(tmp_path / "checkpoint-4")
     copied = make(tmp_path / "checkpoint-8")
-    (copied / "trainer_state.json").write_text('{"global_step": 2}')
+    (copied / "trainer_state.json").write_text('{"global_step": 2, "train_batch_size": 2}')
     (tmp_path / "checkpoint-10").symlink_to(tmp_path / "checkpoint-4")
     checkpoint, skipped = latest_complete(tmp_path)
     assert checkpoint is not None and checkpoint.path == tmp_path / "checkpoint-4"

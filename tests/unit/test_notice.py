@@ -96,7 +96,7 @@ class NoticedProcess(FakeProcess):
             (self.attempt_dir / "stopping.json").write_text(json.dumps({"step": self.step}))
             write_checkpoint(self.out, "v0-x", self.step)
             trainer_state = self.out / "v0-x" / f"checkpoint-{self.step}" / "trainer_state.json"
-            trainer_state.write_text(json.dumps({"global_step": self.step, "max_steps": 8}))
+            trainer_state.write_text(json.dumps({"global_step": self.step, "max_steps": 8, "train_batch_size": 2}))
         self.exited = self.code
         return self.code
 
