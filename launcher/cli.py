@@ -383,14 +383,14 @@ def run_command(
     problem = checkpoint_problem(Path(resume_arg)) if resume_arg else None
     if problem:
         raise SafeSftError(
-            f"--resume_from_checkpoint {resume_arg} {problem}",
+            f"{prepared.swift.spelled('resume_from_checkpoint')} {resume_arg} {problem}",
             "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
         )
     if resume_arg and prepared.plan.strategy and not prepared.swift.get_bool("resume_only_model", False):
         check_zero_ranks(Path(resume_arg), prepared.plan.topology.world_size)
     # a trainer that resumes on its own takes the newest checkpoint, complete or not: with no complete one
     # there, refuse before anything starts (else the supervisor names the newest complete one)
-    by_itself = prepared.backend.resumes_latest and not prepared.swift.get_bool("overwrite_output_dir", False)
+    by_itself = prepared.backend.resumes_by_itself(prepared.swift)
     newest = only_incomplete(prepared.output_dir) if by_itself and not resume_arg else None
     if newest is not None:
         raise SafeSftError(

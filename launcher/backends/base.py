@@ -97,6 +97,13 @@ class Backend:
     # unasked (--ddp_timeout): the worker sets that in the TrainingArguments instead
     own_parser: bool = False
 
+    def resumes_by_itself(self, args: SwiftArgs) -> bool:
+        """The trainer will resume from the newest checkpoint-N in its output dir, complete or not: LLaMA-Factory,
+        unless told to start afresh (overwrite_output_dir) or not to resume (resume_from_checkpoint: false,
+        read as empty)."""
+        fresh = args.get_bool("overwrite_output_dir", False) or args.get("resume_from_checkpoint") == ""
+        return self.resumes_latest and not fresh
+
     def has(self, knob: str) -> bool:
         return knob not in self.missing
 

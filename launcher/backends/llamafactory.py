@@ -50,6 +50,8 @@ SPELLING = KeyValueSpelling(
     dropped=frozenset({"truncation_strategy", "max_memory", "resume_only_model", "add_version", "device_map"}),
     # its AttentionFunction's words; `auto` leaves transformers' default, as an unset --attn_impl does
     words={
+        # transformers' Trainer.train(resume_from_checkpoint=False): no resume, and no search for one either
+        "resume_from_checkpoint": {"false": ""},
         "target_modules": {"all": "all-linear"},
         "attn_impl": {"auto": "", "disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"},
     },
@@ -98,6 +100,8 @@ def read(argv: list[str]) -> BackendArgs:
     values: dict[str, str] = {}
     for key, raw in loaded.items():
         merged[str(key)], where[str(key)] = raw, config
+        if str(key) == "resume_from_checkpoint" and raw is True:  # what it does by itself: not a path
+            continue
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
         text = SPELLING.swift_value(name, _text(raw))
         values[name] = negate(text) if negated else text
@@ -111,6 +115,10 @@ def read(argv: list[str]) -> BackendArgs:
             )
         top = key.split(".")[0]  # OmegaConf's dotted key sets a field of a mapping argument
         merged[top], where[top] = (omegaconf_scalar(value) if top == key else {}), f"`{token}`"
+        if key == "resume_from_checkpoint" and isinstance(merged[top], bool):
+            if merged[top]:  # what it does by itself: the newest checkpoint, which safe-sft names instead
+                continue
+            value = "false"  # no resume: swift's empty value, written back as false
         name, negated = SPELLING.swift_key(normalize_key(key))
         value = SPELLING.swift_value(name, value)
         items.append((f"--{name}", (negate(value) if negated else value,)))

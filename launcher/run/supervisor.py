@@ -441,7 +441,7 @@ class Supervisor:
                 fresh = only_model and swift.get_bool("ignore_data_skip", False)
                 return given_resume(Path(given), only_model, fresh), {}
             # a trainer that resumes on its own would take the newest checkpoint, complete or not
-            by_itself = self.prepared.backend.resumes_latest and not swift.get_bool("overwrite_output_dir", False)
+            by_itself = self.prepared.backend.resumes_by_itself(swift)
             if not (self.config.resume_latest or by_itself):
                 return None, {}
             # a requeued job (or such a trainer: with only incomplete ones there, run_command refused to start),

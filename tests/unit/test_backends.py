@@ -603,6 +603,40 @@ def test_llamafactory_on_only_incomplete_checkpoints_is_refused_before_anything_
 
 
 @pytest.mark.parametrize(
+    ("resume", "refused"),
+    [
+        pytest.param("true", True, id="true-resumes-the-newest-as-unset-does"),
+        pytest.param("false", False, id="false-starts-afresh"),
+        pytest.param("False", False, id="False"),
+    ],
+)
+def test_llamafactory_reads_a_true_or_false_resume_as_transformers_does(
+    tmp_path: Path, resume: str, refused: bool
+) -> None:
+    """transformers' Trainer.train(resume_from_checkpoint=True) takes the newest checkpoint, False none: safe-sft
+    had refused both as a checkpoint path that does not exist ("--resume_from_checkpoint true does not exist")."""
+    out = tmp_path / "out"
+    (out / "checkpoint-10").mkdir(parents=True)
+    (out / "checkpoint-10" / "config.json").write_text("{}")  # half-written: no trainer_state.json
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model_name_or_path: m\noutput_dir: {out}\nuse_cpu: true\nresume_from_checkpoint: {resume}\n")
+    for argv in ([str(config)], [str(config), f"resume_from_checkpoint={resume}"]):
+        args = LLAMAFACTORY.read(argv).args
+        assert args.get("resume_from_checkpoint") == (None if refused else "")
+        assert LLAMAFACTORY.resumes_by_itself(args) is refused
+    assert LLAMAFACTORY.read([str(config), f"resume_from_checkpoint={resume}"]).args.argv() == (
+        () if refused else ("resume_from_checkpoint=false",)
+    )
+    result = _run_cli("plan", "--backend", "llamafactory", "--nproc", "2", "--model-params", "1e6", str(config))
+    assert "does not exist" not in result.stderr and result.returncode == 0, result.stderr
+    # in this environment the run stops, before anything starts, where it finds no llamafactory package
+    run = _run_cli("llamafactory", "train", "--nproc", "2", "--model-params", "1e6", str(config))
+    assert "does not exist" not in run.stderr and "Traceback" not in run.stderr
+    assert ("would resume from" in run.stderr) is refused  # true: the same refusal as LLaMA-Factory's own search
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-10"]
+
+
+@pytest.mark.parametrize(
     ("backend", "raises"),
     [(replace(LLAMAFACTORY, trainer=("no_such_trainer_package", "no-such-trainer")), True),
      (replace(SWIFT, trainer=("json", "python")), False), (HF_TRAINER, False)],
