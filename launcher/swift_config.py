@@ -39,7 +39,10 @@ def _omegaconf_loader() -> Any:
 
     class Loader(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            keys = [self.construct_object(key, deep=True) for key, _ in node.value]
+            # a YAML merge key (`<<: *defaults`) is no key of its own: the mapping takes the merged keys, and its
+            # own win over them (OmegaConf's loader, too, counts repeats among the keys written, then merges)
+            written = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
+            keys = [self.construct_object(key, deep=True) for key in written]
             try:
                 counts = Counter(keys)
             except TypeError:  # a list or mapping as a key: PyYAML's own error names it

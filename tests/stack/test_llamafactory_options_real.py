@@ -59,7 +59,10 @@ nothing: null
 tilde: ~
 listed: [q_proj, v_proj]
 nested: {a: 1, b: [2, 3]}
-"""
+defaults: &shared {template: qwen, cutoff_len: 128}
+<<: *shared
+cutoff_len: 256
+"""  # the merge key: the mapping takes the merged keys, its own (cutoff_len 256) win
 OVERRIDES = ("x=1e-4", "y=yes", "z=abc", "w=[1,2]", "n=null", "d=2001-12-14", "lr_a=3", "q='8'")
 
 

@@ -172,6 +172,17 @@ def test_a_key_given_twice_in_the_yaml_is_refused_as_omegaconf_refuses_it(tmp_pa
     assert "is not valid YAML at line" in err.value.message and "cutoff_len given twice" in err.value.message
 
 
+def test_a_yaml_merge_key_is_read_as_omegaconf_merges_it(tmp_path: Path) -> None:
+    """`<<: *shared` had been refused as "not valid YAML" (no constructor for the merge tag); OmegaConf takes
+    the merged keys, and the mapping's own win over them (tests/stack holds the reading to OmegaConf's)."""
+    from launcher.swift_config import load_swift_config
+
+    config = tmp_path / "merged.yaml"
+    config.write_text("shared: &shared {cutoff_len: 128, template: qwen}\n<<: *shared\ncutoff_len: 256\n")
+    loaded = load_swift_config([str(config)], omegaconf=True) or {}
+    assert (loaded["cutoff_len"], loaded["template"]) == (256, "qwen")
+
+
 def test_a_key_given_twice_among_thousands_is_found_in_linear_time(tmp_path: Path) -> None:
     """The check counts keys once (it had compared each key with every other: 200k keys never ended)."""
     many = "".join(f"k{i}: {i}\n" for i in range(20_000))
