@@ -19,7 +19,7 @@ from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import is_config_file, parse_swift_argv
+from launcher.plan.swift_args import SwiftArgs, is_config_file, parse_swift_argv
 
 # transformers 5.x TrainingArguments' defaults, where they differ from swift's; and a full fine-tune, since what
 # a script trains is its own code's (an HF-Trainer script trains every parameter unless it wraps the model
@@ -49,11 +49,30 @@ def training_options() -> frozenset[str]:
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
 
 
+# torchrun's own options, which safe-sft's replace: the processes, the nodes and their rendezvous
+TORCHRUN_OPTIONS = {
+    "nproc": "safe-sft's --nproc N (CPU processes) or --gpus N|LIST, before the script",
+    "nnodes": "safe-sft's --nnodes, --node-rank, --master-addr and --master-port, before the script",
+    "node": "safe-sft's --node-rank, before the script",
+    "master": "safe-sft's --master-addr and --master-port, before the script",
+    "standalone": "nothing: safe-sft sets up the rendezvous itself",
+    "rdzv": "nothing: safe-sft sets up the rendezvous itself (several nodes: --master-addr, --master-port)",
+    "max": "safe-sft's --max-attempts, before the script",
+}
+
+
 def read(argv: list[str]) -> BackendArgs:
     if not argv:
         raise SafeSftError("no training script given", USAGE)
+    if argv[0] in ("-m", "--module"):
+        return _read_module(argv)
     script, rest = argv[0], argv[1:]
     if script.startswith("-"):
+        word = script.lstrip("-").replace("_", "-").split("-")[0].split("=")[0]
+        if word in TORCHRUN_OPTIONS:
+            raise SafeSftError(
+                f"{script} is torchrun's option, which safe-sft replaces", f"use {TORCHRUN_OPTIONS[word]}"
+            )
         raise SafeSftError(f"{script} where the training script should come first", USAGE)
     path = Path(script)
     if path.is_dir():
@@ -66,8 +85,32 @@ def read(argv: list[str]) -> BackendArgs:
             f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",
             "pass the script's arguments as --key value on the command line",
         )
-    options = training_options()
-    return BackendArgs((str(path.resolve()),), parse_swift_argv(rest, None, options).with_defaults(DEFAULTS))
+    return BackendArgs((str(path.resolve()),), _script_args(rest))
+
+
+def _script_args(rest: list[str]) -> SwiftArgs:
+    return parse_swift_argv(rest, None, training_options()).with_defaults(DEFAULTS)
+
+
+def _read_module(argv: list[str]) -> BackendArgs:
+    """`-m pkg.mod ARGS`, as `torchrun -m` (and `python -m`) runs a module, found from the working directory
+    first: its top-level package must be there for every rank's import."""
+    import importlib.machinery
+    import os
+    import sys
+
+    if len(argv) < 2 or argv[1].startswith("-"):
+        raise SafeSftError(f"{argv[0]} without a module name", "use it as `safe-sft torchrun -- -m pkg.module ARGS`")
+    module, rest = argv[1], argv[2:]
+    top = module.split(".")[0]
+    if importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path[1:]]) is None and (
+        top not in sys.builtin_module_names
+    ):
+        raise SafeSftError(
+            f"module {module}: no package {top} in {os.getcwd()} or on this Python's path, which every rank imports",
+            "run safe-sft from the folder that holds it, or install it (pip install -e .)",
+        )
+    return BackendArgs(("-m", module), _script_args(rest))
 
 
 HF_TRAINER = Backend(

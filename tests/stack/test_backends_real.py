@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -283,3 +284,20 @@ def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training
     assert ours.returncode == 0, ours.stderr[-3000:]
     assert (out / "ddp_timeout.txt").read_text() == "7200"  # twice the startup timeout, as for swift
     assert (out / "checkpoint-4").is_dir()
+
+
+def test_a_module_runs_under_safe_sft_torchrun_as_under_torchrun_m(tiny: dict[str, object], tmp_path: Path) -> None:
+    """`torchrun -m pkg.train ARGS` trains; safe-sft had refused `-m` as a script name that starts with a dash."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    shutil.copy(SCRIPT, tmp_path / "pkg" / "train.py")
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", str(tiny["model"]), "--data_path", str(tiny["dataset"]), "--output_dir", str(out),
+            "--max_steps", "2", "--save_steps", "2", "--use_cpu", "true", "--report_to", "none"]  # fmt: skip
+    env = {**os.environ, "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", "-m", "pkg.train", *args],
+        env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "checkpoint-2").is_dir()

@@ -83,6 +83,12 @@ def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
         pytest.param(["missing.py"], "training script missing.py does not exist", id="missing"),
         pytest.param(["."], "training script . is a directory, not a script", id="a-dir"),
         pytest.param(["SCRIPT", "args.json"], "argument file is not read by safe-sft yet", id="json-args"),
+        pytest.param(["--nproc-per-node", "8", "SCRIPT"], "--nproc-per-node is torchrun's option", id="nproc-per-node"),
+        pytest.param(["--nproc_per_node=8", "SCRIPT"], "--nproc_per_node=8 is torchrun's option", id="underscores"),
+        pytest.param(["--standalone", "SCRIPT"], "--standalone is torchrun's option", id="standalone"),
+        pytest.param(["--rdzv-backend", "c10d", "SCRIPT"], "--rdzv-backend is torchrun's option", id="rdzv"),
+        pytest.param(["-m"], "-m without a module name", id="module-without-name"),
+        pytest.param(["-m", "no_such_pkg_here.train"], "module no_such_pkg_here.train: no package", id="no-module"),
     ],
 )
 def test_hf_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: str) -> None:
@@ -92,6 +98,18 @@ def test_hf_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: 
         HF_TRAINER.read([str(script) if a == "SCRIPT" else a for a in argv])
     assert says in err.value.message
     assert err.value.hint
+
+
+def test_hf_runs_a_module_as_torchrun_m_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`torchrun -m pkg.train ARGS`: safe-sft had refused `-m` as a script name that starts with a dash."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)  # found as `python -m` finds it: from the working directory
+    for flag in ("-m", "--module"):
+        read = HF_TRAINER.read([flag, "pkg.train", "--output_dir", "o", "--per_device_train_batch_size", "2"])
+        assert read.worker_args == ("-m", "pkg.train")
+        assert read.args.get("output_dir") == "o" and read.args.get_int("per_device_train_batch_size") == 2
 
 
 def _plan(nproc: int = 2) -> Plan:
