@@ -46,6 +46,15 @@ def free_files(path: Path) -> int | None:
     return stats.f_favail if stats.f_files else None
 
 
+def file_size_limit() -> int | None:
+    """This process's RLIMIT_FSIZE (`ulimit -f`) in bytes, which its children inherit; None when unlimited. A
+    write past it fails as a full disk does (EFBIG, a cut-short file) on a disk with room."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def free_words(path: Path) -> str:
     """`<free space> free`, and the files (inodes) still free where few are: what a full disk ran out of."""
     from launcher.units import fmt_bytes

@@ -41,7 +41,7 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
-from launcher.probe.disk import free_words
+from launcher.probe.disk import file_size_limit, free_words
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
@@ -238,6 +238,12 @@ class Supervisor:
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
                     reason += f" ({self.output_dir} has {free_words(self.output_dir)})"
+                    if (limit := file_size_limit()) is not None:  # the limit, not the disk, stops the write
+                        reason = (
+                            f"a file-size limit: ulimit -f allows files of {fmt_bytes(limit)}, and a checkpoint "
+                            f"file grows past it ({self.output_dir} has {free_words(self.output_dir)}); raise it "
+                            "(ulimit -f unlimited), then rerun with --resume-latest"
+                        )
                     if self._resume_point(number + 1, settings, attempts)[0] is None:
                         reason += "; no complete checkpoint was saved: a rerun starts from step 0"
                 if failure.kind is FailureKind.DOWNLOAD:

@@ -124,6 +124,22 @@ def test_a_full_disk_ends_with_disk_full_a_summary_and_no_traceback_of_safe_sft(
     assert not (report_path.parent / "report.reserve").exists()
 
 
+def test_a_file_size_limit_that_stops_a_save_is_named_not_called_a_full_disk(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`ulimit -f 700` (KiB) on a disk with room: the save fails as on a full disk, and the summary had told
+    the user to free space, in the line that said the disk had 75 GiB free."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (700 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    out = tmp_path / "out"
+    result = safe_sft(swift_args(tiny, out), fault_env(tmp_path), preexec_fn=limited)
+    assert result.returncode == 1, result.stderr[-3000:]
+    gave_up = next(line for line in result.stderr.splitlines() if "gave up:" in line)
+    assert "a file-size limit: ulimit -f allows files of 700.0 KiB" in gave_up, gave_up
+    assert "(ulimit -f unlimited)" in gave_up and "free space" not in gave_up
+
+
 def test_a_truncated_newest_checkpoint_is_skipped_and_the_older_good_one_resumed(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """At step 7 rank 0 cuts checkpoint-6's weights in half (as a full disk leaves them), then an OOM."""
     out = tmp_path / "out"
