@@ -509,8 +509,11 @@ def check_same_experiment(prepared: Prepared) -> None:
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:
     from launcher.probe.disk import disk_free
+    from launcher.run.lock import records_not_a_folder
     from launcher.units import fmt_bytes
 
+    if (not_a_folder := records_not_a_folder(output_dir)) is not None:
+        return not_a_folder
     return SafeSftError(
         f"cannot write to the output dir {output_dir}: {err.strerror or err} ({fmt_bytes(disk_free(output_dir))} free)",
         "choose a --output_dir this user can write to, with free space",

@@ -95,6 +95,18 @@ def _refuse(output_dir: Path, path: Path, holder: Holder | None, why: str = "") 
     )
 
 
+def records_not_a_folder(output_dir: Path) -> SafeSftError | None:
+    """A file of the user's where safe-sft keeps its records (`<output_dir>/safe-sft/`): named as such, not as
+    an output dir that cannot be written to."""
+    records = output_dir / "safe-sft"
+    if not records.exists() or records.is_dir():
+        return None
+    return SafeSftError(
+        f"{records} is a file: safe-sft keeps its records (lock, reports) in a folder of that name",
+        f"move {records} away (the output dir itself is fine)",
+    )
+
+
 def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = None) -> OutputDirLock:
     """Take the output dir's lock, or raise a SafeSftError naming the holder."""
     path = output_dir / "safe-sft" / LOCK_NAME
@@ -102,7 +114,7 @@ def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = N
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        raise SafeSftError(
+        raise records_not_a_folder(output_dir) or SafeSftError(
             f"cannot write to the output dir {output_dir}: {err.strerror or err} ({path})",
             "choose a --output_dir this user can write to",
         ) from None

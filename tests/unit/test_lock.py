@@ -111,6 +111,18 @@ def test_an_unwritable_output_dir_is_one_clear_error(tmp_path: Path) -> None:
         acquire(blocker / "out", None)
 
 
+def test_a_file_where_safe_sft_keeps_its_records_is_named_not_the_output_dir(tmp_path: Path) -> None:
+    """It had been "cannot write to the output dir ... File exists", with the fix to choose another one."""
+    (tmp_path / "safe-sft").write_text("notes")
+    with pytest.raises(SafeSftError) as err:
+        acquire(tmp_path, None)
+    assert (
+        err.value.message
+        == f"{tmp_path / 'safe-sft'} is a file: safe-sft keeps its records (lock, reports) in a folder of that name"
+    )
+    assert (tmp_path / "safe-sft").read_text() == "notes"  # left as it was
+
+
 @pytest.mark.parametrize("text", ["garbage", "[1, 2]", '"text"', "[" * 2040 + "]" * 2040])
 def test_a_damaged_lock_record_reads_as_none(text: str) -> None:
     """A record nested too deep raised a RecursionError traceback on the run path; garbage read as none."""
