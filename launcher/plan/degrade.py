@@ -302,10 +302,12 @@ def next_step(
     gpus_have_room_for_zero3: bool = False,
     memory: Memory | None = None,
     rebalance: Rung | None = None,
+    nccl: bool = True,
 ) -> Step | GiveUp:
     """The next settings after a failure of `kind`; `history` holds the kinds of earlier failures. With
     `memory` (an estimate and the failed attempt's figures), a GPU OOM takes the guided ladder's step
-    (launcher.plan.guided) when one is predicted to fit; otherwise the one-rung ladder below."""
+    (launcher.plan.guided) when one is predicted to fit; otherwise the one-rung ladder below. `nccl`: the
+    ranks talk over NCCL (GPUs), so its knob is a rung for a communication failure; on the CPU it is not."""
     if kind is FailureKind.DISK_FULL:
         return GiveUp(
             "the disk is full: the same settings would fill it again; free space, then rerun with --resume-latest "
@@ -317,6 +319,8 @@ def next_step(
         comm = (FailureKind.COMM_TIMEOUT, FailureKind.COMM_ERROR, FailureKind.HANG)
         if sum(1 for k in history if k in comm) == 0:
             return _same_again(settings)
+        if not nccl:  # gloo on the CPU: no NCCL knob changes anything, and another attempt reloads the model
+            return GiveUp("communication still fails, and the run uses gloo (the CPU): no NCCL setting to change")
         return _p2p_off(settings) or GiveUp("communication still fails with NCCL_P2P_DISABLE=1")
     if kind in (FailureKind.KILLED, FailureKind.UNKNOWN):
         if kind not in history:

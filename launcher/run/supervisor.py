@@ -233,6 +233,7 @@ class Supervisor:
                 gpus_have_room_for_zero3=self._zero3_fits(attempts),
                 memory=self._memory(base, initial, record, attempts),
                 rebalance=self._rebalance(base, initial, record),
+                nccl=bool(self.prepared.plan.topology.gpus) and not self.prepared.swift.get_bool("use_cpu", False),
             )
             if isinstance(step, GiveUp):
                 reason = step.reason

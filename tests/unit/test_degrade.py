@@ -89,6 +89,14 @@ def test_comm_failures_then_p2p_off_then_give_up() -> None:
     assert walk(BASE, K.COMM_ERROR, 5) == ["no change", "NCCL_P2P_DISABLE=1", "give up"]
 
 
+@pytest.mark.parametrize("kind", [K.COMM_ERROR, K.COMM_TIMEOUT, K.HANG])
+def test_on_the_cpu_a_communication_failure_gets_no_nccl_rung(kind: K) -> None:
+    """gloo ranks: NCCL_P2P_DISABLE=1 changes nothing, and had cost another attempt (the model reloaded)."""
+    assert walk(BASE, kind, 5, nccl=False) == ["no change", "give up"]
+    step = next_step(BASE, kind, [kind], nccl=False)
+    assert isinstance(step, GiveUp) and "uses gloo (the CPU): no NCCL setting to change" in step.reason
+
+
 def test_host_oom_backs_off_offload_only_when_gpus_have_room() -> None:
     s = Settings(micro_batch=2, grad_accum=1, world_size=1, deepspeed="zero3_offload", dataloader_num_workers=0)
     assert walk(s, K.HOST_OOM, 1, gpus_have_room_for_zero3=True) == ["deepspeed zero3_offload -> zero3"]
