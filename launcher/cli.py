@@ -56,11 +56,19 @@ LLAMAFACTORY_USAGE = (
 NOTHING_FITS_FIX = "take one of the options above, or pass --force to launch anyway"
 
 
+# set for a command given --json (or SAFE_SFT_JSON): its error goes to stdout too, as a JSON object a script
+# parses where it expected the plan, the checks or the report
+_JSON_OUTPUT: list[bool] = [False]
+
+
 def _print_error(err: SafeSftError) -> None:
-    """One line naming the problem, one with the fix (a path or value holding a line break stays on its line)."""
+    """One line naming the problem, one with the fix (a path or value holding a line break stays on its line);
+    under --json also `{"error": ..., "fix": ...}` on stdout."""
     click.echo(f"safe-sft: error: {_one_line(err.message)}", err=True)
     if err.hint:
         click.echo(f"safe-sft: fix: {_one_line(err.hint)}", err=True)
+    if _JSON_OUTPUT[0]:
+        click.echo(json.dumps({"error": err.message, "fix": err.hint or None}))
 
 
 def _one_line(text: str) -> str:
@@ -780,6 +788,8 @@ def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
 
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
     own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
+    takes_json = any(param.name == "as_json" for param in command.params)
+    _JSON_OUTPUT[0] = takes_json and ("--json" in own or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
     if takes_swift_args and not explicit_end:
         try:

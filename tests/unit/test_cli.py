@@ -580,3 +580,20 @@ def test_a_path_with_a_name_longer_than_the_file_system_takes_is_never_a_traceba
         "system allows",
         "safe-sft: fix: shorten it (most file systems take 255 bytes a name)",
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("plan", "--json", "--model", "m", "--learning_rate", "abc"), id="plan-bad-value"),
+        pytest.param(("plan", "--json", "--backend", "llamafactory", "nonexist.yaml"), id="plan-missing-config"),
+        pytest.param(("explain", "--json", "/nonexistent/log"), id="explain-missing-log"),
+    ],
+)
+def test_a_json_command_that_fails_prints_its_error_as_json_on_stdout(args: tuple[str, ...]) -> None:
+    """A script doing json.loads(stdout) had got nothing on stdout (the error on stderr alone)."""
+    result = run_cli(*args)
+    assert result.returncode == 2
+    found = json.loads(result.stdout)
+    assert set(found) == {"error", "fix"} and found["error"] in result.stderr and found["fix"]
+    assert run_cli(*(a for a in args if a != "--json")).stdout == ""  # without --json: stderr alone, as before
