@@ -745,7 +745,10 @@ def _spelling(name: str) -> str:
     return name.lstrip("-").replace("-", "_")
 
 
-def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
+TRAINER_WORDS = {"swift": "swift", "llamafactory": "LLaMA-Factory", "torchrun": "the script"}  # for messages
+
+
+def check_swift_argv(command: click.Command, swift_argv: list[str], backend: str = "swift") -> None:
     """Catch safe-sft's own options among swift's arguments before anything starts.
 
     A safe-sft option after the first swift argument would reach swift (which fails after the model
@@ -772,8 +775,9 @@ def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
             )
         if name in mine:
             after = " ".join(swift_argv[:position]) if position <= 4 else " ".join(swift_argv[:3]) + " ..."
+            trainer = TRAINER_WORDS.get(backend, backend)
             raise SafeSftError(
-                f"safe-sft's option {name} comes after swift's arguments ({after}), so swift would get it",
+                f"safe-sft's option {name} comes after {trainer}'s arguments ({after}), so {trainer} would get it",
                 f"put safe-sft's options first: `{where} {name} ... {swift_argv[0]} ...`",
             )
         close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=SUGGEST_CUTOFF)
@@ -782,7 +786,8 @@ def check_swift_argv(command: click.Command, swift_argv: list[str]) -> None:
             other = "" if match in mine else f" (an option of `safe-sft {owner[match].name}`)"
             raise SafeSftError(
                 f"unknown option {name}: did you mean {match}{other}?",
-                "safe-sft's options come first, spelt as in `safe-sft --help`; swift's arguments follow",
+                f"safe-sft's options come first, spelt as in `safe-sft --help`; "
+                f"{TRAINER_WORDS.get(backend, backend)}'s arguments follow",
             )
 
 
@@ -792,8 +797,9 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
     _JSON_OUTPUT[0] = takes_json and ("--json" in own or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
     if takes_swift_args and not explicit_end:
+        backend = next((own[i + 1] for i, arg in enumerate(own[:-1]) if arg == "--backend"), "swift")
         try:
-            check_swift_argv(command, swift_argv)
+            check_swift_argv(command, swift_argv, backend)
         except SafeSftError as err:
             _print_error(err)
             sys.exit(EXIT_USAGE)

@@ -106,8 +106,13 @@ def read(argv: list[str]) -> BackendArgs:
         text = SPELLING.swift_value(name, _text(raw))
         values[name] = negate(text) if negated else text
     items: list[tuple[str, tuple[str, ...]]] = []
-    for token in overrides:
+    for before, token in zip(["", *overrides], overrides, strict=False):
         key, eq, value = token.partition("=")
+        if not eq and before.endswith("=") and not before.startswith("-"):  # `key= value`: the shell made two words
+            raise SafeSftError(
+                f"`{before}` then `{token}`: a space after = makes two words of one override",
+                f"write `{before}{token}`, without the space",
+            )
         if not eq or not key or key.startswith("-"):
             raise SafeSftError(
                 f"{token}: LLaMA-Factory's overrides after the config are key=value",

@@ -439,6 +439,11 @@ def test_llamafactory_initial_settings_are_its_defaults(tmp_path: Path) -> None:
         pytest.param(["missing.yaml"], "LLaMA-Factory config missing.yaml does not exist", id="missing"),
         pytest.param(["CONFIG", "--cutoff_len", "1024"], "--cutoff_len: LLaMA-Factory's overrides", id="flag-override"),
         pytest.param(["CONFIG", "cutoff_len"], "cutoff_len: LLaMA-Factory's overrides after the config", id="no-value"),
+        pytest.param(
+            ["CONFIG", "learning_rate=", "1e-4"],
+            "`learning_rate=` then `1e-4`: a space after = makes two words of one override",
+            id="space-after-equals",
+        ),
     ],
 )
 def test_llamafactory_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: str) -> None:

@@ -597,3 +597,11 @@ def test_a_json_command_that_fails_prints_its_error_as_json_on_stdout(args: tupl
     found = json.loads(result.stdout)
     assert set(found) == {"error", "fix"} and found["error"] in result.stderr and found["fix"]
     assert run_cli(*(a for a in args if a != "--json")).stdout == ""  # without --json: stderr alone, as before
+
+
+def test_a_safe_sft_option_after_another_trainers_arguments_names_that_trainer(tmp_path: Path) -> None:
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: m\n")
+    result = run_cli("plan", "--backend", "llamafactory", str(config), "--json")
+    assert result.returncode == 2
+    assert f"comes after LLaMA-Factory's arguments ({config}), so LLaMA-Factory would get it" in result.stderr
