@@ -649,7 +649,9 @@ _SUMMARIES = {
     FailureKind.CUDA_ERROR: "a CUDA error other than out of memory",
     FailureKind.CRASH: "a native crash",
     FailureKind.KILLED: "a training process was killed",
-    FailureKind.USER_ERROR: "an error in the set-up (arguments, paths, data, a port in use) that a retry does not fix",
+    FailureKind.USER_ERROR: (
+        "an error a retry does not fix: in the set-up (arguments, paths, data, a port in use) or the code"
+    ),
     FailureKind.INTERRUPTED: "the run was interrupted or cancelled",
     FailureKind.HANG: "no progress within the watchdog's allowance",
     FailureKind.UNKNOWN: "an unrecognised failure",
