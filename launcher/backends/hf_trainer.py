@@ -49,15 +49,20 @@ def training_options() -> frozenset[str]:
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
 
 
-# torchrun's own options, which safe-sft's replace: the processes, the nodes and their rendezvous
+# torchrun's own options (either spelling), which safe-sft's replace: the processes, the nodes, the rendezvous
+RENDEZVOUS = "nothing: safe-sft sets up the rendezvous itself (several nodes: --master-addr, --master-port)"
 TORCHRUN_OPTIONS = {
-    "nproc": "safe-sft's --nproc N (CPU processes) or --gpus N|LIST, before the script",
+    "nproc_per_node": "safe-sft's --nproc N (CPU processes) or --gpus N|LIST, before the script",
     "nnodes": "safe-sft's --nnodes, --node-rank, --master-addr and --master-port, before the script",
-    "node": "safe-sft's --node-rank, before the script",
-    "master": "safe-sft's --master-addr and --master-port, before the script",
-    "standalone": "nothing: safe-sft sets up the rendezvous itself",
-    "rdzv": "nothing: safe-sft sets up the rendezvous itself (several nodes: --master-addr, --master-port)",
-    "max": "safe-sft's --max-attempts, before the script",
+    "node_rank": "safe-sft's --node-rank, before the script",
+    "master_addr": "safe-sft's --master-addr, before the script",
+    "master_port": "safe-sft's --master-port, before the script",
+    "standalone": RENDEZVOUS,
+    "rdzv_backend": RENDEZVOUS,
+    "rdzv_endpoint": RENDEZVOUS,
+    "rdzv_id": RENDEZVOUS,
+    "rdzv_conf": RENDEZVOUS,
+    "max_restarts": "safe-sft's --max-attempts, before the script",
 }
 
 
@@ -68,10 +73,10 @@ def read(argv: list[str]) -> BackendArgs:
         return _read_module(argv)
     script, rest = argv[0], argv[1:]
     if script.startswith("-"):
-        word = script.lstrip("-").replace("_", "-").split("-")[0].split("=")[0]
-        if word in TORCHRUN_OPTIONS:
+        option = script.lstrip("-").split("=")[0].replace("-", "_")
+        if option in TORCHRUN_OPTIONS:
             raise SafeSftError(
-                f"{script} is torchrun's option, which safe-sft replaces", f"use {TORCHRUN_OPTIONS[word]}"
+                f"{script} is torchrun's option, which safe-sft replaces", f"use {TORCHRUN_OPTIONS[option]}"
             )
         raise SafeSftError(f"{script} where the training script should come first", USAGE)
     path = Path(script)

@@ -100,7 +100,7 @@ def read(argv: list[str]) -> BackendArgs:
     values: dict[str, str] = {}
     for key, raw in loaded.items():
         merged[str(key)], where[str(key)] = raw, config
-        if str(key) == "resume_from_checkpoint" and raw is True:  # what it does by itself: not a path
+        if _resumes_newest(str(key), raw):
             continue
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
         text = SPELLING.swift_value(name, _text(raw))
@@ -120,17 +120,18 @@ def read(argv: list[str]) -> BackendArgs:
             )
         top = key.split(".")[0]  # OmegaConf's dotted key sets a field of a mapping argument
         merged[top], where[top] = (omegaconf_scalar(value) if top == key else {}), f"`{token}`"
-        if key == "resume_from_checkpoint" and isinstance(merged[top], bool):
-            if merged[top]:  # what it does by itself: the newest checkpoint, which safe-sft names instead
-                continue
-            value = "false"  # no resume: swift's empty value, written back as false
+        if _resumes_newest(key, merged[top]):
+            continue
+        if key == "resume_from_checkpoint" and merged[top] is False:
+            value = "false"  # no resume (OmegaConf's false, no, off): swift's empty value, written back as false
         name, negated = SPELLING.swift_key(normalize_key(key))
         value = SPELLING.swift_value(name, value)
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)
     stage = str(merged.get("stage", "sft"))
     # LLaMA-Factory packs for neat_packing, and for pre-training unless told not to (hparams/parser.py)
-    if _true(merged.get("neat_packing")) or (stage == "pt" and merged.get("packing") is None):
+    # (a bool field takes the value as it is: Python's truth of it, quoted "true" too)
+    if bool(merged.get("neat_packing")) or (stage == "pt" and merged.get("packing") is None):
         values["packing"] = "true"
     args = SwiftArgs(tuple(items), config_values=values, defaults=DEFAULTS, spelling=SPELLING)
     datasets = partial(check_llamafactory_datasets, merged, where, Path.cwd())
@@ -171,8 +172,10 @@ def launch_env(env: Mapping[str, str]) -> tuple[EnvSetting, ...]:
     )
 
 
-def _true(value: object) -> bool:
-    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "y"))
+def _resumes_newest(key: str, value: object) -> bool:
+    """`resume_from_checkpoint: true`: transformers' Trainer takes the newest checkpoint, as LLaMA-Factory does
+    by itself (Backend.resumes_by_itself), and safe-sft names the newest complete one instead: not a path."""
+    return key == "resume_from_checkpoint" and value is True
 
 
 def _text(value: object) -> str:

@@ -20,7 +20,7 @@ import math
 import re
 import struct
 import zipfile
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,17 +216,17 @@ def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path])
     `..._model_states.pt`) and its rng_state_<r>.pth: a gap in the ranks, or fewer shards than ranks saved
     their rng state, is a copy that lost a file. DeepSpeed would load it only into as many ranks, and
     safe-sft would resume it with the optimizer state reset."""
+    saved = sum(1 for f in files if _RNG_STATE.match(f.name))
     for kind in ("optim_states", "model_states"):
-        ranks = {int(m.group(1)) for f in deepspeed_dir.glob(f"*{kind}*") if (m := _ZERO_RANK.search(f.name))}
+        ranks = _shard_ranks(deepspeed_dir.glob(f"*{kind}*"))
         if not ranks:
             continue
         gap = next((r for r in range(max(ranks) + 1) if r not in ranks), None)
         if gap is not None:
             last = max(ranks)
             return f"{deepspeed_dir.name} has no zero_pp_rank_{gap} {kind} file (a shard of the ranks 0 to {last})"
-        saved = sum(1 for f in files if _RNG_STATE.match(f.name))
-        sequence_parallel = saved_args(path).get("sequence_parallel_size")  # its ranks share ZeRO's partitions
-        if saved > len(ranks) and sequence_parallel in (None, 1):
+        # under sequence parallelism its ranks share ZeRO's partitions: fewer shards than ranks is no loss there
+        if saved > len(ranks) and saved_args(path).get("sequence_parallel_size") in (None, 1):
             return f"{deepspeed_dir.name} holds {len(ranks)} rank(s)' {kind}, and {saved} ranks saved this checkpoint"
     return None
 
@@ -238,11 +238,15 @@ def is_complete(path: Path) -> bool:
 _ZERO_RANK = re.compile(r"zero_pp_rank_(\d+)_")
 
 
+def _shard_ranks(files: Iterable[Path]) -> set[int]:
+    """The ranks whose ZeRO shards these are (`*zero_pp_rank_<r>_mp_rank_00_*.pt`, one per data-parallel rank)."""
+    return {int(m.group(1)) for f in files if (m := _ZERO_RANK.search(f.name))}
+
+
 def zero_ranks(path: Path) -> int | None:
     """How many ranks' ZeRO optimizer states a DeepSpeed checkpoint holds (one file per data-parallel rank:
     `*zero_pp_rank_<r>_mp_rank_00_optim_states.pt`); DeepSpeed loads them only into as many ranks."""
-    ranks = {m.group(1) for f in path.glob("global_step*/*optim_states*") if (m := _ZERO_RANK.search(f.name))}
-    return len(ranks) or None
+    return len(_shard_ranks(path.glob("global_step*/*optim_states*"))) or None
 
 
 def _found(path: Path, step: int) -> Checkpoint:

@@ -233,18 +233,19 @@ class Supervisor:
                 gpus_have_room_for_zero3=self._zero3_fits(attempts),
                 memory=self._memory(base, initial, record, attempts),
                 rebalance=self._rebalance(base, initial, record),
-                nccl=bool(self.prepared.plan.topology.gpus) and not self.prepared.swift.get_bool("use_cpu", False),
+                nccl=bool(self.prepared.plan.topology.gpus),  # none under --use_cpu: the ranks talk over gloo
             )
             if isinstance(step, GiveUp):
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
-                    reason += f" ({self.output_dir} has {free_words(self.output_dir)})"
-                    if (limit := file_size_limit()) is not None:  # the limit, not the disk, stops the write
-                        reason = (
-                            f"a file-size limit: ulimit -f allows files of {fmt_bytes(limit)}, and a checkpoint "
-                            f"file grows past it ({self.output_dir} has {free_words(self.output_dir)}); raise it "
-                            "(ulimit -f unlimited), then rerun with --resume-latest"
-                        )
+                    free = f"{self.output_dir} has {free_words(self.output_dir)}"
+                    limit = file_size_limit()  # where set, the limit, not the disk, stops the write
+                    reason = (
+                        f"{reason} ({free})"
+                        if limit is None
+                        else f"a file-size limit: ulimit -f allows files of {fmt_bytes(limit)}, and a checkpoint "
+                        f"file grows past it ({free}); raise it (ulimit -f unlimited), then rerun with --resume-latest"
+                    )
                     if self._resume_point(number + 1, settings, attempts)[0] is None:
                         reason += "; no complete checkpoint was saved: a rerun starts from step 0"
                 if failure.kind is FailureKind.DOWNLOAD:

@@ -87,6 +87,9 @@ def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
         pytest.param(["--nproc_per_node=8", "SCRIPT"], "--nproc_per_node=8 is torchrun's option", id="underscores"),
         pytest.param(["--standalone", "SCRIPT"], "--standalone is torchrun's option", id="standalone"),
         pytest.param(["--rdzv-backend", "c10d", "SCRIPT"], "--rdzv-backend is torchrun's option", id="rdzv"),
+        pytest.param(["--max-restarts", "1", "SCRIPT"], "--max-restarts is torchrun's option", id="max-restarts"),
+        # a training argument placed first is no torchrun option, whatever word it starts with
+        pytest.param(["--max_steps", "5", "SCRIPT"], "--max_steps where the training script", id="max_steps-first"),
         pytest.param(["-m"], "-m without a module name", id="module-without-name"),
         pytest.param(["-m", "no_such_pkg_here.train"], "module no_such_pkg_here.train: no package", id="no-module"),
     ],
@@ -331,6 +334,8 @@ def test_llamafactory_reads_its_training_method_in_swifts_names_and_writes_it_ba
     auto = LLAMAFACTORY.read([str(config), "flash_attn=auto", "neat_packing=true"]).args
     assert auto.get("attn_impl") == "" and auto.get_bool("packing", False) is True  # neat packing packs
     assert auto.argv() == ("flash_attn=auto", "neat_packing=true")
+    quoted = LLAMAFACTORY.read([str(config), "neat_packing='true'"]).args  # text, true to Python: it packs
+    assert quoted.get_bool("packing", False) is True
 
 
 def test_a_llamafactory_plan_counts_what_its_finetuning_type_trains(tmp_path: Path) -> None:
