@@ -791,13 +791,24 @@ def check_swift_argv(command: click.Command, swift_argv: list[str], backend: str
             )
 
 
+def _backend_named(own: list[str]) -> str:
+    """The backend safe-sft's own options name (`--backend X`, `--backend=X`, else SAFE_SFT_BACKEND), for the
+    words of an argument error raised before click reads them."""
+    for position, arg in enumerate(own):
+        if arg == "--backend" and position + 1 < len(own):
+            return own[position + 1]
+        if arg.startswith("--backend="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SAFE_SFT_BACKEND") or "swift"
+
+
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
     own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
     takes_json = any(param.name == "as_json" for param in command.params)
     _JSON_OUTPUT[0] = takes_json and ("--json" in own or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
     if takes_swift_args and not explicit_end:
-        backend = next((own[i + 1] for i, arg in enumerate(own[:-1]) if arg == "--backend"), "swift")
+        backend = _backend_named(own)
         try:
             check_swift_argv(command, swift_argv, backend)
         except SafeSftError as err:

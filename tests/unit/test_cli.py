@@ -605,3 +605,18 @@ def test_a_safe_sft_option_after_another_trainers_arguments_names_that_trainer(t
     result = run_cli("plan", "--backend", "llamafactory", str(config), "--json")
     assert result.returncode == 2
     assert f"comes after LLaMA-Factory's arguments ({config}), so LLaMA-Factory would get it" in result.stderr
+
+
+@pytest.mark.parametrize("spelling", ["equals", "environment"])
+def test_the_trainer_named_in_that_error_is_read_from_every_spelling_of_backend(
+    tmp_path: Path, spelling: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--backend=llamafactory` and SAFE_SFT_BACKEND had been read as swift: the error said swift would get it."""
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: m\n")
+    own = ["--backend=llamafactory"] if spelling == "equals" else []
+    if spelling == "environment":
+        monkeypatch.setenv("SAFE_SFT_BACKEND", "llamafactory")
+    result = run_cli("plan", *own, str(config), "--json")
+    assert result.returncode == 2
+    assert "so LLaMA-Factory would get it" in result.stderr
