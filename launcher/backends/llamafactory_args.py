@@ -161,7 +161,7 @@ def _unknown(key: str, where: str, kinds: Mapping[str, tuple[str, ...]]) -> Safe
 # What a number field cannot hold. A number of the other kind is left alone (lora_alpha: 16.0 works in peft);
 # the plan's own whole-number fields (cutoff_len, the batch) are checked as whole numbers elsewhere (SwiftArgs).
 NOT_A_NUMBER = (bool, str, list, dict)
-NUMBER_KINDS = {"int": ("a whole number", "8"), "float": ("a number", "1.0e-4")}  # what it is, an example
+NUMBER_KINDS = {"int": (int, "a whole number"), "float": (float, "a number")}  # how it parses, what it is
 
 
 def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
@@ -179,8 +179,11 @@ def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
     if kind[0] in ("text", "any"):
         return None
     if kind[0] in NUMBER_KINDS and isinstance(value, NOT_A_NUMBER):
-        what, example = NUMBER_KINDS[kind[0]]
-        return f"is not {what}: LLaMA-Factory hands it to the trainer as it is", f"write {{key}}: {example}, unquoted"
+        parse, what = NUMBER_KINDS[kind[0]]
+        why = f"is not {what}: LLaMA-Factory hands it to the trainer as it is"
+        if isinstance(value, str) and _parses(parse, value):  # a quoted number: the same, unquoted
+            return why, f"write {{key}}: {value.strip()}, unquoted"
+        return why, f"write {{key}}: followed by {what}, unquoted (like {{key}}: {'8' if parse is int else '3.0'})"
     if kind[0] == "bool" and isinstance(value, str | list | dict):
         why = 'is not true or false: LLaMA-Factory hands it on as it is (text, even "false", reads as true)'
         return why, "write {key}: true or {key}: false, unquoted"
@@ -197,6 +200,14 @@ def _refusal(kind: tuple[str, ...], value: object) -> tuple[str, str] | None:
             "use one of its values" if long else "use one of those"
         )
     return None
+
+
+def _parses(parse: type, text: str) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _shown(value: object) -> str:

@@ -45,6 +45,9 @@ LEAST_INT = {
     "max_pixels": 1,
     "dataloader_num_workers": 0,
 }
+# Whole-number fields with no least (max_steps -1, or any value below 1, means "by epochs"): a trainer that
+# takes its config as it is (LLaMA-Factory) hands a float on, and transformers' loop stops on it in range()
+WHOLE_INT = ("max_steps",)
 
 
 def normalize_key(flag: str) -> str:
@@ -363,7 +366,7 @@ class SwiftArgs:
             if problem:
                 shown = "" if problem == NEEDS_A_VALUE else f" {value!r}"
                 raise SafeSftError(f"--{key}{shown} {problem}", _value_fix(key, problem, value))
-        for key in LEAST_INT:
+        for key in (*LEAST_INT, *WHOLE_INT):
             self.get_int(key)
 
     def get_bool(self, key: str, default: bool) -> bool:

@@ -81,7 +81,7 @@ def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) ->
             CONFIG.replace("per_device_train_batch_size: 2", 'per_device_train_batch_size: "2"'), (),
             '{config}: per_device_train_batch_size "2" is not a whole number: LLaMA-Factory hands it to the '
             "trainer as it is",
-            "write per_device_train_batch_size: 8, unquoted",
+            "write per_device_train_batch_size: 2, unquoted",
             id="quoted-int",
         ),
         pytest.param(
@@ -94,8 +94,15 @@ def test_a_config_as_llamafactorys_examples_write_it_is_taken(tmp_path: Path) ->
             CONFIG, ("learning_rate=fast",),
             '`learning_rate=fast`: learning_rate "fast" is not a number: LLaMA-Factory hands it to the trainer as '
             "it is",
-            "write learning_rate: 1.0e-4, unquoted",
+            "write learning_rate: followed by a number, unquoted (like learning_rate: 3.0)",
             id="text-float",
+        ),
+        pytest.param(
+            CONFIG, ("num_train_epochs='3'",),
+            '`num_train_epochs=\'3\'`: num_train_epochs "3" is not a number: LLaMA-Factory hands it to the trainer '
+            "as it is",
+            "write num_train_epochs: 3, unquoted",
+            id="quoted-float",
         ),
         pytest.param(
             CONFIG.replace("do_train: true", 'do_train: "false"'), (),
@@ -153,6 +160,19 @@ def test_what_llamafactory_cannot_use_is_one_line_naming_the_key_and_where(
     with pytest.raises(SafeSftError) as err:
         _read(tmp_path, text, *overrides)
     assert (err.value.message, err.value.hint) == (message.format(config=tmp_path / "sft.yaml"), hint)
+
+
+def test_a_float_max_steps_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    """LLaMA-Factory hands max_steps: 2.0 to transformers, whose loop stopped every rank on it in range()."""
+    config = tmp_path / "sft.yaml"
+    config.write_text(CONFIG + "max_steps: 2.0\n")
+    with pytest.raises(SafeSftError) as err:
+        LLAMAFACTORY.read([str(config)]).args.check_values()
+    assert (err.value.message, err.value.hint) == (
+        "max_steps '2.0' is not a whole number",
+        "set max_steps to a whole number",
+    )
+    LLAMAFACTORY.read([str(config), "max_steps=-1"]).args.check_values()  # -1: by epochs, as transformers reads it
 
 
 def test_a_number_of_the_other_kind_and_a_number_for_a_bool_are_left_to_llamafactory(tmp_path: Path) -> None:
