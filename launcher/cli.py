@@ -614,6 +614,9 @@ def _supervise(
             code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
             save([], RunResult("interrupted" if code > 128 else "failed", [], code, err.message))
             return code
+        except Exception as err:
+            save([], _internal_error(err, []))
+            raise
         if received:  # between two waits: stop before the first attempt all the same
             from launcher.run.poll import WaitInterrupted
 
@@ -647,11 +650,23 @@ def _supervise(
             f"({output_dir} has {free_words(output_dir)})"
         )
         result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
+    except Exception as err:
+        save(supervisor.attempts, _internal_error(err, supervisor.attempts))
+        raise
     save(result.attempts, result)
     click.echo(summary(result, report_path, batch, unsaved=unsaved[0] if unsaved else None), err=True)
     if result.outcome == "preempted" and job is not None:
         _after_preemption(output_dir, job, result, requeue)
     return int(result.exit_code)
+
+
+def _internal_error(err: Exception, attempts: list[AttemptRecord]) -> RunResult:
+    """The run's outcome where safe-sft itself stopped on an error it does not know (a bug: its traceback
+    follows): the report must not go on saying `running`."""
+    from launcher.run.records import RunResult
+
+    what = f"safe-sft stopped on an internal error ({type(err).__name__}: {err}); please report it with the traceback"
+    return RunResult("failed", attempts, EXIT_TRAINING_FAILED, what)
 
 
 def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool | None) -> None:

@@ -124,6 +124,15 @@ def resolve_topology(
             f"MASTER_ADDR={master_addr.value!r} ({master_addr.source.value}) is no address",
             "set MASTER_ADDR to node 0's address or host name, or unset it on a single node",
         )
+    problem = address_problem(master_addr.value)
+    if problem is not None:
+        why, fix = problem
+        raise SafeSftError(f"MASTER_ADDR={master_addr.value!r} ({master_addr.source.value}) {why}", fix)
+    if node_rank.value < 0:
+        raise SafeSftError(
+            f"NODE_RANK={node_rank.value} ({node_rank.source.value}) is negative",
+            f"give each node a rank from 0 to {nnodes.value - 1}",
+        )
     if nnodes.value > 1 and _only_here(master_addr.value) and not request.allow_loopback_master:
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
@@ -427,6 +436,32 @@ class _Layers:
                 f"SLURM_NTASKS={slurm.ntasks} on {slurm.nnodes} node(s): safe-sft runs one task per node",
                 "use `srun --ntasks-per-node=1 safe-sft ...`; safe-sft starts one process per GPU itself",
             )
+
+
+def address_problem(addr: str) -> tuple[str, str] | None:
+    """Why no node could reach node 0 at `addr`, with the fix, or None: an IP address (IPv6 bare, in brackets
+    or with a zone) or a host name DNS can hold. torchrun joins the address and the port with a colon and
+    splits at the last one, so a host name with a port in it never resolves; and a name with an empty or
+    over-long label (`gpu01..cluster`) fails in the resolver's IDNA encoding, not with a lookup error."""
+    try:
+        ipaddress.ip_address(addr[1:-1] if addr.startswith("[") and addr.endswith("]") else addr)
+        return None
+    except ValueError:
+        pass
+    host, colon, port = addr.rpartition(":")
+    if colon and port.isdigit() and host and ":" not in host:
+        return (
+            f"holds a port ({port}): torchrun appends MASTER_PORT to it, and no host is named {addr}",
+            f"set MASTER_ADDR={host} and MASTER_PORT={port}",
+        )
+    try:
+        addr.encode("idna")
+    except UnicodeError as err:
+        return (
+            f"is no host name ({err.__cause__ or err})",
+            "set MASTER_ADDR to node 0's address or host name as `hostname -f` or `getent hosts` shows it",
+        )
+    return None
 
 
 def _only_here(addr: str) -> bool:

@@ -353,3 +353,24 @@ def test_bad_input_is_exit_2_with_one_line_naming_it_and_changes_nothing(
 def _facts(gpu_list, out: Path):  # type: ignore[no-untyped-def]
     disk = probe_disk(out)
     return replace(host(gpu_list), disk_free_bytes=disk.free_bytes, disk_path=disk.path, disk_problem=disk.problem)
+
+
+def test_an_internal_error_leaves_the_report_failed_not_running(
+    tmp_path: Path, guarded: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash of safe-sft's own (a bug) had left report.json saying `running` after the process ended."""
+    import launcher.prepare
+    from launcher.run import supervisor
+
+    def crash(*_: object, **__: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(supervisor.Supervisor, "run", crash)
+    monkeypatch.setattr(launcher.prepare, "probe_host", lambda out: _facts(gpus(4, 80), out))
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["--model", "m", "--output_dir", str(out)])
+    (report,) = out.glob("safe-sft/*/report.json")
+    found = json.loads(report.read_text())
+    assert found["outcome"] == "failed"
+    assert "internal error (RuntimeError: boom)" in json.dumps(found)

@@ -226,6 +226,25 @@ def test_cpu_training_takes_nproc_from_env() -> None:
             "MASTER_ADDR='10.0.0.1 x' (env) is no address",
             id="addr-with-a-space",
         ),
+        # a node other than 0 had crashed on these in the resolver (UnicodeError), or waited --node-timeout
+        *(
+            pytest.param(
+                TopologyRequest(nnodes=2, node_rank=1), {"MASTER_ADDR": a}, f"MASTER_ADDR={a!r} (env) {w}", id=i
+            )
+            for a, w, i in (
+                ("gpu01..cluster", "is no host name", "addr-empty-label"),
+                (".gpu01", "is no host name", "addr-leading-dot"),
+                ("n" * 64 + ".x", "is no host name", "addr-long-label"),
+                ("gpu01:29500", "holds a port (29500)", "addr-with-port"),
+                ("10.0.0.1:29500", "holds a port (29500)", "ip-with-port"),
+            )
+        ),
+        pytest.param(
+            TopologyRequest(nnodes=2, node_rank=-1, master_addr="h"),
+            {},
+            "NODE_RANK=-1 (flag) is negative",
+            id="rank-flag-negative",
+        ),  # torchrun took it and waited for a store that never came
     ],
 )
 def test_bad_input_is_one_clear_error(request_, env, message) -> None:  # type: ignore[no-untyped-def]
@@ -233,6 +252,11 @@ def test_bad_input_is_one_clear_error(request_, env, message) -> None:  # type: 
         resolve(request_, env)
     assert message in err.value.message
     assert err.value.hint
+
+
+@pytest.mark.parametrize("addr", ["fe80::1", "[2001:db8::1]", "fe80::1%eth0", "gpu01.", "gpu_01", "10.0.0.1"])
+def test_every_address_torchrun_takes_is_taken(addr: str) -> None:
+    assert resolve(TopologyRequest(nnodes=2, node_rank=1, master_addr=addr)).master_addr.value == addr
 
 
 def test_loopback_multinode_allowed_when_asked() -> None:
