@@ -806,15 +806,23 @@ def check_swift_argv(command: click.Command, swift_argv: list[str], backend: str
             )
 
 
-def _backend_named(own: list[str]) -> str:
-    """The backend safe-sft's own options name (`--backend X`, `--backend=X`, else SAFE_SFT_BACKEND), for the
-    words of an argument error raised before click reads them."""
+def _backends_given(own: list[str]) -> list[str]:
+    """Every --backend among safe-sft's own options (`--backend X`, `--backend=X`), in order."""
+    found = []
     for position, arg in enumerate(own):
         if arg == "--backend" and position + 1 < len(own):
-            return own[position + 1]
-        if arg.startswith("--backend="):
-            return arg.split("=", 1)[1]
-    return os.environ.get("SAFE_SFT_BACKEND") or "swift"
+            found.append(own[position + 1])
+        elif arg.startswith("--backend="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def _backend_named(own: list[str]) -> str:
+    """The backend safe-sft's own options name (the first --backend, else SAFE_SFT_BACKEND), for the words of
+    an argument error raised before click reads them. A backend command's word (`safe-sft torchrun`) comes
+    first; another --backend after it is refused (`_invoke`)."""
+    given = _backends_given(own)
+    return given[0] if given else os.environ.get("SAFE_SFT_BACKEND") or "swift"
 
 
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
@@ -822,8 +830,24 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
     takes_json = any(param.name == "as_json" for param in command.params)
     _JSON_OUTPUT[0] = takes_json and ("--json" in own or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
+    given = _backends_given(own)
+    if command in (TORCHRUN_COMMAND, LLAMAFACTORY_COMMAND) and len(set(given)) > 1:
+        # `safe-sft llamafactory train --backend torchrun`: the option had beaten the command word
+        _print_error(
+            SafeSftError(
+                f"--backend {given[-1]} contradicts `safe-sft {command.name}`, which runs {given[0]}",
+                f"drop --backend: `safe-sft {command.name}` names its trainer",
+            )
+        )
+        sys.exit(EXIT_USAGE)
     if takes_swift_args and not explicit_end:
         backend = _backend_named(own)
+        if backend == "swift" and ("--help" in swift_argv or "-h" in swift_argv):
+            # `safe-sft sft --help`: swift's own --help would run in every rank under torchrun (a "run" that
+            # prints the usage of swift's pre-parser alone); this command's help is what was asked for
+            command.main(args=["--help"], prog_name=f"safe-sft {command.name}", standalone_mode=False)
+            click.echo("\nswift's own options: `swift sft --help`")
+            return
         try:
             check_swift_argv(command, swift_argv, backend)
         except SafeSftError as err:

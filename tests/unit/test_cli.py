@@ -620,3 +620,34 @@ def test_the_trainer_named_in_that_error_is_read_from_every_spelling_of_backend(
     result = run_cli("plan", *own, str(config), "--json")
     assert result.returncode == 2
     assert "so LLaMA-Factory would get it" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("sft", "--help"), ("--model", "m", "-h"), ("plan", "sft", "--model", "m", "--help")])
+def test_help_among_swifts_arguments_shows_the_commands_help_and_starts_nothing(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """`safe-sft sft --help` had started torchrun with swift's --help and recorded a succeeded run."""
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: safe-sft ") and "swift sft --help" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("llamafactory", "train", "--backend", "torchrun", "c.yaml"), "--backend torchrun contradicts"),
+        (("torchrun", "--backend=llamafactory", "train.py"), "--backend llamafactory contradicts"),
+    ],
+)
+def test_a_backend_option_against_the_command_word_is_refused(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    """It had beaten the word: `llamafactory train --backend torchrun c.yaml` ran the YAML as a Python script."""
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 2 and message in result.stderr
+    assert list(tmp_path.iterdir()) == []
