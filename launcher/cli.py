@@ -78,7 +78,7 @@ def _one_line(text: str) -> str:
 def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Print a SafeSftError as one line plus its fix; tracebacks only with SAFE_SFT_DEBUG=1. A path the file
     system cannot hold (a name over its 255 bytes, an auto-generated experiment name) is one such error,
-    wherever it is first used."""
+    wherever it is first used, as is one this user may not read or enter."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -87,13 +87,28 @@ def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except (SafeSftError, OSError) as err:
             if os.environ.get("SAFE_SFT_DEBUG") == "1":
                 raise
-            if isinstance(err, OSError) and err.errno != errno.ENAMETOOLONG:
+            if isinstance(err, OSError) and err.errno not in (errno.ENAMETOOLONG, errno.EACCES, errno.EPERM):
                 raise
-            known = err if isinstance(err, SafeSftError) else _too_long(str(err.filename or ""))
+            if isinstance(err, SafeSftError):
+                known = err
+            elif err.errno == errno.ENAMETOOLONG:
+                known = _too_long(str(err.filename or ""))
+            else:
+                known = _not_permitted(err)
             _print_error(known)
             sys.exit(known.exit_code)
 
     return wrapper
+
+
+def _not_permitted(err: OSError) -> SafeSftError:
+    """A file or folder this user may not read or enter (a colleague's 700 model folder, say)."""
+    where = f"{err.filename}: " if err.filename else ""
+    return SafeSftError(
+        f"{where}{err.strerror or 'permission denied'} for this user",
+        "check its permissions and those of the folders above it (`namei -l PATH`), or run as a user who may "
+        "use it",
+    )
 
 
 def _too_long(path: str) -> SafeSftError:

@@ -651,3 +651,33 @@ def test_a_backend_option_against_the_command_word_is_refused(
     )
     assert result.returncode == 2 and message in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _as_unprivileged(argv: list[str]) -> list[str]:
+    """The command as a user without root's permission bypass (CI runs as root, where chmod 000 holds
+    nothing back): setpriv drops the capabilities that read past file modes."""
+    if os.geteuid() != 0:
+        return argv
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+
+
+@pytest.mark.parametrize("command", ["plan", "doctor"])
+@pytest.mark.parametrize("locked", ["model", "output_dir"])
+def test_a_folder_this_user_may_not_enter_is_one_line_naming_it(tmp_path: Path, command: str, locked: str) -> None:
+    """A colleague's 700 model folder, or an --output_dir below one, had ended in a PermissionError traceback."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2}')
+    (tmp_path / "locked").mkdir()
+    output_dir = tmp_path / "locked" / "out"
+    (model if locked == "model" else tmp_path / "locked").chmod(0)
+    try:
+        argv = [sys.executable, "-m", "launcher", command, "--json", "--model", str(model)]
+        argv += ["--output_dir", str(output_dir), "--use_cpu", "true"]
+        result = subprocess.run(_as_unprivileged(argv), capture_output=True, text=True, timeout=60)
+    finally:
+        (model if locked == "model" else tmp_path / "locked").chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    found = json.loads(result.stdout)
+    assert "Permission denied for this user" in found["error"] and "permissions" in found["fix"]
