@@ -61,13 +61,14 @@ NOTHING_FITS_FIX = "take one of the options above, or pass --force to launch any
 _JSON_OUTPUT: list[bool] = [False]
 
 
-def _print_error(err: SafeSftError) -> None:
+def _print_error(err: SafeSftError, json_printed: bool = False) -> None:
     """One line naming the problem, one with the fix (a path or value holding a line break stays on its line);
-    under --json also `{"error": ..., "fix": ...}` on stdout."""
+    under --json also `{"error": ..., "fix": ...}` on stdout, unless the command has printed its JSON there
+    (a plan whose `fits` is false): stdout holds one document."""
     click.echo(f"safe-sft: error: {_one_line(err.message)}", err=True)
     if err.hint:
         click.echo(f"safe-sft: fix: {_one_line(err.hint)}", err=True)
-    if _JSON_OUTPUT[0]:
+    if _JSON_OUTPUT[0] and not json_printed:
         click.echo(json.dumps({"error": err.message, "fix": err.hint or None}))
 
 
@@ -242,7 +243,7 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
             click.echo("")
             click.echo(render_memory(prepared.plan))
     if not prepared.plan.fits and not kwargs["force"]:
-        _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX))
+        _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX), json_printed=as_json)
         sys.exit(EXIT_NOTHING_FITS)
 
 

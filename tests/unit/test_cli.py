@@ -91,6 +91,9 @@ def test_nothing_fits_exits_3_with_numbers_unless_forced() -> None:
     assert error.startswith("safe-sft: error: nothing fits whatever the data: ")
     assert fix == "safe-sft: fix: take one of the options above, or pass --force to launch anyway"
     assert run_cli(args[0], "--force", *args[1:]).returncode == 0
+    as_json = run_cli(args[0], "--json", *args[1:])
+    assert as_json.returncode == 3
+    assert json.loads(as_json.stdout)["fits"] is False  # one document: the plan (the error had followed it)
 
 
 def test_bad_value_is_one_line_with_fix() -> None:
