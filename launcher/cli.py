@@ -844,8 +844,10 @@ def _backend_named(own: list[str]) -> str:
 def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> None:
     own, swift_argv = split_own_options(command, args) if takes_swift_args else (args, [])
     takes_json = any(param.name == "as_json" for param in command.params)
-    _JSON_OUTPUT[0] = takes_json and ("--json" in own or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     explicit_end = len(own) < len(args) and args[len(own)] == "--"  # after `--`, everything is swift's
+    # --json after swift's arguments is refused below, and its error is the JSON that script waits for
+    json_asked = "--json" in own or (not explicit_end and "--json" in swift_argv)
+    _JSON_OUTPUT[0] = takes_json and (json_asked or os.environ.get("SAFE_SFT_JSON", "") not in ("", "0"))
     given = _backends_given(own)
     if command in (TORCHRUN_COMMAND, LLAMAFACTORY_COMMAND) and len(set(given)) > 1:
         # `safe-sft llamafactory train --backend torchrun`: the option had beaten the command word

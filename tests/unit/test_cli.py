@@ -608,6 +608,7 @@ def test_a_safe_sft_option_after_another_trainers_arguments_names_that_trainer(t
     result = run_cli("plan", "--backend", "llamafactory", str(config), "--json")
     assert result.returncode == 2
     assert f"comes after LLaMA-Factory's arguments ({config}), so LLaMA-Factory would get it" in result.stderr
+    assert json.loads(result.stdout)["error"] in result.stderr  # --json last: its error is still JSON
 
 
 @pytest.mark.parametrize("spelling", ["equals", "environment"])
