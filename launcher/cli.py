@@ -107,8 +107,7 @@ def _not_permitted(err: OSError) -> SafeSftError:
     where = f"{err.filename}: " if err.filename else ""
     return SafeSftError(
         f"{where}{err.strerror or 'permission denied'} for this user",
-        "check its permissions and those of the folders above it (`namei -l PATH`), or run as a user who may "
-        "use it",
+        "check its permissions and those of the folders above it (`namei -l PATH`), or run as a user who may use it",
     )
 
 

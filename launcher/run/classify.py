@@ -477,8 +477,31 @@ def classify_text(lines: Sequence[str], steps_seen: bool) -> tuple[FailureKind, 
     return None if found is None else (found.kind, found.lines)
 
 
+# An exception's own line: its type starts the line (after a rank prefix), as Python prints it.
+_RAISED_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:")
+# what a launcher raises because a rank died: not the rank's own cause
+_CONSEQUENCE_EXCEPTION = re.compile(r"ChildFailedError|SignalException|DistBackendError|DistNetworkError|ProcessExited")
+
+
+def _only_quoted(lines: Sequence[str], at: int) -> bool:
+    """Whether the OOM words on line `at` only quote one (a training sample swift logs, a tip) while a traceback
+    of the log ends in another exception of a rank's own: the words are not where a line starts with an
+    exception, no traceback leads to them, and some traceback leads to that other exception."""
+    if _RAISED_LINE.match(_clean(lines[at])) or _frames_above(lines, at):
+        return False
+    return any(
+        _RAISED_LINE.match(text)
+        and not _OOM.search(text)
+        and not _CONSEQUENCE_EXCEPTION.search(text)
+        and _frames_above(lines, index)
+        for index, text in ((i, _clean(line)) for i, line in enumerate(lines))
+    )
+
+
 def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     oom = _first(_GPU_OOM, lines) or _first(_GPU_OOM_WARNING, lines)
+    if oom is not None and _only_quoted(lines, oom[0]):
+        oom = None
     if oom is not None:
         oom_at = oom[0]
         kind, marker = _oom_phase(lines, oom_at, steps_seen)

@@ -176,6 +176,31 @@ def test_summary_naming_the_wrong_rank_still_finds_the_oom() -> None:
             K.DOWNLOAD,
         ),
         ("Retrying all-reduce: rank 3 timed out", True, K.COMM_TIMEOUT),
+        # OOM words a training sample or a tip only quotes, where a traceback ends in the rank's own error
+        (
+            "[INFO:swift] [INPUT] <|im_start|>user\nMy run crashed with torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 2.00 GiB.<|im_end|>\n[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/x/swift/cli/sft.py", line 10, in <module>\n'
+            "[rank0]: TypeError: Boom() takes no arguments",
+            False,
+            K.USER_ERROR,
+        ),
+        (
+            "[INFO:swift] Tip: to avoid CUDA out of memory, lower --per_device_train_batch_size\n"
+            'Traceback (most recent call last):\n  File "/h/train.py", line 12, in <module>\n'
+            "ModuleNotFoundError: No module named 'flash_attn'",
+            False,
+            K.USER_ERROR,
+        ),
+        # ... but an OOM that ends its own traceback stays one, whatever torchrun raises after it
+        (
+            'Traceback (most recent call last):\n  File "/x/trainer.py", line 9, in training_step\n'
+            "2026-11-20 ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            'Traceback (most recent call last):\n  File "/t/run.py", line 919, in main\n'
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            True,
+            K.CUDA_OOM,
+        ),
     ],
 )
 def test_patterns(message: str, steps_seen: bool, kind: K) -> None:
