@@ -81,13 +81,14 @@ def clean_line(raw: str) -> str:
 
 
 def _looks_binary(head: bytes) -> bool:
-    """NULs, or many control characters. Bytes past ASCII are not counted: a log in GBK or Latin-1 is text,
-    and its ASCII lines (tracebacks, launcher reports) classify as they are."""
-    if not head:
-        return False
-    sample = head[:8192]
-    if b"\x00" in sample:
-        return True
+    """Many control characters. NULs are not counted: a node that crashed while its log was appended to
+    leaves a run of them (a file system's zero-filled blocks), and the text around them is the log. Nor are
+    bytes past ASCII: a log in GBK or Latin-1 is text, and its ASCII lines (tracebacks, launcher reports)
+    classify as they are."""
+    text = head.replace(b"\x00", b"")
+    if not text:  # NULs alone (an endless /dev/zero on stdin): nothing to read on for
+        return bool(head)
+    sample = text[:8192]
     odd = sum(1 for byte in sample if (byte < 32 and byte not in b"\t\n\r\x0c\x1b") or byte == 0x7F)
     return odd > len(sample) * 0.1
 
@@ -185,8 +186,9 @@ class _Scanner:
             self.body_bytes -= len(self.body.popleft())
 
     def lines(self) -> list[str]:
-        if self.size == 0:
-            raise SafeSftError(f"{self.name} is empty: there is nothing to classify", "give the log of a failed run")
+        if self.size == 0 or (not self.body and not self.pending.replace(b"\x00", b"").strip()):
+            what = "empty" if self.size == 0 else "blank (white space or NUL bytes alone)"
+            raise SafeSftError(f"{self.name} is {what}: there is nothing to classify", "give the log of a failed run")
         if _STEP_MARKER.search(self.pending):
             self.steps_seen = True
         text = b"\n".join(self.body) + b"\n" + self.pending if self.body else self.pending

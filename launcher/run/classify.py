@@ -636,11 +636,17 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
                           None, found.confidence, found.runner_up)  # fmt: skip
         candidates.append((_rank_strength(launcher, evidence.exit_code, False), 0, 0.0, launcher, evidence.exit_code))
     if not candidates:
+        # a rank that exited with a code and printed no traceback (torchrun's summary without @record): its
+        # exit, rather than whatever the log ends with (torchrun's own lines)
+        failed = next((f for f in evidence.rank_failures if (f.exit_code or 0) > 0 and f.rank is not None), None)
         lines = tuple(line.strip() for line in evidence.log_tail[-3:] if line.strip())
+        if failed is not None:
+            lines = (f"rank {failed.rank} exited with code {failed.exit_code}",)
         proof = lines or ((f"exit code {evidence.exit_code}",) if evidence.exit_code is not None else ())
+        code = evidence.exit_code if evidence.exit_code is not None or failed is None else failed.exit_code
         return Failure(
-            FailureKind.UNKNOWN, proof, exit_code=evidence.exit_code, summary=_summary(FailureKind.UNKNOWN),
-            confidence=Confidence.THIN,
+            FailureKind.UNKNOWN, proof, exit_code=code, summary=_summary(FailureKind.UNKNOWN),
+            confidence=Confidence.THIN, rank=None if failed is None else failed.rank,
         )  # fmt: skip
     # The strongest kind wins; among equals, one a line proves, then the earliest (error-file time, else order).
     candidates.sort(key=lambda c: c[:3], reverse=True)

@@ -134,7 +134,9 @@ def parse_torchrun_failures(lines: Sequence[str]) -> tuple[RankFailure, ...]:
             continue
         seen.add((rank, code))
         traceback = block.get("traceback", "")
-        message = "" if traceback.startswith("Signal ") or traceback.startswith("<N/A>") else traceback
+        # no traceback of the rank's own: a signal's name, <N/A>, or torchrun's pointer to @record's docs
+        told = traceback.startswith(("Signal ", "<N/A>", "To enable traceback"))
+        message = "" if told else traceback
         failure = RankFailure(rank, code, message, _timestamp(block.get("time", "")))
         (root_cause if is_root else others).append(failure)
     return (*root_cause, *others)

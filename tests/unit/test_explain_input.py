@@ -100,6 +100,7 @@ def test_escape_codes_are_stripped_and_no_raw_bytes_reach_the_terminal(tmp_path:
         pytest.param(lambda p: p.write_bytes(b""), "is empty", id="empty"),
         pytest.param(lambda p: p.write_bytes(bytes(range(256)) * 64), "is binary data", id="binary"),
         pytest.param(lambda p: os.mkfifo(p), "is a FIFO", id="fifo"),
+        pytest.param(lambda p: p.write_bytes(b" \n\t\n"), "is blank", id="white-space"),  # had been classified
         pytest.param(lambda p: None, "does not exist", id="missing"),
     ],
 )
@@ -292,3 +293,38 @@ def test_a_non_blocking_pipe_is_read_to_its_end() -> None:
     os.close(write)
     out, err = proc.communicate(timeout=20)
     assert json.loads(out)["kind"] == "cuda_oom", err
+
+
+@pytest.mark.parametrize("nuls", ["one", "leading-run", "trailing-run"])
+def test_a_log_with_nul_bytes_a_crash_left_is_read_as_text(tmp_path: Path, nuls: str) -> None:
+    """A node that crashed while its log was appended to leaves zero-filled blocks: the log had been refused
+    as binary data."""
+    text = b"step 3\nslurmstepd: error: Detected 1 oom_kill event in StepId=81234.0.\n"
+    log = tmp_path / "crashed.out"
+    log.write_bytes(
+        {
+            "one": text[:4] + b"\x00" + text[4:],
+            "leading-run": b"\x00" * 8192 + text,
+            "trailing-run": text + b"\x00" * 8192,
+        }[nuls]
+    )
+    result = explain(str(log))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith("host_oom")
+
+
+def test_torchruns_summary_without_the_ranks_traceback_shows_how_the_rank_exited(tmp_path: Path) -> None:
+    """Its `traceback : To enable traceback see: <url>` had been the evidence, and the rank was lost."""
+    log = tmp_path / "childfailed.log"
+    log.write_text(
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "============================================================\ntrain.py FAILED\n"
+        "------------------------------------------------------------\nRoot Cause (first observed failure):\n[0]:\n"
+        "  time      : 2026-11-20_04:01:55\n  host      : gpu-node-17\n  rank      : 3 (local_rank: 3)\n"
+        "  exitcode  : 1 (pid: 140301)\n  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    out = explain(str(log)).stdout.decode()
+    assert out.startswith("unknown: an unrecognised failure on rank 3")
+    assert "rank 3 exited with code 1" in out and "To enable traceback" not in out
