@@ -79,10 +79,12 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
+            from launcher.backends import SWIFT
             from launcher.model_checks import swift_model_checks
-            from launcher.prepare import read_named_inputs
+            from launcher.prepare import check_swift_options, read_named_inputs
             from launcher.probe.model_size import probe_model
 
+            check_swift_options(swift, SWIFT)  # an option swift sft does not have: the run refuses it too
             read_named_inputs(swift)
             model_name = swift.get("model")
             if model_name:  # what swift decides from the model before it trains: type, template, LoRA targets

@@ -391,6 +391,14 @@ def test_doctor_fails_what_the_run_would_refuse_and_says_why() -> None:
     assert "[fail] swift_args  --torch_dtype 'int4' is not one of swift's choices: " in result.stdout
 
 
+def test_doctor_fails_an_option_swift_sft_does_not_have_as_the_run_refuses_it() -> None:
+    """ms-swift 3's --train_type (the README's own example) had passed doctor, which the run refuses."""
+    result = run_cli("doctor", "--model", "m", "--use_cpu", "true", "--train_type", "lora")
+    assert result.returncode == 1, result.stderr
+    assert "[fail] swift_args  --train_type is no option of swift sft" in result.stdout
+    assert "write --tuner_type" in result.stdout
+
+
 def test_swifts_sft_word_is_taken_as_swift_takes_it_and_its_other_commands_are_refused() -> None:
     """Swapping `swift` for safe-sft in `swift sft ARGS` keeps `sft`: the plan is the one for `safe-sft ARGS`."""
     common = ["--json", "--model-params", "7e9", "--assume-gpus", "2x80GiB", "--assume-ram", "256GiB"]
