@@ -79,7 +79,7 @@ def as_the_run_reads(
     bad_args = None
     try:
         if swift is not None:
-            from launcher.backends import SWIFT
+            from launcher.backends.swift import SWIFT
             from launcher.model_checks import swift_model_checks
             from launcher.prepare import check_swift_options, read_named_inputs
             from launcher.probe.model_size import probe_model
