@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 from launcher.errors import SafeSftError, folder_unreadable
 from launcher.masking import mask_text
 from launcher.run.lost_work import lost_line
-from launcher.run.records import reason_line, set_aside_line
+from launcher.run.records import OUTCOMES, REPORT_SCHEMA, reason_line, set_aside_line
 from launcher.units import GiB, fmt_bytes
 
 
@@ -160,6 +160,11 @@ def report_problem(data: Any) -> str | None:
         return "the top level is not an object"
     if not isinstance(data.get("outcome"), str):
         return f"'outcome' is {_shown(data.get('outcome'))}, not a string"
+    if data.get("outcome") not in OUTCOMES:
+        return f"'outcome' is {_shown(data.get('outcome'))}, not one of {', '.join(OUTCOMES)}"
+    schema = data.get("schema")
+    if schema != REPORT_SCHEMA or isinstance(schema, bool):
+        return f"'schema' is {_shown(schema)}, where this safe-sft reads {REPORT_SCHEMA} (another version's report?)"
     attempts = data.get("attempts")
     if not isinstance(attempts, list):
         return f"'attempts' is {_shown(attempts)}, not a list"

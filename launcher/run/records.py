@@ -76,6 +76,11 @@ class AttemptRecord:
         return self.resumed_from.weights_only
 
 
+REPORT_SCHEMA = 1  # report.json's `schema` (docs/report-json.md)
+# a run's outcome in report.json: `running` until it ends (a killed run's report stays so), then RunResult's
+OUTCOMES = ("running", "succeeded", "failed", "interrupted", "preempted")
+
+
 @dataclass
 class RunResult:
     outcome: str  # succeeded | failed | interrupted | preempted

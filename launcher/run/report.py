@@ -21,10 +21,8 @@ from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
 from launcher.run.lost_work import Lost, gpu_hours, lost_line, lost_work
-from launcher.run.records import AttemptRecord, RunResult, reason_line, set_aside_line
+from launcher.run.records import REPORT_SCHEMA, AttemptRecord, RunResult, reason_line, set_aside_line
 from launcher.units import fmt_bytes
-
-REPORT_SCHEMA = 1
 
 
 def masked_failure(failure: Failure) -> dict[str, Any]:

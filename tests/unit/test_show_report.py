@@ -148,6 +148,12 @@ def _set(path: str, value: object):  # type: ignore[no-untyped-def]
     [
         pytest.param(lambda r: r.clear() or r.update({"a": 1}), "'outcome' is null, not a string", id="other-json"),
         pytest.param(_set("outcome", 3), "'outcome' is 3, not a string", id="outcome-int"),
+        pytest.param(_set("outcome", "exploded"), "'outcome' is \"exploded\", not one of running, ", id="outcome-word"),
+        # another version's report, or none's: read as schema 1, it had printed as one
+        *(
+            pytest.param(_set("schema", v), f"'schema' is {shown}, where this safe-sft reads 1", id=f"schema-{shown}")
+            for v, shown in ((2, "2"), ("1", '"1"'), (None, "null"), (True, "true"))
+        ),
         pytest.param(_set("attempts", {"1": {}}), "'attempts' is {\"1\": {}}, not a list", id="attempts-dict"),
         pytest.param(_set("attempts.0", "x"), "attempts[0]: not an object", id="attempt-str"),
         pytest.param(_set("attempts.0.number", "one"), "attempts[0]: 'number' is \"one\"", id="number-str"),
