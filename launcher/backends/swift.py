@@ -82,11 +82,27 @@ def read(argv: list[str]) -> BackendArgs:
         raise SafeSftError(
             f"{stray!r} is no swift argument: swift sft takes no word before its options but a config file "
             "(.yaml, .yml or .json, in lower case), and stops on it in every rank",
-            "drop it, or write the option it belongs to (swift's options start with --)",
+            _stray_fix(stray, argv),
         )
     check_tuner(swift)
     check_registered_names(swift)
     return BackendArgs((), swift)
+
+
+# a backend's command word where swift's arguments begin (`safe-sft plan torchrun train.py`): its backend
+BACKEND_WORDS = {"torchrun": "torchrun", "llamafactory": "llamafactory", "llamafactory-cli": "llamafactory"}
+
+
+def _stray_fix(stray: str, argv: list[str]) -> str:
+    backend = BACKEND_WORDS.get(stray) if argv[:1] == [stray] else None
+    if backend is not None:
+        rest = [word for word in argv[1:] if word != "train"][:1]
+        return (
+            f"another trainer's run is planned with --backend: `safe-sft plan --backend {backend} {' '.join(rest)} ...`"
+        )
+    if argv[:1] == [stray] == ["swift"]:
+        return "drop `swift`: safe-sft takes what `swift sft` takes (`safe-sft sft ARGS` reads the same)"
+    return "drop it, or write the option it belongs to (swift's options start with --)"
 
 
 # swift's own tuners (ms-swift 4.6: swift/arguments/base_args/base_args.py get_supported_tuners, which adds

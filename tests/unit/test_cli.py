@@ -693,3 +693,20 @@ def test_a_folder_this_user_may_not_enter_is_one_line_naming_it(tmp_path: Path, 
     assert "Traceback" not in result.stderr
     found = json.loads(result.stdout)
     assert "Permission denied for this user" in found["error"] and "permissions" in found["fix"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fix"),
+    [
+        (("plan", "torchrun", "train.py"), "safe-sft: fix: another trainer's run is planned with --backend: "
+         "`safe-sft plan --backend torchrun train.py ...`"),
+        (("plan", "llamafactory", "train", "c.yaml"), "`safe-sft plan --backend llamafactory c.yaml ...`"),
+        (("swift", "--model", "m"), "safe-sft: fix: drop `swift`: safe-sft takes what `swift sft` takes"),
+    ],
+)  # fmt: skip
+def test_a_trainers_command_word_among_swifts_arguments_names_the_way_to_write_it(
+    args: tuple[str, ...], fix: str
+) -> None:
+    """They had been told only that the word is no swift argument."""
+    result = run_cli(*args)
+    assert result.returncode == 2 and fix in result.stderr
