@@ -94,6 +94,8 @@ class Coordinator:
 
         if node != 0:
             self._wait_for_store(host, port, connect_timeout, since)
+        else:
+            self._resolve_own(host, port)
         try:
             self.store: Any = TCPStore(
                 host, port, is_master=node == 0, timeout=timedelta(seconds=connect_timeout), wait_for_workers=False
@@ -165,6 +167,18 @@ class Coordinator:
                 f"node {self.node}: gave up after {timeout:.0f} s (--node-timeout) waiting for {what}: {last_error}",
                 "start node 0's safe-sft, check MASTER_ADDR (every node must resolve and reach it) and --coord-port",
             )
+
+    def _resolve_own(self, host: str, port: int) -> None:
+        """Node 0 opens the store at MASTER_ADDR and connects to it itself: a name that does not resolve here
+        is one line (torch's own attempt logs C++ stack frames, then times out)."""
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as err:
+            raise CoordinationLost(
+                f"node 0: cannot resolve MASTER_ADDR={host} ({err.strerror}), "
+                "the address of node 0, which is this host",
+                "set MASTER_ADDR to this host's name or address (`hostname -f`), or NODE_RANK if this is not node 0",
+            ) from None
 
     def _key(self, attempt: int, what: str) -> str:
         return f"safe-sft/{self.run_id}/attempt-{attempt}/{what}"

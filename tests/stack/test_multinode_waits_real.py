@@ -98,6 +98,19 @@ def test_unresolvable_master_addr_on_node_1_ends_with_exit_4_within_node_timeout
     assert "socket.cpp" not in text and "Traceback" not in text  # no C++ socket warnings, no traceback
 
 
+def test_unresolvable_master_addr_on_node_0_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Node 0 had printed torch's C++ stack frames and told itself to start node 0 first."""
+    node, log = start(tmp_path, 0, 29741, addr="no-such-host.invalid", timeout=6)
+    assert node.wait(timeout=60) == 4, log.read_text()[-2000:]
+    text = log.read_text()
+    assert errors(log) == [
+        "safe-sft: error: node 0: cannot resolve MASTER_ADDR=no-such-host.invalid (Name or service not known), "
+        "the address of node 0, which is this host"
+    ]
+    assert "socket.cpp" not in text and "Traceback" not in text and "start node 0" not in text
+    assert ended_report(tmp_path / "out", 0)["exit_code"] == 4
+
+
 def test_node_0_whose_peer_never_starts_gives_up_after_node_timeout(tmp_path: Path) -> None:
     node, log = start(tmp_path, 0, 29741, timeout=6)
     waiting = wait_for_line(log, "safe-sft: node 0: waiting for node(s) 1 of 2 to start safe-sft (run 127.0.0.1:29741)")
