@@ -17,23 +17,24 @@ PORT_PAIRS = 10000  # ports 20000-39999: above the well-known range, below Linux
 STEP_STRIDE = 5003  # a job's next step lands half the range away, not on a neighbouring job's pair
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """`gpu-[01-03,07],login1` -> ['gpu-01', 'gpu-02', 'gpu-03', 'gpu-07', 'login1'].
+def expand_nodelist(nodelist: str, name: str = "SLURM_JOB_NODELIST") -> list[str]:
+    """`gpu-[01-03,07],login1` -> ['gpu-01', 'gpu-02', 'gpu-03', 'gpu-07', 'login1'] (`name`: the variable
+    it came from, for errors).
 
     Ranges keep their zero padding; several bracket groups in one name expand as a product.
     """
     if not nodelist.strip():
         raise SafeSftError(
-            f"SLURM_JOB_NODELIST={nodelist!r} is empty",
+            f"{name}={nodelist!r} is empty",
             "run inside a Slurm allocation, and copy no SLURM_* variables from another job",
         )
     hosts: list[str] = []
-    for pattern in _split_top_level(nodelist):
-        hosts.extend(_expand_pattern(pattern, nodelist))
+    for pattern in _split_top_level(nodelist, name):
+        hosts.extend(_expand_pattern(pattern, nodelist, name))
     return hosts
 
 
-def _split_top_level(text: str) -> list[str]:
+def _split_top_level(text: str, name: str) -> list[str]:
     parts, depth, current = [], 0, ""
     for char in text:
         if char == "[":
@@ -41,32 +42,32 @@ def _split_top_level(text: str) -> list[str]:
         elif char == "]":
             depth -= 1
             if depth < 0:
-                raise _bad_nodelist(text)
+                raise _bad_nodelist(text, name)
         if char == "," and depth == 0:
             parts.append(current)
             current = ""
         else:
             current += char
     if depth != 0:
-        raise _bad_nodelist(text)
+        raise _bad_nodelist(text, name)
     parts.append(current)
     if any(not part.strip() for part in parts):
-        raise _bad_nodelist(text)
+        raise _bad_nodelist(text, name)
     return [part.strip() for part in parts]
 
 
-def _expand_pattern(pattern: str, whole: str) -> list[str]:
+def _expand_pattern(pattern: str, whole: str, name: str) -> list[str]:
     match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", pattern)
     if not match:
         if "[" in pattern or "]" in pattern or any(char.isspace() for char in pattern):
-            raise _bad_nodelist(whole)
+            raise _bad_nodelist(whole, name)
         return [pattern]
     prefix, ranges, rest = match.groups()
-    tails = _expand_pattern(rest, whole) if rest else [""]
-    return [prefix + item + tail for item in _expand_ranges(ranges, whole) for tail in tails]
+    tails = _expand_pattern(rest, whole, name) if rest else [""]
+    return [prefix + item + tail for item in _expand_ranges(ranges, whole, name) for tail in tails]
 
 
-def _expand_ranges(ranges: str, whole: str) -> list[str]:
+def _expand_ranges(ranges: str, whole: str, name: str) -> list[str]:
     items: list[str] = []
     for part in ranges.split(","):
         bounds = part.split("-")
@@ -75,17 +76,17 @@ def _expand_ranges(ranges: str, whole: str) -> list[str]:
         elif len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
             start, end = int(bounds[0]), int(bounds[1])
             if start > end:
-                raise _bad_nodelist(whole)
+                raise _bad_nodelist(whole, name)
             width = len(bounds[0])
             items.extend(str(i).zfill(width) for i in range(start, end + 1))
         else:
-            raise _bad_nodelist(whole)
+            raise _bad_nodelist(whole, name)
     return items
 
 
-def _bad_nodelist(text: str) -> SafeSftError:
+def _bad_nodelist(text: str, name: str) -> SafeSftError:
     return SafeSftError(
-        f"SLURM_JOB_NODELIST={text!r} is not a valid node list",
+        f"{name}={text!r} is not a valid node list",
         "expected names like gpu-[01-04,07],login1; check `scontrol show hostnames`",
     )
 
@@ -132,7 +133,9 @@ class SlurmEnv:
     gpus_on_node: int | None
     in_step: bool
     step_id: int = 0  # 0 outside a step, and for a step id that is not a number (batch, extern)
-    step_nnodes: int | None = None  # SLURM_STEP_NUM_NODES: the nodes this step runs on
+    nodelist_var: str = "SLURM_JOB_NODELIST"  # the variable `nodelist` came from (a step's own, in a step)
+    job_nnodes: int | None = None  # the job's node count, where a step runs on some of its nodes
+    job_nnodes_var: str = "SLURM_JOB_NUM_NODES"
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> SlurmEnv | None:
@@ -144,43 +147,57 @@ class SlurmEnv:
         if nnodes is None:
             nnodes_var = "SLURM_NNODES"
             nnodes = int_var(env, nnodes_var)
+        job_nnodes, job_nnodes_var = nnodes, nnodes_var
+        nodelist_var = "SLURM_JOB_NODELIST" if "SLURM_JOB_NODELIST" in env else "SLURM_NODELIST"
         in_step = "SLURM_STEP_ID" in env
+        step_nnodes = int_var(env, "SLURM_STEP_NUM_NODES") if in_step else None
+        if step_nnodes is not None:
+            # A step runs on its own nodes, which may be fewer than the job's (`srun -N2 --relative=2` in a
+            # 4-node job): SLURM_NODEID counts within the step, so its count and its first host are the
+            # step's (srun sets SLURM_NNODES to the step's count too, and leaves SLURM_NODELIST the job's)
+            nnodes, nnodes_var = step_nnodes, "SLURM_STEP_NUM_NODES"
+            if env.get("SLURM_STEP_NODELIST"):
+                nodelist_var = "SLURM_STEP_NODELIST"
         return SlurmEnv(
             job_id=job_id,
             nnodes=nnodes,
             nnodes_var=nnodes_var,
             node_id=int_var(env, "SLURM_NODEID"),
-            nodelist=env["SLURM_JOB_NODELIST"] if "SLURM_JOB_NODELIST" in env else env.get("SLURM_NODELIST"),
+            nodelist=env.get(nodelist_var),
+            nodelist_var=nodelist_var,
             ntasks=int_var(env, "SLURM_NTASKS") if "SLURM_STEP_ID" in env else None,
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
             gpus_on_node=int_var(env, "SLURM_GPUS_ON_NODE"),
             in_step=in_step,
             step_id=int(step) if (step := env.get("SLURM_STEP_ID", "0")).isdigit() else 0,
-            step_nnodes=int_var(env, "SLURM_STEP_NUM_NODES") if in_step else None,
+            job_nnodes=job_nnodes,
+            job_nnodes_var=job_nnodes_var,
         )
 
     def hang_problem(self) -> SafeSftError | None:
         """Variables that disagree in a way that would leave torchrun waiting for nodes that never come."""
         if self.nnodes is not None and self.nodelist is not None:
-            hosts = expand_nodelist(self.nodelist)
+            hosts = expand_nodelist(self.nodelist, self.nodelist_var)
             if len(hosts) != self.nnodes:
                 return SafeSftError(
-                    f"{self.nnodes_var}={self.nnodes} but the node list {self.nodelist!r} names {len(hosts)} "
-                    "host(s): torchrun would wait for nodes that never come",
+                    f"{self.nnodes_var}={self.nnodes} but the node list {self.nodelist_var}={self.nodelist!r} "
+                    f"names {len(hosts)} host(s): torchrun would wait for nodes that never come",
                     "run inside the job's own allocation; do not copy or edit SLURM_* variables from another job",
                 )
-        if self.step_nnodes is not None and self.nnodes is not None and self.step_nnodes != self.nnodes:
-            return SafeSftError(
-                f"SLURM_STEP_NUM_NODES={self.step_nnodes} but {self.nnodes_var}={self.nnodes}: this step runs on "
-                "fewer nodes than the job has, and torchrun would wait for the others",
-                f"start the step on every node: `srun --nodes={self.nnodes} --ntasks-per-node=1 safe-sft ...`, "
-                "or set NNODES for the step",
-            )
         return None
+
+    def step_note(self) -> str | None:
+        """A step on fewer nodes than its job: trained on the step's nodes alone (said, not refused)."""
+        if self.nnodes_var != "SLURM_STEP_NUM_NODES" or self.job_nnodes is None or self.nnodes == self.job_nnodes:
+            return None
+        return (
+            f"this step runs on {self.nnodes} of the job's {self.job_nnodes} nodes ({self.nnodes_var}="
+            f"{self.nnodes}, {self.job_nnodes_var}={self.job_nnodes}): training uses the step's nodes"
+        )
 
     @property
     def master_addr(self) -> str | None:
-        return expand_nodelist(self.nodelist)[0] if self.nodelist is not None else None
+        return expand_nodelist(self.nodelist, self.nodelist_var)[0] if self.nodelist is not None else None
 
     @property
     def master_port(self) -> int:

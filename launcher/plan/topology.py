@@ -247,7 +247,8 @@ def _check_slurm(slurm: SlurmEnv | None, nnodes: Sourced[int], node_rank: Source
             "which runs on one node only, and torchrun would wait for the others",
             "start safe-sft on every node with `srun --ntasks-per-node=1 safe-sft ...` in the batch script",
         )
-    warnings = []
+    note = slurm.step_note() if nnodes.source is Source.SLURM else None
+    warnings = [note] if note else []
     beaten = (
         (nnodes, "NNODES", slurm.nnodes_var, slurm.nnodes),
         (node_rank, "NODE_RANK", "SLURM_NODEID", slurm.node_id),

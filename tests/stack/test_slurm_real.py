@@ -138,3 +138,28 @@ def test_scancel_usr1_checkpoints_on_both_nodes_requeues_and_resumes_from_that_s
     assert last_step(run_dirs(out)[-1]) == "8/8"
     # the two jobs together trained on exactly the samples plain `swift sft` does, step by step
     assert_no_sample_lost_or_repeated(tiny, tmp_path, fault_env(tmp_path), save_steps=100)
+
+
+def test_a_step_on_one_of_the_jobs_two_nodes_plans_a_run_on_that_node(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`srun -N1 --relative=1` in a 2-node job (SLURM_NODEID 0 there, SLURM_NODELIST the job's): it had been
+    refused, and with NNODES set as the fix said, MASTER_ADDR was n1, a host outside the step."""
+    script = tmp_path / "job.sh"
+    script.write_text(
+        f"""#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --output={tmp_path}/job-%j.out
+export OMP_NUM_THREADS=1 NPROC_PER_NODE=1
+srun -N1 -n1 --relative=1 --output={tmp_path}/plan.json --error={tmp_path}/plan.err \\
+  {sys.executable} -m launcher plan --json {" ".join(swift_args(tiny, tmp_path / "out"))}
+"""
+    )
+    result = cluster.slurm("sbatch", "--parsable", str(script))
+    assert result.returncode == 0, result.stderr
+    wait_gone(cluster, result.stdout.strip().split(";")[0], 120)
+    plan = json.loads((tmp_path / "plan.json").read_text() or "null")
+    assert plan is not None, (tmp_path / "plan.err").read_text()[-2000:]
+    topology = plan["topology"]
+    assert (topology["nnodes"]["value"], topology["nnodes"]["source"]) == (1, "slurm")
+    assert (topology["node_rank"]["value"], topology["master_addr"]["value"]) == (0, "n2")
+    assert any("this step runs on 1 of the job's 2 nodes" in w for w in plan["warnings"])

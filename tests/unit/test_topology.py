@@ -277,19 +277,19 @@ BATCH_SCRIPT = {
     [
         pytest.param(
             {**SLURM, "SLURM_JOB_NUM_NODES": "4"},
-            "SLURM_JOB_NUM_NODES=4 but the node list 'gpu-[01-02]' names 2 host(s)",
+            "SLURM_JOB_NUM_NODES=4 but the node list SLURM_JOB_NODELIST='gpu-[01-02]' names 2 host(s)",
             id="num-nodes-vs-nodelist",
         ),
         pytest.param(
             {**SLURM, "SLURM_JOB_NUM_NODES": "", "SLURM_NNODES": "3"},
-            "SLURM_NNODES=3 but the node list 'gpu-[01-02]' names 2 host(s)",
+            "SLURM_NNODES=3 but the node list SLURM_JOB_NODELIST='gpu-[01-02]' names 2 host(s)",
             id="nnodes-vs-nodelist",
         ),
         pytest.param(BATCH_SCRIPT, "SLURM_JOB_NUM_NODES=2 but SLURM_STEP_ID is not set", id="batch-script-no-srun"),
-        pytest.param(
-            {**SLURM, "SLURM_STEP_NUM_NODES": "1"},
-            "SLURM_STEP_NUM_NODES=1 but SLURM_JOB_NUM_NODES=2",
-            id="step-on-fewer-nodes",
+        pytest.param(  # a step's count without its own node list: real Slurm sets both
+            {**SLURM, "SLURM_STEP_NUM_NODES": "1", "SLURM_NTASKS": "1"},
+            "SLURM_STEP_NUM_NODES=1 but the node list SLURM_JOB_NODELIST='gpu-[01-02]' names 2 host(s)",
+            id="step-count-without-its-list",
         ),
     ],
 )
@@ -460,6 +460,21 @@ def test_several_nodes_without_master_port_take_torchruns_default_on_every_node(
     assert single.master_port.note == "a free local port" and single.master_port.value != 29500
 
 
+def test_a_step_on_some_of_the_jobs_nodes_trains_on_the_steps_nodes() -> None:
+    """`srun -N2 --relative=2` in a 4-node job, as real Slurm sets it on the step's second node (SLURM_NODEID
+    counts within the step; SLURM_NODELIST stays the job's): it had been refused, and NNODES=2, as the fix
+    said, made MASTER_ADDR the job's first host, outside the step."""
+    env = {"SLURM_JOB_ID": "4711", "SLURM_STEP_ID": "1", "SLURM_JOB_NUM_NODES": "4", "SLURM_NNODES": "2",
+           "SLURM_JOB_NODELIST": "gpu[01-04]", "SLURM_NODELIST": "gpu[01-04]", "SLURM_STEP_NODELIST": "gpu[03-04]",
+           "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": "1", "SLURM_NTASKS": "2"}  # fmt: skip
+    topo = resolve(TopologyRequest(nnodes=None), env)
+    assert (topo.nnodes.value, topo.node_rank.value, topo.master_addr.value) == (2, 1, "gpu03")
+    assert {topo.nnodes.source, topo.node_rank.source, topo.master_addr.source} == {Source.SLURM}
+    assert any("this step runs on 2 of the job's 4 nodes" in w for w in topo.warnings)
+    whole = resolve(TopologyRequest(), {**env, "SLURM_STEP_NUM_NODES": "4", "SLURM_STEP_NODELIST": "gpu[01-04]"})
+    assert whole.master_addr.value == "gpu01" and not any("this step runs on" in w for w in whole.warnings)
+
+
 def test_a_stale_nnodes_that_overrides_slurm_is_named_with_slurms_count() -> None:
     """Task 1 of a two-node step with NNODES=1 left in the shell: the fix was 'give each node a rank from 0
     to 0', which no srun task can follow."""
@@ -469,7 +484,7 @@ def test_a_stale_nnodes_that_overrides_slurm_is_named_with_slurms_count() -> Non
     with pytest.raises(SafeSftError) as err:
         resolve(TopologyRequest(), env)
     assert err.value.message == (
-        "NODE_RANK=1 (slurm) is not below NNODES=1 (env), which overrides Slurm's SLURM_JOB_NUM_NODES=2"
+        "NODE_RANK=1 (slurm) is not below NNODES=1 (env), which overrides Slurm's SLURM_STEP_NUM_NODES=2"
     )
     assert err.value.hint.startswith("unset NNODES")
 
