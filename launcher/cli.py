@@ -193,15 +193,18 @@ def _options_from(kwargs: dict[str, Any]) -> Any:
     from launcher.plan.watchdog import Watchdog
     from launcher.prepare import LaunchOptions
 
+    topology_fields = ("gpus", "nproc", "nnodes", "node_rank", "master_addr", "master_port")
+    context = click.get_current_context(silent=True)
+    from_env = frozenset(
+        name
+        for name in topology_fields
+        if context is not None and context.get_parameter_source(name) is click.core.ParameterSource.ENVIRONMENT
+    )
     return LaunchOptions(
         topology=TopologyRequest(
-            gpus=kwargs["gpus"],
-            nproc=kwargs["nproc"],
-            nnodes=kwargs["nnodes"],
-            node_rank=kwargs["node_rank"],
-            master_addr=kwargs["master_addr"],
-            master_port=kwargs["master_port"],
+            **{name: kwargs[name] for name in topology_fields},
             allow_loopback_master=kwargs["allow_loopback_master"],
+            from_env=from_env,
         ),
         model_params=kwargs["model_params"],
         nccl_env=tuple(kwargs["nccl_env"]),

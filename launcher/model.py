@@ -18,6 +18,7 @@ class Source(str, Enum):
     """Where a setting came from, in precedence order (flag beats env beats config beats Slurm ...)."""
 
     FLAG = "flag"
+    SAFE_SFT_ENV = "safe-sft env"  # SAFE_SFT_<NAME>, which stands for safe-sft's own flag --<name>
     ENV = "env"
     CONFIG = "config"  # the ENV block of a swift YAML/JSON config file
     SLURM = "slurm"

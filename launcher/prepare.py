@@ -314,7 +314,10 @@ def check_launchable(prepared: Prepared) -> None:
             "point --output_dir at a writable directory",
         )
     # a script of the user's may set use_cpu in its own code: its --nproc (CPU processes) says the same
-    nproc = prepared.plan.topology.nproc_per_node.source == Source.FLAG and prepared.backend.own_parser
+    nproc = (
+        prepared.plan.topology.nproc_per_node.source in (Source.FLAG, Source.SAFE_SFT_ENV)
+        and prepared.backend.own_parser
+    )
     if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False) and not nproc:
         why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
         raise SafeSftError(

@@ -55,7 +55,10 @@ def describe(batch: GlobalBatch) -> str:
         f"{batch.swift_accum}{given}, a global batch of {batch.swift_global_batch}"
     )
     if batch.kept:
-        return f"{ours}: kept as {alone}; set NPROC_PER_NODE to run your own accumulation as given"
+        return (
+            f"{ours}: kept as {alone}; set NPROC_PER_NODE (not --nproc) to the process count you want to run your "
+            "own accumulation as given"
+        )
     return (
         f"{ours}, NOT {batch.swift_global_batch}: {alone}, and no whole gradient_accumulation_steps gives that "
         f"on {batch.world_size} process(es); set NPROC_PER_NODE (or choose a batch that divides) to decide yourself"

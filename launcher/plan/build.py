@@ -114,7 +114,9 @@ def layout_request(swift: SwiftArgs, env: Mapping[str, str], options: PlanOption
 def as_device_map(topology: Topology, why: str) -> Topology:
     """The topology of a device_map run: one process on this node, every selected GPU visible to it."""
     note = f"one process, the model split over {len(topology.gpus)} GPUs (device_map): {why}"
-    return replace(topology, nproc_per_node=Sourced(1, Source.AUTO, note), swift_nproc_per_node=1)
+    given = topology.nproc_per_node  # NPROC_PER_NODE=1 (the user's) asked for this layout: its source stays
+    source = given.source if given.value == 1 else Source.AUTO
+    return replace(topology, nproc_per_node=Sourced(1, source, note), swift_nproc_per_node=1)
 
 
 def output_dir_of(swift: SwiftArgs) -> str:

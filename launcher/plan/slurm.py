@@ -119,6 +119,23 @@ def int_var(env: Mapping[str, str], name: str) -> int | None:
     return int(text)
 
 
+# the step ids Slurm gives steps that are not srun's: the batch script's, and the allocation's own
+NAMED_STEPS = ("batch", "extern", "interactive")
+
+
+def _step_id(text: str) -> int:
+    """SLURM_STEP_ID as the port rule reads it: a number, or 0 for a named step; anything else is refused
+    (the port of every node of the step comes from it: a copied or edited value would split them)."""
+    if text.strip().isdigit():
+        return int(text)
+    if text.strip() in NAMED_STEPS:
+        return 0
+    raise SafeSftError(
+        f"SLURM_STEP_ID={text!r} is not a step id",
+        "run inside the job's own step (srun sets it); do not copy or edit SLURM_* variables",
+    )
+
+
 @dataclass(frozen=True)
 class SlurmEnv:
     """The SLURM_* variables safe-sft uses; `None` where Slurm did not set them."""
@@ -169,7 +186,7 @@ class SlurmEnv:
             step_gpus=env.get("SLURM_STEP_GPUS") or None,
             gpus_on_node=int_var(env, "SLURM_GPUS_ON_NODE"),
             in_step=in_step,
-            step_id=int(step) if (step := env.get("SLURM_STEP_ID", "0")).isdigit() else 0,
+            step_id=_step_id(env.get("SLURM_STEP_ID", "0")),
             job_nnodes=job_nnodes,
             job_nnodes_var=job_nnodes_var,
         )

@@ -46,6 +46,14 @@ class TopologyRequest:
     master_addr: str | None = None
     master_port: int | None = None
     allow_loopback_master: bool = False
+    from_env: frozenset[str] = frozenset()  # the fields above given by a SAFE_SFT_<NAME> variable, not a flag
+
+    def source_of(self, field: str) -> Source:
+        """Where a given field came from: the flag itself, or its SAFE_SFT_ variable."""
+        return Source.SAFE_SFT_ENV if field in self.from_env else Source.FLAG
+
+
+OWN = (Source.FLAG, Source.SAFE_SFT_ENV)  # safe-sft's own options, typed or exported
 
 
 def run_topology(
@@ -79,13 +87,17 @@ def resolve_topology(
     layers = _Layers(env, config_env or {}, slurm)
     layers.check_one_task_per_node()
 
-    nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes()) or Sourced(1, Source.DEFAULT)
-    node_rank = layers.pick_int(request.node_rank, "NODE_RANK", layers.slurm_node_id()) or Sourced(0, Source.DEFAULT)
+    nnodes = layers.pick_int(request.nnodes, "NNODES", layers.slurm_nnodes(), request.source_of("nnodes")) or Sourced(
+        1, Source.DEFAULT
+    )
+    node_rank = layers.pick_int(
+        request.node_rank, "NODE_RANK", layers.slurm_node_id(), request.source_of("node_rank")
+    ) or Sourced(0, Source.DEFAULT)
     warnings = _check_slurm(slurm, nnodes, node_rank)
     slurm_addr = layers.slurm_master_addr()
-    master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", slurm_addr)
+    master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", slurm_addr, request.source_of("master_addr"))
     default_note = ""
-    if master_addr is not None and master_addr.source is not Source.FLAG and not master_addr.value.strip():
+    if master_addr is not None and master_addr.source not in OWN and not master_addr.value.strip():
         # exported empty (a cluster profile, an image): no address, as torchrun reads it; Slurm's or the default
         master_addr = Sourced(slurm_addr, Source.SLURM) if slurm_addr else None
         default_note = "MASTER_ADDR is set empty: the default, as torchrun takes it"
@@ -96,7 +108,10 @@ def resolve_topology(
         if nnodes.value <= 1
         else Sourced(TORCHRUN_PORT, Source.DEFAULT, "torchrun's default, the same on every node")
     )
-    master_port = layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port()) or default_port
+    master_port = (
+        layers.pick_int(request.master_port, "MASTER_PORT", layers.slurm_port(), request.source_of("master_port"))
+        or default_port
+    )
     if master_port.source is Source.SLURM and layers.slurm is not None:
         master_port = Sourced(master_port.value, Source.SLURM, layers.slurm.master_port_rule)
 
@@ -167,7 +182,13 @@ def resolve_topology(
     if request.nproc is None and word is not None:  # the word's count: per GPU below, per core here
         nproc_hint = cores
     else:
-        nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None)
+        nproc_hint = layers.pick_int(request.nproc, "NPROC_PER_NODE", None, request.source_of("nproc"))
+    set_nproc = layers.pick_int(None, "NPROC_PER_NODE", None) if word is None else None
+    if request.nproc is not None and set_nproc is not None and set_nproc.value != request.nproc:
+        warnings += (
+            f"--nproc {request.nproc} beats NPROC_PER_NODE={set_nproc.value} ({set_nproc.source.value}): using "
+            f"{request.nproc}, with the accumulation that keeps the global batch `swift sft` would train",
+        )
     # plain `swift sft` starts torchrun only for NPROC_PER_NODE or NNODES, else ONE process (torchrun: 1 per node)
     swift_given = cores or (None if word else layers.pick_int(None, "NPROC_PER_NODE", None))
     swift_nproc = swift_given.value if swift_given is not None else 1
@@ -250,14 +271,21 @@ def _check_slurm(slurm: SlurmEnv | None, nnodes: Sourced[int], node_rank: Source
     note = slurm.step_note() if nnodes.source is Source.SLURM else None
     warnings = [note] if note else []
     beaten = (
-        (nnodes, "NNODES", slurm.nnodes_var, slurm.nnodes),
-        (node_rank, "NODE_RANK", "SLURM_NODEID", slurm.node_id),
+        (nnodes, "NNODES", "--nnodes", slurm.nnodes_var, slurm.nnodes),
+        (node_rank, "NODE_RANK", "--node-rank", "SLURM_NODEID", slurm.node_id),
     )
-    for ours, name, slurm_name, slurm_value in beaten:
-        if slurm_value is not None and ours.source in (Source.ENV, Source.CONFIG) and ours.value != slurm_value:
-            where = "your environment" if ours.source is Source.ENV else "the swift config's ENV block"
+    wheres = {Source.ENV: "your environment", Source.CONFIG: "the swift config's ENV block"}
+    for ours, name, flag, slurm_name, slurm_value in beaten:
+        if slurm_value is None or ours.value == slurm_value:
+            continue
+        if ours.source in OWN:  # under srun every task gets the same flag: one rank for every node
             warnings.append(
-                f"{name}={ours.value} from {where} beats Slurm's {slurm_name}={slurm_value}: using "
+                f"{flag} {ours.value} beats Slurm's {slurm_name}={slurm_value}: using {ours.value} (drop {flag} "
+                "to use Slurm's; every srun task is given the same one)"
+            )
+        elif ours.source in wheres:
+            warnings.append(
+                f"{name}={ours.value} from {wheres[ours.source]} beats Slurm's {slurm_name}={slurm_value}: using "
                 f"{ours.value} (unset {name} to use Slurm's)"
             )
     return tuple(warnings)
@@ -274,17 +302,19 @@ def _select_gpus(
     candidates = gpus
     hidden_by = None
     if user_visible is not None:
-        where = f"CUDA_VISIBLE_DEVICES ({user_visible.source.value})"
+        # Slurm's GPUs of the step where CUDA_VISIBLE_DEVICES is unset: named as the variable they came from
+        name = "SLURM_STEP_GPUS" if user_visible.source is Source.SLURM else "CUDA_VISIBLE_DEVICES"
+        where = f"{name} ({user_visible.source.value})"
         if not user_visible.value.strip() or user_visible.value.strip() == "-1":
             raise SafeSftError(
-                f"CUDA_VISIBLE_DEVICES={user_visible.value!r} ({user_visible.source.value}) hides every GPU",
-                "unset CUDA_VISIBLE_DEVICES, or pass --use_cpu true to train on the CPU",
+                f"{name}={user_visible.value!r} ({user_visible.source.value}) hides every GPU",
+                f"unset {name}, or pass --use_cpu true to train on the CPU",
             )
         candidates = _match_devices(user_visible.value, gpus, where)
-        hidden_by = f"CUDA_VISIBLE_DEVICES={user_visible.value} ({user_visible.source.value})"
+        hidden_by = f"{name}={user_visible.value} ({user_visible.source.value})"
 
     choice = request.gpus
-    source = Source.FLAG if choice is not None else Source.AUTO
+    source = request.source_of("gpus") if choice is not None else Source.AUTO
     one_over_several = nproc_hint is not None and nproc_hint.value == 1 and len(candidates) > 1 and single_node
     if choice is None and nproc_hint is not None and not one_over_several:
         # NPROC_PER_NODE=N picks the first N visible GPUs, except 1 with several visible on one node: swift runs
@@ -304,14 +334,14 @@ def _select_gpus(
             note += f" (left out busy GPU {busy})"
     elif choice.isdigit():
         count = int(choice)
-        given = f"--gpus {choice}" if source is Source.FLAG else f"NPROC_PER_NODE={choice} ({source.value})"
+        given = f"--gpus {choice}" if source in OWN else f"NPROC_PER_NODE={choice} ({source.value})"
         if count < 1:
             raise SafeSftError(
                 f"{given} is read as a count of GPUs, and 0 GPUs cannot train",
                 "a plain number is how many GPUs; to name GPU 0 alone write --gpus 0, (a list); "
                 "to train on the CPU pass --use_cpu true",
             )
-        if count > len(candidates) and source is Source.FLAG:
+        if count > len(candidates) and source in OWN:
             raise SafeSftError(
                 f"{given} is read as a count: {count} GPU(s) asked for but {len(candidates)} visible",
                 f"ask for 1 to {len(candidates)} GPUs, or name GPUs by index with a comma: --gpus {choice},",
@@ -322,7 +352,7 @@ def _select_gpus(
                 f"set NPROC_PER_NODE to 1 to {len(candidates)}, the GPUs of this node",
             )
         selected = candidates[:count]
-        note = f"the first {count} visible GPU(s) ({'--gpus N' if source is Source.FLAG else 'N'} is a count)"
+        note = f"the first {count} visible GPU(s) ({'--gpus N' if source in OWN else 'N'} is a count)"
     else:
         selected = _match_devices(choice, candidates, "--gpus", every=gpus, hidden_by=hidden_by)
         note = "named GPUs"
@@ -398,18 +428,22 @@ class _Layers:
         found = self._lookup(name)
         return found[1] if found is not None else Source.DEFAULT
 
-    def pick_int(self, flag: int | None, name: str, slurm: int | None) -> Sourced[int] | None:
+    def pick_int(
+        self, flag: int | None, name: str, slurm: int | None, flag_source: Source = Source.FLAG
+    ) -> Sourced[int] | None:
         """The first of flag, env, config ENV, Slurm that is set; None when none is."""
         if flag is not None:
-            return Sourced(flag, Source.FLAG)
+            return Sourced(flag, flag_source)
         found = self._lookup(name)
         if found is not None:
             return Sourced(parse_count(found[0], name, LEAST.get(name, 0), USABLE.get(name)), found[1])
         return Sourced(slurm, Source.SLURM) if slurm is not None else None
 
-    def pick_str(self, flag: str | None, name: str, slurm: str | None) -> Sourced[str] | None:
+    def pick_str(
+        self, flag: str | None, name: str, slurm: str | None, flag_source: Source = Source.FLAG
+    ) -> Sourced[str] | None:
         if flag is not None:
-            return Sourced(flag, Source.FLAG)
+            return Sourced(flag, flag_source)
         found = self._lookup(name)
         if found is not None:
             return Sourced(found[0], found[1])

@@ -710,3 +710,14 @@ def test_a_trainers_command_word_among_swifts_arguments_names_the_way_to_write_i
     """They had been told only that the word is no swift argument."""
     result = run_cli(*args)
     assert result.returncode == 2 and fix in result.stderr
+
+
+def test_a_safe_sft_variable_shows_as_one_in_the_plan_and_its_errors() -> None:
+    """SAFE_SFT_NODE_RANK had been shown as a flag the user never typed."""
+    env = {**os.environ, "SAFE_SFT_NNODES": "2", "SAFE_SFT_NODE_RANK": "5"}
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--master-addr", "10.0.0.1", "--model", "m", "--use_cpu", "true"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "safe-sft: error: NODE_RANK=5 (safe-sft env) is not below NNODES=2" in result.stderr

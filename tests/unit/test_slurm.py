@@ -52,9 +52,18 @@ def test_neighbouring_jobs_and_steps_never_share_master_or_coordination_ports() 
     assert all(20000 <= p <= 39999 for p in ports)
 
 
-def test_slurm_step_id_that_is_not_a_number_counts_as_step_0() -> None:
-    slurm = SlurmEnv.from_env({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "batch"})
+@pytest.mark.parametrize("name", ["batch", "extern", "interactive"])
+def test_a_named_slurm_step_counts_as_step_0(name: str) -> None:
+    slurm = SlurmEnv.from_env({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": name})
     assert slurm is not None and slurm.master_port == 20014
+
+
+@pytest.mark.parametrize("bad", ["abc", "-1", "1.5"])
+def test_a_step_id_slurm_never_sets_is_refused_naming_it(bad: str) -> None:
+    """It had been read as step 0: the port rule then showed a step the user never ran."""
+    with pytest.raises(SafeSftError) as err:
+        SlurmEnv.from_env({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": bad})
+    assert err.value.message == f"SLURM_STEP_ID={bad!r} is not a step id"
 
 
 def test_slurm_env_table() -> None:

@@ -259,6 +259,26 @@ def test_every_address_torchrun_takes_is_taken(addr: str) -> None:
     assert resolve(TopologyRequest(nnodes=2, node_rank=1, master_addr=addr)).master_addr.value == addr
 
 
+def test_nproc_beating_nproc_per_node_is_a_warning_naming_both() -> None:
+    """--nproc 2 over NPROC_PER_NODE=1 had changed the user's process count without a word."""
+    topo = resolve(TopologyRequest(nproc=2), {"NPROC_PER_NODE": "1"}, use_cpu=True)
+    assert topo.nproc_per_node.value == 2
+    assert any(w.startswith("--nproc 2 beats NPROC_PER_NODE=1 (env): using 2") for w in topo.warnings)
+    assert resolve(TopologyRequest(nproc=2), {"NPROC_PER_NODE": "2"}, use_cpu=True).warnings == ()
+
+
+def test_a_safe_sft_variable_is_named_as_such_not_as_a_flag() -> None:
+    topo = resolve(TopologyRequest(nnodes=2, node_rank=1, master_addr="h", from_env=frozenset({"nnodes"})))
+    assert (topo.nnodes.source, topo.node_rank.source) == (Source.SAFE_SFT_ENV, Source.FLAG)
+
+
+def test_slurms_step_gpus_that_do_not_exist_are_named_as_slurms() -> None:
+    """The error had named CUDA_VISIBLE_DEVICES, which the user never set."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(), {**SLURM, "SLURM_STEP_GPUS": "5,6"})
+    assert err.value.message.startswith("SLURM_STEP_GPUS (slurm) names GPU '5' in '5,6'")
+
+
 def test_loopback_multinode_allowed_when_asked() -> None:
     topo = resolve(TopologyRequest(nnodes=2, allow_loopback_master=True))
     assert (topo.nnodes.value, topo.master_addr.value) == (2, "127.0.0.1")
@@ -341,6 +361,15 @@ def test_slurm_checks_leave_consistent_or_overridden_values_alone(request_, env,
 def test_a_value_of_ours_beating_slurms_is_a_warning_naming_both(env, config_env, warning) -> None:  # type: ignore[no-untyped-def]
     topo = resolve(TopologyRequest(), env, config_env=config_env)
     assert any(w.startswith(warning) for w in topo.warnings), topo.warnings
+
+
+def test_a_flag_beating_slurms_node_rank_is_a_warning_too() -> None:
+    """`srun safe-sft --node-rank 0 ...` gives every node rank 0: the flag had beaten SLURM_NODEID silently."""
+    topo = resolve(TopologyRequest(node_rank=0), SLURM)
+    assert (
+        "--node-rank 0 beats Slurm's SLURM_NODEID=1: using 0 (drop --node-rank to use Slurm's; every srun "
+        "task is given the same one)" in topo.warnings
+    )
 
 
 def test_agreeing_values_give_no_warning() -> None:
