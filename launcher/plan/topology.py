@@ -222,8 +222,9 @@ def resolve_topology(
 
     single_node = nnodes.value == 1
     selected, visible = _select_gpus(request, layers, gpus, nproc_hint, single_node)
-    if nproc_hint is not None and nproc_hint.value == 1 and len(selected) > 1 and request.gpus is None:
-        # swift's own layout: one process, several visible GPUs, the model split over them (device_map)
+    if nproc_hint is not None and nproc_hint.value == 1 and len(selected) > 1:
+        # swift's own layout: one process, several GPUs (visible, or picked with --gpus), the model split over
+        # them (device_map)
         nproc = Sourced(1, nproc_hint.source, f"one process over {len(selected)} GPUs (device_map)")
         swift_nproc = 1
     else:
@@ -231,7 +232,8 @@ def resolve_topology(
             raise SafeSftError(
                 f"NPROC_PER_NODE={nproc_hint.value} ({nproc_hint.source.value}) but {len(selected)} GPU(s) "
                 f"selected ({visible.value})",
-                "DeepSpeed needs one process per GPU: make --gpus / CUDA_VISIBLE_DEVICES and NPROC_PER_NODE agree",
+                "safe-sft runs one process per GPU (or NPROC_PER_NODE=1 over all of them, device_map): make --gpus "
+                "/ CUDA_VISIBLE_DEVICES and NPROC_PER_NODE agree",
             )
         nproc_source = nproc_hint.source if nproc_hint is not None else visible.source
         nproc = Sourced(len(selected), nproc_source, "one process per selected GPU")

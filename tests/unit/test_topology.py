@@ -272,6 +272,14 @@ def test_a_safe_sft_variable_is_named_as_such_not_as_a_flag() -> None:
     assert (topo.nnodes.source, topo.node_rank.source) == (Source.SAFE_SFT_ENV, Source.FLAG)
 
 
+def test_nproc_per_node_1_over_gpus_picked_with_the_flag_is_one_process_over_them() -> None:
+    """As with the same GPUs picked by CUDA_VISIBLE_DEVICES: it had been refused because DeepSpeed needs one
+    process per GPU, which nobody asked for."""
+    topo = resolve(TopologyRequest(gpus="2,3"), {"NPROC_PER_NODE": "1"})
+    assert (topo.nproc_per_node.value, [g.index for g in topo.gpus]) == (1, [2, 3])
+    assert "device_map" in topo.nproc_per_node.note
+
+
 def test_slurms_step_gpus_that_do_not_exist_are_named_as_slurms() -> None:
     """The error had named CUDA_VISIBLE_DEVICES, which the user never set."""
     with pytest.raises(SafeSftError) as err:
