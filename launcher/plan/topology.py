@@ -377,17 +377,24 @@ def _match_devices(
     `every` is all the machine's GPUs when `gpus` is only those CUDA_VISIBLE_DEVICES (`hidden_by`) leaves:
     a GPU that exists but is hidden is named as hidden, not as missing.
     """
-    by_index = {str(g.index): g for g in gpus}
-    by_uuid = {g.uuid: g for g in gpus}
     tokens = [t.strip() for t in spec.split(",")]
     if len(tokens) > 1 and tokens[-1] == "":
         tokens.pop()
+    kinds = {"uuid" if token.startswith("GPU-") else "index" for token in tokens}
+    if len(kinds) > 1 and not what.startswith("--gpus"):
+        # CUDA (and torch, which copies it) reads a list of one kind: the first of the other kind ends it
+        first = "UUIDs" if tokens[0].startswith("GPU-") else "indices"
+        raise SafeSftError(
+            f"{what} mixes GPU indices and UUIDs in {spec!r}: CUDA reads a list of {first} and stops at the "
+            "first entry of the other kind, so the GPUs after it would not be visible",
+            "name every GPU the same way: all indices, or all UUIDs from `nvidia-smi -L`",
+        )
     chosen: list[GpuInfo] = []
     for token in tokens:
-        gpu = by_index.get(token) or by_uuid.get(token)
+        gpu = _device_named(token, gpus)
         if gpu is None:
-            known = ",".join(by_index) or "none"
-            if hidden_by and any(token in (str(g.index), g.uuid) for g in every):
+            known = ",".join(str(g.index) for g in gpus) or "none"
+            if hidden_by and _device_named(token, every) is not None:
                 raise SafeSftError(
                     f"{what} names GPU {token!r}, which {hidden_by} hides (visible: {known})",
                     "name GPUs among the visible ones (NVML indices, as `nvidia-smi` shows them), "
@@ -404,6 +411,17 @@ def _match_devices(
             )
         chosen.append(gpu)
     return tuple(chosen)
+
+
+def _device_named(token: str, gpus: tuple[GpuInfo, ...]) -> GpuInfo | None:
+    """The GPU a CUDA_VISIBLE_DEVICES entry names, as CUDA reads it: an index (`00` is 0), or a UUID or a
+    prefix of exactly one GPU's UUID (`GPU-2`)."""
+    if token.isdigit():
+        return next((g for g in gpus if g.index == int(token)), None)
+    if token.startswith("GPU-"):
+        matches = [g for g in gpus if g.uuid.startswith(token)]
+        return matches[0] if len(matches) == 1 else None
+    return next((g for g in gpus if g.uuid == token), None)
 
 
 class _Layers:

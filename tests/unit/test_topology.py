@@ -280,6 +280,24 @@ def test_nproc_per_node_1_over_gpus_picked_with_the_flag_is_one_process_over_the
     assert "device_map" in topo.nproc_per_node.note
 
 
+def test_cuda_visible_devices_is_read_as_cuda_reads_it() -> None:
+    """`00,01` and a unique UUID prefix (`GPU-2`) are GPUs to CUDA; they had been refused as missing."""
+    from dataclasses import replace
+
+    assert [g.index for g in resolve(env={"CUDA_VISIBLE_DEVICES": "00,01"}).gpus] == [0, 1]
+    named = tuple(replace(g, uuid=f"GPU-{g.index}f3e-8c1d") for g in FOUR_GPUS)
+    assert [g.index for g in resolve(env={"CUDA_VISIBLE_DEVICES": "GPU-2"}, gpu_list=named).gpus] == [2]
+
+
+def test_cuda_visible_devices_mixing_indices_and_uuids_is_refused() -> None:
+    """CUDA stops at the first entry of the other kind (`1,GPU-...` shows GPU 1 alone): two processes had been
+    started for the one GPU the ranks would see."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(env={"CUDA_VISIBLE_DEVICES": "1,GPU-0002"})
+    assert err.value.message.startswith("CUDA_VISIBLE_DEVICES (env) mixes GPU indices and UUIDs in '1,GPU-0002'")
+    assert [g.index for g in resolve(TopologyRequest(gpus="1,GPU-0002")).gpus] == [1, 2]  # --gpus is ours to read
+
+
 def test_slurms_step_gpus_that_do_not_exist_are_named_as_slurms() -> None:
     """The error had named CUDA_VISIBLE_DEVICES, which the user never set."""
     with pytest.raises(SafeSftError) as err:
