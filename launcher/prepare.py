@@ -203,6 +203,7 @@ def prepare(
             route_interface=iface,
             user_deepspeed_rung=user_deepspeed.rung if user_deepspeed else None,
             user_deepspeed_config=user_deepspeed.config if user_deepspeed else None,
+            user_deepspeed_stem=user_deepspeed.stem if user_deepspeed else None,
             deepspeed_configs=load_templates(),
             watchdog=options.watchdog,
             layout=options.layout,

@@ -28,7 +28,14 @@ from launcher.model import (
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.data_lengths import PERCENTILE
 from launcher.plan.device_map import max_memory_arg
-from launcher.plan.ds_config import SHIPPED_ZERO, unknown_zero_key_warnings
+from launcher.plan.ds_config import (
+    SHIPPED_ZERO,
+    batch_disagreement,
+    derived_path,
+    for_rung,
+    rung_of,
+    unknown_zero_key_warnings,
+)
 from launcher.plan.estimate import (
     describe_activations,
 )
@@ -73,6 +80,7 @@ class PlanOptions:
     route_interface: str | None = None
     user_deepspeed_rung: str | None = None  # the ZeRO rung of the user's own --deepspeed config
     user_deepspeed_config: Mapping[str, Any] | None = None  # its JSON: the estimate of its rung reads it
+    user_deepspeed_stem: str | None = None  # its file's stem ("inline"): the name of a copy the run writes
     deepspeed_configs: Mapping[str, Mapping[str, Any]] | None = None  # the shipped configs, by rung name
     watchdog: Watchdog = field(default_factory=Watchdog)
     layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
@@ -257,6 +265,17 @@ def build_plan(
     )
     if batch.changed and not batch.kept:
         warnings.append(describe(batch))
+    user_config, stem = options.user_deepspeed_config, options.user_deepspeed_stem
+    if choice.user_chosen and user_config is not None and stem is not None and not device_map:
+        # the run's first attempt writes what supervise's deepspeed_for writes: the same copy, named by its hash
+        disagrees = batch_disagreement(user_config, batch.micro_batch, batch.grad_accum, topology.world_size)
+        if disagrees is not None:
+            copy = for_rung(user_config, user_config, pin_memory=True)
+            deepspeed_arg = derived_path(output_dir_of(swift), stem, rung_of(user_config), True, copy)
+            notes.append(
+                f"your --deepspeed config says {disagrees}, which transformers would refuse in every rank: the run "
+                f'passes a copy that says "auto" there ({deepspeed_arg})'
+            )
     sp = swift.batch.sequence_parallel
     if sp > 1 and topology.world_size % sp == 0:
         groups = topology.world_size // sp

@@ -318,6 +318,30 @@ def test_i_users_own_config_with_literal_batch_sizes_survives_a_halved_micro_bat
     assert user_file.read_text() == user_text  # never rewritten
 
 
+def test_i_the_plan_names_the_copy_the_first_attempt_passes_for_a_users_literal_batch(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A user's config whose micro-batch 4 contradicts the run's 2: the plan had shown the user's file while
+    the run passed a copy."""
+    out = tmp_path / "out"
+    user_file, _ = user_deepspeed_file(tmp_path, train_micro_batch_size_per_gpu=4)
+    args = swift_args(tiny, out, deepspeed=user_file, max_steps=2, save_steps=2)
+    env = fault_env(tmp_path)
+    planned = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    plan = json.loads(planned.stdout)
+    assert plan["command"][plan["command"].index("--deepspeed") + 1] == plan["deepspeed_arg"]
+    assert any('the run passes a copy that says "auto" there' in note for note in plan["notes"])
+    result = safe_sft(args, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [first] = report(out)["attempts"]
+    assert first["deepspeed_config_written"] == plan["deepspeed_arg"]
+
+
 @pytest.mark.parametrize(
     "zero_keys",
     [
