@@ -30,7 +30,8 @@ def nccl_settings(
         here = sorted(name for name in env if name.startswith(("NCCL_", "TORCH_NCCL_")))
         if here:
             notes.append(
-                f"this shell's {', '.join(here)} are this machine's settings, not taken for the assumed machine"
+                f"this shell's NCCL variables ({', '.join(here)}) describe this machine, so the plan for the assumed "
+                "machine leaves them out (the diff shows them replaced); pass --nccl-env NAME=VALUE to keep one"
             )
         env = {name: value for name, value in env.items() if name not in here}
     if uses_gpus:

@@ -293,7 +293,7 @@ def test_assumed_machine_takes_no_network_fact_of_this_one() -> None:
     notes = "\n".join(plan["notes"])
     assert "InfiniBand on the assumed machine: unknown" in notes
     assert "network interfaces of the assumed machine: unknown" in notes
-    assert "NCCL_SOCKET_IFNAME are this machine's settings, not taken" in notes
+    assert "this shell's NCCL variables (NCCL_SOCKET_IFNAME) describe this machine, so the plan" in notes
 
 
 def test_assumed_machine_plan_says_its_memlock_is_this_machines() -> None:

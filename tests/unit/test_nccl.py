@@ -114,5 +114,5 @@ def test_assumed_machine_says_what_is_unknown_there() -> None:
     text = "\n".join(notes)
     assert "InfiniBand on the assumed machine: unknown" in text
     assert "network interfaces of the assumed machine: unknown" in text
-    assert "NCCL_IB_HCA are this machine's settings, not taken for the assumed machine" in text
+    assert "(NCCL_IB_HCA) describe this machine, so the plan for the assumed machine leaves them out" in text
     assert "kept your" not in text
