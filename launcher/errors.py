@@ -6,6 +6,8 @@ escapes is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import os
+
 # What safe-sft exits with (docs/exit-codes.md), beside a training run's own 0 and 128 + a signal's number.
 EXIT_TRAINING_FAILED = 1
 EXIT_USAGE = 2
@@ -34,5 +36,8 @@ class SafeSftError(Exception):
 def folder_unreadable(path: object, err: OSError, hint: str) -> SafeSftError:
     """A folder that cannot be listed or searched, in one line: the entry that failed is named where it is not
     the folder itself (Python 3.11's `is_file()` raises on EACCES, for another user's run dir)."""
-    where = f" {err.filename}" if err.filename and str(err.filename) != str(path) else ""
+    inside = err.filename and str(err.filename) != str(path)
+    # a folder this user may not search fails on the first entry looked for in it (its console.log): the
+    # folder is what to name then
+    where = f" {err.filename}" if inside and os.access(str(path), os.R_OK | os.X_OK) else ""
     return SafeSftError(f"cannot read {path}:{where} {err.strerror or err}", hint)

@@ -486,6 +486,16 @@ def _reencode_fix(sample: DatasetSample) -> str:
     return f"save it as UTF-8: iconv -f {sample.encoding} -t UTF-8 {name} > {utf8}, and give that"
 
 
+def _check_folders_enterable(path: Path) -> None:
+    """A file that looks missing because a folder above it may not be entered: that folder, named."""
+    for folder in reversed(path.absolute().parents):
+        if folder.is_dir() and not os.access(folder, os.X_OK):
+            raise SafeSftError(
+                f"{path}: this user may not enter {folder}, so the file cannot be read (Permission denied)",
+                f"check the permissions of {folder} (`namei -l {path}`), or run as a user who may use it",
+            )
+
+
 def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
     """A `--dataset` with a file's name (the probe marks it `missing`) must be a file: swift would take a
     missing one for a hub dataset id and fail only after trying to download it. A local file must have a
@@ -493,6 +503,7 @@ def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
     has loaded, with an error that names no file."""
     missing = next((d for d in data.datasets if d.missing), None)
     if missing is not None:
+        _check_folders_enterable(Path(missing.spec).expanduser())
         where = "" if Path(missing.spec).expanduser().is_absolute() else f" in {Path.cwd()}"
         raise SafeSftError(
             f"{option} {missing.spec!r} is no file{where} (swift would look for it on the hub)",

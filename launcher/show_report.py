@@ -46,6 +46,12 @@ def _find_report(path: Path) -> Path:
     if direct.is_file():
         return direct
     found = [c for c in (*(path / "safe-sft").glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
+    records = path / "safe-sft"
+    if not found and records.is_dir() and not os.access(records, os.R_OK | os.X_OK):  # glob skips it silently
+        raise SafeSftError(
+            f"cannot read {records}: Permission denied for this user",
+            f"check its permissions (`namei -l {records}`), or run as a user who may use it",
+        )
     if not found:
         raise SafeSftError(
             f"no safe-sft report.json under {path}", "give a run dir, or the output dir of a safe-sft run"

@@ -120,6 +120,8 @@ def _read_config(path: Path) -> dict[str, object]:
     """config.json as an object; SafeSftError where it is not one."""
     try:
         config = json.loads(path.read_text())
+    except PermissionError:
+        raise  # a file this user may not read: the CLI names it with the fix (permissions), not a download
     except (OSError, ValueError) as err:
         raise SafeSftError(f"{path} is not readable JSON: {err}", "download the model's config.json again") from None
     if not isinstance(config, dict):

@@ -721,3 +721,28 @@ def test_a_safe_sft_variable_shows_as_one_in_the_plan_and_its_errors() -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "safe-sft: error: NODE_RANK=5 (safe-sft env) is not below NNODES=2" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["dataset", "explain", "report"])
+def test_a_folder_this_user_may_not_search_is_named_as_a_permission_problem(tmp_path: Path, case: str) -> None:
+    """They had read as a dataset to fetch from the hub, a console.log that is not there, and no report."""
+    locked = tmp_path / "locked"
+    if case == "report":
+        locked = tmp_path / "out" / "safe-sft"
+    locked.mkdir(parents=True)
+    (locked / "data.jsonl").write_text('{"messages": []}\n')
+    argv = {
+        "dataset": ["plan", "--model", "m", "--use_cpu", "true", "--dataset", str(locked / "data.jsonl")],
+        "explain": ["explain", str(locked)],
+        "report": ["report", str(tmp_path / "out")],
+    }[case]
+    locked.chmod(0)
+    try:
+        result = subprocess.run(
+            _as_unprivileged([sys.executable, "-m", "launcher", *argv]), capture_output=True, text=True, timeout=60
+        )
+    finally:
+        locked.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.splitlines()[0]
+    assert "Permission denied" in error and str(locked) in error and "console.log" not in error, error
