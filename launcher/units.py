@@ -101,6 +101,8 @@ def fmt_params(n: int | None) -> str:
     """Parameter counts for people: `7.62B`, `494.0M`."""
     if n is None:
         return "unknown"
+    if n >= 10**15:  # past any model: a number, not thousands of billions
+        return f"{n:.2e}"
     if n >= 10**9:
         return f"{n / 10**9:.2f}B"
     if n >= 10**6:

@@ -125,7 +125,9 @@ def _read_config(path: Path) -> dict[str, object]:
     except (OSError, ValueError) as err:
         raise SafeSftError(f"{path} is not readable JSON: {err}", "download the model's config.json again") from None
     if not isinstance(config, dict):
-        raise SafeSftError(f"{path} holds a {type(config).__name__}, not a JSON object", "download it again")
+        what = {"NoneType": "null", "list": "a list", "str": "a string", "int": "a number", "float": "a number"}
+        shown = what.get(type(config).__name__, type(config).__name__)
+        raise SafeSftError(f"{path} holds {shown}, not a JSON object", "download it again")
     return config
 
 
@@ -600,8 +602,9 @@ def probe_model(model: str, env: Mapping[str, str], home: Path, params_override:
             why = f"has an incomplete copy in the hub cache ({err.message}; swift downloads the rest)"
         if facts is None:
             facts = _from_name(model, why, params_override)
-    if params_override is not None:
-        return replace(facts, total_params=params_override, source="flag")
+    if params_override is not None:  # the count is the flag's: a warning on how the files were counted is moot
+        kept = tuple(w for w in facts.warnings if "parameter count estimated from" not in w)
+        return replace(facts, total_params=params_override, source="flag", warnings=kept)
     return facts
 
 

@@ -212,6 +212,26 @@ def test_model_params_flag_overrides(tmp_path: Path) -> None:
     assert (facts.total_params, facts.source) == (7_600_000_000, "flag")
 
 
+def test_model_params_flag_leaves_no_warning_of_how_the_files_were_counted(tmp_path: Path) -> None:
+    """'parameter count estimated from config.json' had been shown where the count was --model-params'."""
+    import json
+
+    model = tmp_path / "m"
+    model.mkdir()
+    config = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+              "num_attention_heads": 4, "vocab_size": 100}  # fmt: skip
+    (model / "config.json").write_text(json.dumps(config))
+    assert any("estimated from config.json" in w for w in probe_model(str(model), {}, tmp_path).warnings)
+    facts = probe_model(str(model), {}, tmp_path, params_override=7_000_000_000)
+    assert not any("estimated from config.json" in w for w in facts.warnings)
+
+
+def test_a_parameter_count_past_any_model_is_shown_as_a_number() -> None:
+    from launcher.units import fmt_params
+
+    assert (fmt_params(128 * 10**15), fmt_params(7_620_000_000)) == ("1.28e+17", "7.62B")
+
+
 @pytest.mark.parametrize(
     ("text", "count"), [("7B", 7e9), ("7.6e9", 7.6e9), ("500M", 5e8), ("135168", 135168), ("1e-3B", 1e6)]
 )
@@ -247,6 +267,7 @@ def test_params_from_name(name: str, params: float | None) -> None:
     [
         pytest.param("config.json", b'{"model_type": "llama", ', "config.json is not readable JSON", id="config-cut"),
         pytest.param("config.json", b"[1]", "config.json holds a list, not a JSON object", id="config-list"),
+        pytest.param("config.json", b"null", "config.json holds null, not a JSON object", id="config-null"),
         pytest.param("model.safetensors", b"abc", "shorter than the 8 bytes", id="safetensors-short"),
         pytest.param("model.safetensors", struct.pack("<Q", 10**9) + b"{}", "runs past the end", id="safetensors-cut"),
         pytest.param(
