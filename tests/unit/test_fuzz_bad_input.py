@@ -360,12 +360,14 @@ def test_an_internal_error_leaves_the_report_failed_not_running(
 ) -> None:
     """A crash of safe-sft's own (a bug) had left report.json saying `running` after the process ended."""
     import launcher.prepare
-    from launcher.run import supervisor
+    from launcher.run import child, supervisor
 
     def crash(*_: object, **__: object) -> None:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(supervisor.Supervisor, "run", crash)
+    # pytest itself must not become the subreaper of orphans: later tests count on init adopting them
+    monkeypatch.setattr(child, "become_subreaper", lambda: None)
     monkeypatch.setattr(launcher.prepare, "probe_host", lambda out: _facts(gpus(4, 80), out))
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="boom"):
