@@ -67,14 +67,23 @@ def resolved_args(args: Any) -> dict[str, Any]:
     }
 
 
+def _report(path: str, args: Any) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(resolved_args(args), handle, indent=1)
+    os.replace(tmp, path)  # a reader never sees half a file
+
+
 def patch_training_arguments() -> None:
     """Each time the script builds a TrainingArguments: the watchdog's ddp_timeout (DDP_TIMEOUT_ENV) where the
     script left transformers' default, in every rank, since a script's own parser may refuse the argument;
-    then local rank 0 writes the arguments (the last one built wins)."""
+    then local rank 0 writes the arguments (the last one built wins). Again when a Trainer is built with them:
+    a script may change them after parsing (`args.output_dir = ...`), and the Trainer's are the ones it uses."""
     path = os.environ.get(RESOLVED_ENV) if os.environ.get("LOCAL_RANK", "0") == "0" else None
     timeout = os.environ.get(DDP_TIMEOUT_ENV)
     if not path and not timeout:
         return
+    import transformers
     from transformers import TrainingArguments
 
     original = TrainingArguments.__post_init__
@@ -84,14 +93,20 @@ def patch_training_arguments() -> None:
         if timeout and self.ddp_timeout == default:
             self.ddp_timeout = int(timeout)
         original(self)  # type: ignore[no-untyped-call]
-        if not path:
-            return
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as handle:
-            json.dump(resolved_args(self), handle, indent=1)
-        os.replace(tmp, path)  # a reader never sees half a file
+        if path:
+            _report(path, self)
 
     TrainingArguments.__post_init__ = post_init_and_report  # type: ignore[method-assign]
+    if not path:
+        return
+    built = transformers.Trainer.__init__
+
+    @functools.wraps(built)
+    def init_and_report(self: Any, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        _report(path, self.args)
+
+    transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
 
 
 def log_steps() -> None:

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -324,7 +325,9 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         lines.append(reason_line(result.outcome, result.give_up_reason))
     last = attempts[-1] if attempts else None
     if last is not None and last.run_dir:
-        why = f" (a versioned dir: {last.versioned_because})" if last.versioned_because else ""
+        # a script that sets its output dir in code writes where it always does, whatever dir it was given
+        versioned = last.versioned_because and re.match(r"v\d+-", Path(last.run_dir).name)
+        why = f" (a versioned dir: {last.versioned_because})" if versioned else ""
         lines.append(f"  run dir: {last.run_dir}{why}")
     # never a path to a report that was not written: `unsaved` says why the last write failed
     lines.append(f"  report: {report_path}" if unsaved is None else f"  report: not written: {unsaved}")

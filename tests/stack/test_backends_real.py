@@ -267,6 +267,22 @@ def test_a_script_that_ignores_its_resume_point_saves_beside_the_checkpoints_and
     assert first["lost"]["back_to_step"] == 0 and first["lost"]["steps"] == first["last_step"]
 
 
+def test_a_script_that_sets_its_output_dir_in_code_resumes_from_the_checkpoint_it_wrote_there(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """safe-sft had looked for checkpoints in the --output_dir given: it found none, attempt 2 trained from step 0
+    and saved over attempt 1's checkpoint-3 in the dir the script really writes to."""
+    entry, out, real = ENTRIES["torchrun"], tmp_path / "out", tmp_path / "real"
+    argv = [*entry.safe_sft(tiny, out, tmp_path), "--output_dir_in_code", str(real)]
+    result = run(argv, env_for(entry, tmp_path, "ranks", "oom_step:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert Path(first["run_dir"]) == real and Path(second["resumed_from"]["checkpoint"]) == real / "checkpoint-3"
+    assert "started_over" not in second["resumed_from"] or not second["resumed_from"]["started_over"]
+    assert state_of(real / "checkpoint-6")["global_step"] == 6 and not list(out.glob("checkpoint-*"))
+    assert "(a versioned dir" not in result.stderr  # the script writes to its own dir, whatever it was given
+
+
 def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training_arguments(
     tiny: dict[str, object], tmp_path: Path
 ) -> None:

@@ -32,6 +32,8 @@ class ScriptArguments:
     model_max_length: int = 128
     # many users' scripts call a bare trainer.train(): --resume_from_checkpoint parses, and is ignored
     ignore_resume: bool = False
+    # recipes that build the output dir in code, after parsing (from the model's name, a timestamp)
+    output_dir_in_code: str = ""
 
 
 class ChatRows(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -50,6 +52,8 @@ class ChatRows(torch.utils.data.Dataset):  # type: ignore[type-arg]
 def main() -> None:
     parser = HfArgumentParser((ScriptArguments, TrainingArguments))
     script, training = parser.parse_args_into_dataclasses()
+    if script.output_dir_in_code:
+        training.output_dir = script.output_dir_in_code
     tokenizer = AutoTokenizer.from_pretrained(script.model_name_or_path)
     model = AutoModelForCausalLM.from_pretrained(script.model_name_or_path)
     trainer = Trainer(
