@@ -19,7 +19,7 @@ from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import SwiftArgs, is_config_file, parse_swift_argv
+from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
 
 # transformers 5.x TrainingArguments' defaults, where they differ from swift's; and a full fine-tune, since what
 # a script trains is its own code's (an HF-Trainer script trains every parameter unless it wraps the model
@@ -80,20 +80,22 @@ def read(argv: list[str]) -> BackendArgs:
             )
         raise SafeSftError(f"{script} where the training script should come first", USAGE)
     path = Path(script)
-    if path.is_dir():
-        raise SafeSftError(f"training script {script} is a directory, not a script", USAGE)
-    if not path.is_file():
+    if path.is_dir() and not (path / "__main__.py").is_file():  # python runs a folder by its __main__.py
+        raise SafeSftError(f"training script {script} is a directory without a __main__.py, not a script", USAGE)
+    if not path.is_file() and not path.is_dir():
         exists = path.exists()  # a FIFO or a device: python would block on it, or read no script
         raise SafeSftError(f"training script {script} {'is not a regular file' if exists else 'does not exist'}", USAGE)
-    if rest and is_config_file(rest[0]):
+    return BackendArgs((str(path.resolve()),), _script_args(rest, script))
+
+
+def _script_args(rest: list[str], script: str) -> SwiftArgs:
+    # a script that reads its arguments from a file (HfArgumentParser.parse_yaml_file): its case is the
+    # script's to check, and safe-sft reads neither spelling
+    if rest and not rest[0].startswith("-") and rest[0].lower().endswith((".json", ".yaml", ".yml")):
         raise SafeSftError(
             f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",
             "pass the script's arguments as --key value on the command line",
         )
-    return BackendArgs((str(path.resolve()),), _script_args(rest))
-
-
-def _script_args(rest: list[str]) -> SwiftArgs:
     return parse_swift_argv(rest, None, training_options()).with_defaults(DEFAULTS)
 
 
@@ -115,7 +117,7 @@ def _read_module(argv: list[str]) -> BackendArgs:
             f"module {module}: no package {top} in {os.getcwd()} or on this Python's path, which every rank imports",
             "run safe-sft from the folder that holds it, or install it (pip install -e .)",
         )
-    return BackendArgs(("-m", module), _script_args(rest))
+    return BackendArgs(("-m", module), _script_args(rest, f"-m {module}"))
 
 
 HF_TRAINER = Backend(

@@ -81,8 +81,13 @@ def test_hf_defaults_are_transformers_and_never_written(tmp_path: Path) -> None:
         pytest.param([], "no training script given", id="nothing"),
         pytest.param(["--output_dir", "o"], "--output_dir where the training script should come first", id="flag"),
         pytest.param(["missing.py"], "training script missing.py does not exist", id="missing"),
-        pytest.param(["."], "training script . is a directory, not a script", id="a-dir"),
+        pytest.param(["."], "training script . is a directory without a __main__.py, not a script", id="a-dir"),
         pytest.param(["SCRIPT", "args.json"], "argument file is not read by safe-sft yet", id="json-args"),
+        # the refusal had been case-sensitive: cfg.YAML was planned and run with transformers' defaults
+        pytest.param(["SCRIPT", "cfg.YAML"], "argument file is not read by safe-sft yet", id="yaml-upper"),
+        pytest.param(
+            ["-m", "json", "cfg.yml"], "-m json cfg.yml: a script's JSON/YAML argument file", id="module-yaml"
+        ),
         pytest.param(["--nproc-per-node", "8", "SCRIPT"], "--nproc-per-node is torchrun's option", id="nproc-per-node"),
         pytest.param(["--nproc_per_node=8", "SCRIPT"], "--nproc_per_node=8 is torchrun's option", id="underscores"),
         pytest.param(["--standalone", "SCRIPT"], "--standalone is torchrun's option", id="standalone"),
@@ -101,6 +106,13 @@ def test_hf_bad_input_is_one_clear_error(tmp_path: Path, argv: list[str], says: 
         HF_TRAINER.read([str(script) if a == "SCRIPT" else a for a in argv])
     assert says in err.value.message
     assert err.value.hint
+
+
+def test_hf_runs_a_folder_with_a_main_as_python_does(tmp_path: Path) -> None:
+    """torchrun hands the path to python, which runs a folder by its __main__.py: it had been refused."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__main__.py").write_text("")
+    assert HF_TRAINER.read([str(tmp_path / "app"), "--output_dir", "o"]).worker_args == (str(tmp_path / "app"),)
 
 
 def test_hf_runs_a_module_as_torchrun_m_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
