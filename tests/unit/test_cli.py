@@ -746,3 +746,17 @@ def test_a_folder_this_user_may_not_search_is_named_as_a_permission_problem(tmp_
     assert result.returncode == 2, result.stderr
     error = result.stderr.splitlines()[0]
     assert "Permission denied" in error and str(locked) in error and "console.log" not in error, error
+
+
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        (("--nproc_per_node", "2"), "--nproc_per_node is torchrun's option, which safe-sft replaces"),
+        (("--standalone",), "--standalone is torchrun's option, which safe-sft replaces"),
+    ],
+)
+def test_a_torchrun_option_before_a_safe_sft_option_is_named_as_torchruns(first: tuple[str, ...], says: str) -> None:
+    """It had been read as the script, and --nproc after it as a safe-sft option placed after the script's
+    arguments: the fix that message gave led to the torchrun error anyway."""
+    result = run_cli("torchrun", *first, "--nproc", "1", "train.py")
+    assert result.returncode == 2 and f"safe-sft: error: {says}" in result.stderr
