@@ -216,6 +216,11 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
                 return self._interrupted(attempts)
+            refused = self._refused_arguments(record, base, attempts)
+            if refused is not None:
+                return RunResult("failed", attempts, 1, refused)
+            if number == 1:  # a script's batch as it ran it, where its own code set it
+                initial = settings = self._as_run(settings, record)
             aside = self._set_aside_if_unloadable(record)
             if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
                 before_it = self._resume_point(number + 1, settings, attempts)[0]
@@ -465,6 +470,42 @@ class Supervisor:
             set_aside=self.set_aside,
             same_experiment=lambda checkpoint: other_experiment(checkpoint, swift) is None,
             only_model=only_model,
+        )
+
+    def _as_run(self, settings: Settings, record: AttemptRecord) -> Settings:
+        """A script (the torchrun backend) may set its batch in its own code, or take it from options of its
+        own: the micro-batch and accumulation the worker reported are the ones the ladder changes, not the
+        argv's defaults (it had halved transformers' 8 for a script that ran 2). Given on the command line,
+        they are the argv's."""
+        ran = record.resolved
+        swift = self.prepared.swift
+        if not self.prepared.backend.own_parser or ran is None:
+            return settings
+        micro = ran.per_device_train_batch_size if not swift.has("per_device_train_batch_size") else None
+        accum = ran.gradient_accumulation_steps if not swift.has("gradient_accumulation_steps") else None
+        return replace(
+            settings,
+            micro_batch=micro if micro and micro > 0 else settings.micro_batch,
+            grad_accum=accum if accum and accum > 0 else settings.grad_accum,
+        )
+
+    def _refused_arguments(self, record: AttemptRecord, base: SwiftArgs, attempts: list[AttemptRecord]) -> str | None:
+        """Why the run ends where a script's own parser (argparse) stopped on arguments safe-sft added to change
+        its settings after a failure: the user's code is not at fault, and no retry can pass them."""
+        failure = record.failure
+        if failure is None or failure.kind is not FailureKind.USER_ERROR or len(attempts) < 2:
+            return None
+        added = {arg for arg in record.command if arg.startswith("--")} - set(base.argv())
+        line = next((line for line in failure.evidence if "unrecognized arguments:" in line), "")
+        named = sorted(flag for flag in added if flag in line.split("unrecognized arguments:", 1)[-1].split())
+        if not named:
+            return None
+        before = attempts[-2].failure
+        why = f"attempt {len(attempts) - 1}'s {before.kind.value}" if before is not None else "the last attempt"
+        return (
+            f"the script's own parser does not take {', '.join(named)}, which safe-sft passed to change its settings "
+            f"after {why}: safe-sft cannot change them for this script (give it those options, or parse "
+            "TrainingArguments with HfArgumentParser)"
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:

@@ -302,6 +302,27 @@ def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training
     assert (out / "checkpoint-4").is_dir()
 
 
+def test_a_script_with_its_own_parser_is_retried_from_its_own_batch_and_a_refused_change_is_named(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """The ladder had halved transformers' default batch (8) for a script that ran 2, and the script's own
+    parser then stopped on the arguments safe-sft added: reported as the user's error."""
+    out = tmp_path / "out"
+    script = STACK / "scripts" / "argparse_train.py"
+    argv = ["--model_name_or_path", str(tiny["model"]), "--data_path", str(tiny["dataset"]), "--output_dir", str(out)]
+    env = {**env_for(ENTRIES["torchrun"], tmp_path, "ranks", "oom_step:3:0"), "OMP_NUM_THREADS": "1"}
+    result = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", str(script), *argv], env)
+    assert result.returncode == 1, result.stderr[-3000:]
+    data = report(out)
+    first, second = data["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom" and first["swift"]["per_device_train_batch_size"] == 2
+    assert second["settings"]["per_device_train_batch_size"] == 1  # half the script's own 2
+    assert data["give_up_reason"].startswith(
+        "the script's own parser does not take --gradient_accumulation_steps, --per_device_train_batch_size, "
+        "--resume_from_checkpoint, which safe-sft passed to change its settings after attempt 1's cuda_oom"
+    )
+
+
 def test_a_module_runs_under_safe_sft_torchrun_as_under_torchrun_m(tiny: dict[str, object], tmp_path: Path) -> None:
     """`torchrun -m pkg.train ARGS` trains; safe-sft had refused `-m` as a script name that starts with a dash."""
     (tmp_path / "pkg").mkdir()
