@@ -208,6 +208,7 @@ def prepare(
             watchdog=options.watchdog,
             layout=options.layout,
             nproc_given=options.topology.nproc is not None,
+            own_parser=backend.own_parser,
             backend=backend.name,
             device_map_allowed=backend.device_map,
             backend_notes=backend.notes(),

@@ -53,6 +53,7 @@ from launcher.plan.sizing import (
 from launcher.plan.strategy import Choice, choose_layout, choose_strategy
 from launcher.plan.strategy import describe as describe_need
 from launcher.plan.swift_args import SwiftArgs, unknown_flag_warning
+from launcher.plan.topology import NO_GPU_WARNING
 from launcher.plan.unset_length import assumed_length, unset_note
 from launcher.plan.watchdog import DDP_TIMEOUT_ENV, Watchdog, added_ddp_timeout
 from launcher.units import fmt_bytes
@@ -85,6 +86,7 @@ class PlanOptions:
     watchdog: Watchdog = field(default_factory=Watchdog)
     layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
     nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
+    own_parser: bool = False  # the trainer is a user's script, which may set use_cpu in its own code
     backend: str = "swift"  # the trainer (launcher/backends), named in the plan
     device_map_allowed: bool = True  # the trainer can run one process over several GPUs
     # the knobs the ladder leaves alone for this trainer, and what the plan assumes of it that its arguments
@@ -164,12 +166,19 @@ def build_plan(
 ) -> Plan:
     options = options or PlanOptions()
     warnings: list[str] = list(host.warnings) + list(topology.warnings) + list(model.warnings if model else ())
+    notes: list[str] = []
+    if options.own_parser and options.nproc_given and NO_GPU_WARNING in warnings:
+        # the run path starts a script's --nproc CPU processes without --use_cpu: it may set use_cpu itself
+        warnings.remove(NO_GPU_WARNING)
+        notes.append(
+            f"no GPU visible: {topology.nproc_per_node.value} CPU process(es) (--nproc), for a script that "
+            "sets use_cpu in its own code"
+        )
     warnings.extend(data.warnings if data else ())
     if options.backend == "swift":  # a script parses its own fields too; LLaMA-Factory's reader refuses a typo
         warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
     if options.user_deepspeed_config is not None:
         warnings.extend(unknown_zero_key_warnings(options.user_deepspeed_config))
-    notes: list[str] = []
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
     cpu_ranks = topology.nproc_per_node.value

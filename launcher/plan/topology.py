@@ -54,6 +54,9 @@ class TopologyRequest:
 
 
 OWN = (Source.FLAG, Source.SAFE_SFT_ENV)  # safe-sft's own options, typed or exported
+NO_GPU_WARNING = (
+    "no GPU visible and --use_cpu not given: the run path refuses to start (add --use_cpu true to train on the CPU)"
+)
 
 
 def run_topology(
@@ -201,10 +204,7 @@ def resolve_topology(
                 "drop --gpus to train on the CPU" + ("" if use_cpu else ", or check the driver with `safe-sft doctor`"),
             )
         if not use_cpu:
-            warnings += (
-                "no GPU visible and --use_cpu not given: the run path refuses to start "
-                "(add --use_cpu true to train on the CPU)",
-            )
+            warnings += (NO_GPU_WARNING,)
         nproc = nproc_hint or Sourced(1, Source.DEFAULT)
         if nproc.value < 1:
             raise SafeSftError(f"NPROC_PER_NODE={nproc.value}", "run at least one process per node")

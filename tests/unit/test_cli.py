@@ -185,6 +185,28 @@ def test_no_gpu_without_use_cpu_is_refused_on_the_run_path_only(fake_host) -> No
     check_launchable(prepare(["--model", "m", "--use_cpu", "true"], LaunchOptions(), {}, host=no_gpu))
 
 
+def test_a_scripts_cpu_processes_are_a_note_where_its_run_starts(fake_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The plan had warned that the run refuses to start without --use_cpu, where `safe-sft torchrun --nproc`
+    starts a script that sets use_cpu in its own code."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+    from launcher.plan.topology import NO_GPU_WARNING, TopologyRequest
+    from launcher.prepare import LaunchOptions, check_launchable, prepare
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    options = replace(LaunchOptions(), topology=TopologyRequest(nproc=2))
+    prepared = prepare([str(script), "--output_dir", "o"], options, {}, host=fake_host(), backend=HF_TRAINER)
+    assert NO_GPU_WARNING not in prepared.plan.warnings
+    assert "no GPU visible: 2 CPU process(es) (--nproc), for a script that sets use_cpu in its own code" in (
+        prepared.plan.notes
+    )
+    check_launchable(prepared)  # the run path agrees: it starts
+    plain = prepare([str(script), "--output_dir", "o"], LaunchOptions(), {}, host=fake_host(), backend=HF_TRAINER)
+    assert NO_GPU_WARNING in plain.plan.warnings  # without --nproc the run path refuses, and the plan says so
+
+
 AFTER = "comes after swift's arguments (--model m), so swift would get it"
 MEANT = "did you mean --max-attempts"
 
