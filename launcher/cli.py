@@ -791,10 +791,10 @@ def check_swift_argv(command: click.Command, swift_argv: list[str], backend: str
     """
     import difflib
 
-    if backend == "torchrun" and swift_argv[:1] and swift_argv[0].startswith("-"):
-        from launcher.backends.hf_trainer import HF_TRAINER
+    if backend == "torchrun" and swift_argv:
+        from launcher.backends.hf_trainer import check_not_torchruns
 
-        HF_TRAINER.read(swift_argv[:1])  # a torchrun option placed first: its own error, not "comes after"
+        check_not_torchruns(swift_argv[0])  # a torchrun option placed first: its own error, not "comes after"
     mine = set(option_names(command))
     owner: dict[str, click.Command] = {}
     for cmd, _ in COMMANDS.values():

@@ -66,6 +66,14 @@ TORCHRUN_OPTIONS = {
 }
 
 
+def check_not_torchruns(arg: str) -> None:
+    """A torchrun option (`--nproc_per_node 8`, `--standalone`) where the script or its module comes first:
+    refused with safe-sft's option that replaces it."""
+    option = arg.lstrip("-").split("=")[0].replace("-", "_")
+    if arg.startswith("-") and option in TORCHRUN_OPTIONS:
+        raise SafeSftError(f"{arg} is torchrun's option, which safe-sft replaces", f"use {TORCHRUN_OPTIONS[option]}")
+
+
 def read(argv: list[str]) -> BackendArgs:
     if not argv:
         raise SafeSftError("no training script given", USAGE)
@@ -73,11 +81,7 @@ def read(argv: list[str]) -> BackendArgs:
         return _read_module(argv)
     script, rest = argv[0], argv[1:]
     if script.startswith("-"):
-        option = script.lstrip("-").split("=")[0].replace("-", "_")
-        if option in TORCHRUN_OPTIONS:
-            raise SafeSftError(
-                f"{script} is torchrun's option, which safe-sft replaces", f"use {TORCHRUN_OPTIONS[option]}"
-            )
+        check_not_torchruns(script)
         raise SafeSftError(f"{script} where the training script should come first", USAGE)
     path = Path(script)
     if path.is_dir() and not (path / "__main__.py").is_file():  # python runs a folder by its __main__.py

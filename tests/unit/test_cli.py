@@ -782,3 +782,16 @@ def test_a_torchrun_option_before_a_safe_sft_option_is_named_as_torchruns(first:
     arguments: the fix that message gave led to the torchrun error anyway."""
     result = run_cli("torchrun", *first, "--nproc", "1", "train.py")
     assert result.returncode == 2 and f"safe-sft: error: {says}" in result.stderr
+
+
+def test_a_module_without_the_double_dash_is_still_planned(tmp_path: Path) -> None:
+    """The check for a torchrun option placed first had read `-m pkg.train` as a module option alone."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", "--backend", "torchrun", "-m", "pkg.train", "--output_dir", "o"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert "-m without a module name" not in result.stderr
+    assert "hf_worker.py -m pkg.train --output_dir o" in result.stdout, result.stderr[-2000:]
