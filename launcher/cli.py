@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from launcher.cli_values import YEAR, Seconds, click_error
-from launcher.errors import EXIT_LOST_NODE, EXIT_NOTHING_FITS, EXIT_TRAINING_FAILED, EXIT_USAGE, SafeSftError
+from launcher.errors import (
+    EXIT_LOST_NODE,
+    EXIT_NOTHING_FITS,
+    EXIT_TRAINING_FAILED,
+    EXIT_USAGE,
+    SafeSftError,
+    not_permitted,
+)
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
     from launcher.plan.notice import NoticeMark, SlurmJob
@@ -94,21 +101,15 @@ def _user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 known = err
             elif err.errno == errno.ENAMETOOLONG:
                 known = _too_long(str(err.filename or ""))
-            else:
-                known = _not_permitted(err)
+            else:  # a file or folder this user may not read or enter (a colleague's 700 model folder, say)
+                where = f"{err.filename}: " if err.filename else ""
+                known = not_permitted(
+                    f"{where}{err.strerror or 'permission denied'} for this user", err.filename or "PATH"
+                )
             _print_error(known)
             sys.exit(known.exit_code)
 
     return wrapper
-
-
-def _not_permitted(err: OSError) -> SafeSftError:
-    """A file or folder this user may not read or enter (a colleague's 700 model folder, say)."""
-    where = f"{err.filename}: " if err.filename else ""
-    return SafeSftError(
-        f"{where}{err.strerror or 'permission denied'} for this user",
-        "check its permissions and those of the folders above it (`namei -l PATH`), or run as a user who may use it",
-    )
 
 
 def _too_long(path: str) -> SafeSftError:

@@ -33,6 +33,15 @@ class SafeSftError(Exception):
         return f"{self.message} (fix: {self.hint})" if self.hint else self.message
 
 
+def not_permitted(message: str, path: object) -> SafeSftError:
+    """`message` about a file or folder this user may not read or enter, with the one fix for it."""
+    return SafeSftError(
+        message,
+        f"check the permissions of {path} and the folders above it (`namei -l {path}`), or run as a "
+        "user who may use it",
+    )
+
+
 def folder_unreadable(path: object, err: OSError, hint: str) -> SafeSftError:
     """A folder that cannot be listed or searched, in one line: the entry that failed is named where it is not
     the folder itself (Python 3.11's `is_file()` raises on EACCES, for another user's run dir)."""

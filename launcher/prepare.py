@@ -15,7 +15,7 @@ from pathlib import Path
 from launcher.backends import Backend
 from launcher.backends.swift import SWIFT
 from launcher.configs import config_dir, load_templates, read_user_deepspeed
-from launcher.errors import SafeSftError
+from launcher.errors import SafeSftError, not_permitted
 from launcher.model import (
     DataFacts,
     DatasetSample,
@@ -27,7 +27,6 @@ from launcher.model import (
     ModelFacts,
     NetworkFacts,
     Plan,
-    Source,
 )
 from launcher.model_checks import model_checks
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir_of
@@ -35,7 +34,7 @@ from launcher.plan.ds_config import RUNG_NAMES, UserConfig
 from launcher.plan.model_type import SwiftNaming
 from launcher.plan.python_env import raised_deprecations
 from launcher.plan.swift_args import SwiftArgs
-from launcher.plan.topology import TopologyRequest, run_topology
+from launcher.plan.topology import OWN, TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
 from launcher.probe.dataset import check_sample_count, probe_datasets
@@ -316,10 +315,7 @@ def check_launchable(prepared: Prepared) -> None:
             "point --output_dir at a writable directory",
         )
     # a script of the user's may set use_cpu in its own code: its --nproc (CPU processes) says the same
-    nproc = (
-        prepared.plan.topology.nproc_per_node.source in (Source.FLAG, Source.SAFE_SFT_ENV)
-        and prepared.backend.own_parser
-    )
+    nproc = prepared.plan.topology.nproc_per_node.source in OWN and prepared.backend.own_parser
     if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False) and not nproc:
         why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
         raise SafeSftError(
@@ -491,9 +487,8 @@ def _check_folders_enterable(path: Path) -> None:
     """A file that looks missing because a folder above it may not be entered: that folder, named."""
     for folder in reversed(path.absolute().parents):
         if folder.is_dir() and not os.access(folder, os.X_OK):
-            raise SafeSftError(
-                f"{path}: this user may not enter {folder}, so the file cannot be read (Permission denied)",
-                f"check the permissions of {folder} (`namei -l {path}`), or run as a user who may use it",
+            raise not_permitted(
+                f"{path}: this user may not enter {folder}, so the file cannot be read (Permission denied)", path
             )
 
 

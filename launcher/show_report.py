@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from launcher.errors import SafeSftError, folder_unreadable
+from launcher.errors import SafeSftError, folder_unreadable, not_permitted
 from launcher.masking import mask_text
 from launcher.run.lost_work import lost_line
 from launcher.run.records import OUTCOMES, REPORT_SCHEMA, reason_line, set_aside_line
@@ -45,13 +45,10 @@ def _find_report(path: Path) -> Path:
     direct = path / "report.json"
     if direct.is_file():
         return direct
-    found = [c for c in (*(path / "safe-sft").glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
     records = path / "safe-sft"
+    found = [c for c in (*records.glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
     if not found and records.is_dir() and not os.access(records, os.R_OK | os.X_OK):  # glob skips it silently
-        raise SafeSftError(
-            f"cannot read {records}: Permission denied for this user",
-            f"check its permissions (`namei -l {records}`), or run as a user who may use it",
-        )
+        raise not_permitted(f"cannot read {records}: Permission denied for this user", records)
     if not found:
         raise SafeSftError(
             f"no safe-sft report.json under {path}", "give a run dir, or the output dir of a safe-sft run"

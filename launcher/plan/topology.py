@@ -193,7 +193,7 @@ def resolve_topology(
             f"{request.nproc}, with the accumulation that keeps the global batch `swift sft` would train",
         )
     # plain `swift sft` starts torchrun only for NPROC_PER_NODE or NNODES, else ONE process (torchrun: 1 per node)
-    swift_given = cores or (None if word else layers.pick_int(None, "NPROC_PER_NODE", None))
+    swift_given = cores or set_nproc
     swift_nproc = swift_given.value if swift_given is not None else 1
     if use_cpu or not gpus:
         reason = "CPU training (--use_cpu)" if use_cpu else "no GPU visible"

@@ -281,7 +281,7 @@ def run_dirs(output_dir: Path) -> list[Path]:
     """swift's run dirs under output_dir (v<N>-<timestamp>, one per run with add_version), by name."""
     if not output_dir.is_dir():
         return []
-    return sorted(p for p in output_dir.iterdir() if p.is_dir() and _RUN_DIR_RE.match(p.name))
+    return sorted(p for p in output_dir.iterdir() if p.is_dir() and is_version_dir(p.name))
 
 
 def saved_after(checkpoint: Path, step: int) -> Checkpoint | None:
@@ -297,9 +297,14 @@ def saved_after(checkpoint: Path, step: int) -> Checkpoint | None:
     return max(found, key=lambda c: c.step, default=None)
 
 
+def is_version_dir(name: str) -> bool:
+    """A run dir `v<N>-<time>` that swift (add_version) or safe-sft (a fresh --output_dir) names."""
+    return bool(_RUN_DIR_RE.match(name))
+
+
 def _version(name: str) -> int | None:
     head = name.split("-", 1)[0]
-    return int(head[1:]) if _RUN_DIR_RE.match(name) and head[1:].isdigit() else None
+    return int(head[1:]) if is_version_dir(name) and head[1:].isdigit() else None
 
 
 def candidate_dirs(output_dir: Path) -> list[Path]:

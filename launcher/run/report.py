@@ -11,7 +11,6 @@ import contextlib
 import errno
 import json
 import os
-import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from launcher.model import Failure, GlobalBatch
 from launcher.plan.batch import describe as describe_batch
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
+from launcher.run.checkpoints import is_version_dir
 from launcher.run.lost_work import Lost, gpu_hours, lost_line, lost_work
 from launcher.run.records import REPORT_SCHEMA, AttemptRecord, RunResult, reason_line, set_aside_line
 from launcher.units import fmt_bytes
@@ -326,7 +326,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
     last = attempts[-1] if attempts else None
     if last is not None and last.run_dir:
         # a script that sets its output dir in code writes where it always does, whatever dir it was given
-        versioned = last.versioned_because and re.match(r"v\d+-", Path(last.run_dir).name)
+        versioned = last.versioned_because and is_version_dir(Path(last.run_dir).name)
         why = f" (a versioned dir: {last.versioned_because})" if versioned else ""
         lines.append(f"  run dir: {last.run_dir}{why}")
     # never a path to a report that was not written: `unsaved` says why the last write failed
