@@ -20,6 +20,7 @@ import os
 import re
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,7 +39,8 @@ def _sibling(name: str) -> ModuleType:
 if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
     _sibling("worker_tie").tie_to_torchrun()
 
-from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402 (after the tie, above)
+Entry = Callable[[], None]
+record: Callable[[Entry], Entry] = _sibling("worker").record  # torchelastic's, minus a full disk's empty file
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
 DDP_TIMEOUT_ENV = "SAFE_SFT_DDP_TIMEOUT"  # launcher/plan/watchdog.py sets it for a script with its own parser

@@ -1,7 +1,9 @@
 """What torchrun starts in every rank: swift's `sft` entry point under torchelastic's `@record`.
 
 `@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE (error.json), so torchrun's summary
-and safe-sft's classifier get the real traceback of every failed rank.
+and safe-sft's classifier get the real traceback of every failed rank. On a full disk that file is left
+empty or cut, and torchrun's agent stops on parsing it with a JSONDecodeError traceback of its own over
+the rank's: `record` here removes such a file (torchrun then says `error_file: <N/A>`).
 
 Once swift has parsed its arguments, local rank 0 writes the values safe-sft needs, as swift resolved
 them (the output dir and the versioned run dir it writes, batch sizes, world size, save strategy,
@@ -18,11 +20,14 @@ before its device and unsloth set-up that must precede torch and transformers.
 This file runs in the training processes only; the launcher never imports it.
 """
 
+import contextlib
+import functools
 import importlib.util
 import json
 import os
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +45,10 @@ def _sibling(name: str) -> Any:
 if __name__ == "__main__":  # before torch's import, which takes seconds: launcher/worker_tie.py says why
     _sibling("worker_tie").tie_to_torchrun()
 
-from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402 (after the tie, above)
+from torch.distributed.elastic.multiprocessing.errors import record as torch_record  # noqa: E402 (after the tie)
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # torchrun names each rank's own
 PIPELINE_MODULE = "swift.pipelines.base"  # defines SwiftPipeline._parse_args, which SwiftSft inherits
 
 
@@ -111,6 +117,36 @@ def _wrap_parse_args(module: Any) -> None:
         return args
 
     pipeline._parse_args = parse_and_report
+
+
+def drop_unreadable_error_file() -> None:
+    """Remove this rank's error file where it does not parse: written on a full disk, it is empty or cut."""
+    path = os.environ.get(ERROR_FILE_ENV)
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError: a file torchrun's agent would stop on
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    except OSError:  # none written (the rank exited cleanly), or unreadable: torchrun reads nothing either
+        pass
+
+
+def record(main: Callable[[], None]) -> Callable[[], None]:
+    """torchelastic's `@record`, minus the error file a full disk leaves behind it."""
+    recorded = torch_record(main)
+
+    @functools.wraps(main)
+    def wrapper() -> None:
+        try:
+            recorded()
+        except BaseException:
+            drop_unreadable_error_file()
+            raise
+
+    return wrapper
 
 
 FINISHED_MARK = "finished-rank-{rank}"  # launcher/run/evidence.py ranks_finished reads these
