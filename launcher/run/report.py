@@ -267,6 +267,24 @@ def _give_up(reserve: Path) -> bool:
     return True
 
 
+# the weights a trainer saves at its output dir's root at the end (transformers' save_model: a full model,
+# sharded or not, or a PEFT adapter)
+FINAL_MODEL_FILES = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+    "adapter_model.safetensors", "adapter_model.bin",
+)  # fmt: skip
+
+
+def earlier_model(output_dir: Path) -> str | None:
+    """The final-model file an earlier run left at `output_dir`'s root, where this run's went to a versioned
+    dir below it: whatever loads `output_dir` (from_pretrained, an export, an eval script) gets that one."""
+    for name in FINAL_MODEL_FILES:
+        with contextlib.suppress(OSError):
+            if (output_dir / name).is_file():
+                return name
+    return None
+
+
 def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None, unsaved: str | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
@@ -329,6 +347,12 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         versioned = last.versioned_because and is_version_dir(Path(last.run_dir).name)
         why = f" (a versioned dir: {last.versioned_because})" if versioned else ""
         lines.append(f"  run dir: {last.run_dir}{why}")
+        stale = earlier_model(Path(last.run_dir).parent) if versioned else None
+        if stale is not None:
+            lines.append(
+                f"  note: {Path(last.run_dir).parent / stale} is an earlier run's model, not this run's: "
+                "load this run's from the run dir"
+            )
     # never a path to a report that was not written: `unsaved` says why the last write failed
     lines.append(f"  report: {report_path}" if unsaved is None else f"  report: not written: {unsaved}")
     return "\n".join(lines)

@@ -917,3 +917,23 @@ def test_free_words_name_the_files_where_a_filesystem_runs_out_of_them(
     assert disk.free_words(tmp_path).endswith("free, 12 free files (inodes)")
     monkeypatch.setattr(disk.os, "statvfs", lambda _path: with_files(10_000))
     assert disk.free_words(tmp_path).endswith(" free") and "inodes" not in disk.free_words(tmp_path)
+
+
+def test_a_versioned_run_names_the_earlier_model_left_at_the_output_dirs_root(tmp_path: Path) -> None:
+    """LLaMA-Factory saves its final model at the output dir's root; a run that had to go to a versioned dir
+    (it would have saved over a checkpoint) leaves an earlier run's model there, which from_pretrained(out) or
+    an export would load without a word."""
+    from launcher.run.report import summary
+
+    make(tmp_path / "checkpoint-3")
+    make(tmp_path / "checkpoint-6", state=False)  # half-written: the run resumes from 3 and would save over 6
+    (tmp_path / "model.safetensors").write_bytes(b"an earlier run's weights")
+    spawned: list[list[str]] = []
+    result = lf_supervisor(tmp_path, spawned).run()
+    attempt = result.attempts[0]
+    assert attempt.versioned_because is not None
+    attempt.run_dir = value(spawned[0], "--output_dir")  # what the worker reports of the trainer's arguments
+    text = summary(result, tmp_path / "report.json")
+    assert f"note: {tmp_path / 'model.safetensors'} is an earlier run's model, not this run's" in text
+    (tmp_path / "model.safetensors").unlink()
+    assert "earlier run's model" not in summary(result, tmp_path / "report.json")
