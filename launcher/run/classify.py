@@ -69,6 +69,8 @@ _LOAD_FRAME = re.compile(
     r"[Rr]estoring checkpoint|[Ll]oading checkpoint|, in _apply\b|materiali[sz]e|lazy_init|to_empty|"
     r"_load_rng_state|_load_optimizer_and_scheduler|"
     r"modules/module\.py\", line \d+, in convert\b|"  # Module.to's own mover: a model's tensors going to a device
+    # zero.Init's stand-in for torch.empty and its kin: installed only while a model is built under it
+    r"zero/partition_parameters\.py\", line \d+, in wrapped_fn\b|"
     r"nn/modules/\w+\.py\", line \d+, in (?:__init__|reset_parameters)\b"  # a layer built on the GPU
 )
 _STEP_FRAME = re.compile(
@@ -243,7 +245,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"device-side assert|illegal memory access|unspecified launch failure|NVML_SUCCESS == r INTERNAL ASSERT|"
         r"Xid[: ]|uncorrectable ECC error|CUDA_ERROR_(?!OUT_OF_MEMORY)|cudaError(?!MemoryAllocation)|"
         r"misaligned address|HIP error|hipError(?!OutOfMemory)|CUDA kernel errors|an illegal instruction was|"
-        r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed|kernel execution error",
+        r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed|kernel execution error|"
+        # a CUDA error raised where Python cannot take it (a destructor, a C++ thread): the abort is its sequel
+        r"terminate called after throwing an instance of 'c10::CUDAError'|"
+        r"THCudaCheck FAIL(?!.*out of memory)",  # PyTorch 1.x's report of a CUDA call's error (error=2 is an OOM)
     ),
     _p(
         FailureKind.CRASH,
@@ -252,7 +257,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): |"
         r"Error .+ at line \d+ in file /",  # a native extension's own error report
-        exclude=_NCCL_TERMINATE + r"|could be caused by|may be caused by|might be caused by|potential root causes",
+        exclude=_NCCL_TERMINATE
+        + r"|could be caused by|may be caused by|might be caused by|potential root causes|c10::CUDAError",
     ),
     _p(
         FailureKind.COMM_TIMEOUT,
@@ -263,7 +269,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"TimeoutError|operation timed out|[Tt]imed out\b|\btimes out\b|EI0002|HCCL_EXEC_TIMEOUT|\[task timeout\]|"
         r"[Ss]ynchronize timeout|EE1002",
         # NCCL's generic notice, printed for errors too; a web request's timeout is a download's
-        exclude=rf"have failed or timed out|{_DOWNLOAD.pattern}",
+        # and a collective's own error (`WorkNCCL(..., Timeout(ms)=600000) raised the following async exception:
+        # NCCL error: remote process exited`), whose description names the timeout it did not reach
+        exclude=rf"have failed or timed out|{_DOWNLOAD.pattern}|"
+        r"raised the following async exception: (?!.*(?:[Tt]imed out|[Tt]imeout\b|before timing out))",
     ),
     _p(
         FailureKind.COMM_ERROR,
