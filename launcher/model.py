@@ -410,6 +410,9 @@ class Plan:
     backend: str = "swift"  # the trainer (launcher/backends): swift, torchrun (an HF-Trainer script)
     activations: tuple[str, ...] = ()  # how the activations are counted (plan --explain-memory)
     assumed_length: int | None = None  # tokens per sample assumed for an unset --max_length (None: swift's value)
+    # the estimate the chosen strategy is (a Strategy value): the user's own config's rung is estimated as
+    # launcher.plan.ds_config.estimated_as names it (zero2_offload as zero2, read from the user's file)
+    estimated_as: str | None = None
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

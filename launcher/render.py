@@ -357,7 +357,7 @@ def render_memory(plan: Plan) -> str:
     if not plan.estimates:
         return "Memory: no estimate (model size unknown, or no GPU)"
     names = [e.strategy.value for e in plan.estimates]
-    header = [f"{name}{' *' if name == plan.strategy else ''}" for name in names]
+    header = [f"{name}{' *' if name == plan.estimated_as else ''}" for name in names]
     keys: list[str] = []
     for est in plan.estimates:
         keys.extend(k for k in est.parts if k not in keys)

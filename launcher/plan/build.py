@@ -32,6 +32,7 @@ from launcher.plan.ds_config import (
     SHIPPED_ZERO,
     batch_disagreement,
     derived_path,
+    estimated_as,
     for_rung,
     rung_of,
     unknown_zero_key_warnings,
@@ -142,8 +143,8 @@ def output_dir_of(swift: SwiftArgs) -> str:
 def zero_configs(options: PlanOptions) -> dict[str, Mapping[str, Any]]:
     """The config each strategy's estimate reads: the shipped ones, the user's own for its rung."""
     configs: dict[str, Mapping[str, Any]] = {**SHIPPED_ZERO, **(options.deepspeed_configs or {})}
-    if options.user_deepspeed_config is not None and options.user_deepspeed_rung in configs:
-        configs[options.user_deepspeed_rung] = options.user_deepspeed_config
+    if options.user_deepspeed_config is not None and options.user_deepspeed_rung is not None:
+        configs[estimated_as(options.user_deepspeed_rung)] = options.user_deepspeed_config
     return configs
 
 
@@ -327,6 +328,7 @@ def build_plan(
     plan = Plan(
         topology=topology,
         strategy=choice.strategy,
+        estimated_as=estimated_as(options.user_deepspeed_rung) if options.user_deepspeed_rung else choice.strategy,
         strategy_reason=choice.reason,
         deepspeed_arg=deepspeed_arg,
         ddp_timeout_arg=str(ddp_timeout) if ddp_timeout else None,

@@ -153,6 +153,12 @@ def rung_of(config: Mapping[str, Any]) -> str:
     return f"zero{stage}"
 
 
+def estimated_as(rung: str) -> str:
+    """The planner's strategy under which a config of this rung is estimated: ZeRO 0 to 2, offload or not, keep
+    every 16-bit weight on each GPU as zero2 does; the config's own stage and offload sections say the rest."""
+    return rung if rung in ("zero3", "zero3_offload") else "zero2"
+
+
 def lacks_batch_size(config: Mapping[str, Any]) -> bool:
     """DeepSpeed refuses a config with neither batch size, and transformers fills only the keys present."""
     return "train_micro_batch_size_per_gpu" not in config and "train_batch_size" not in config

@@ -394,7 +394,7 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
         moments = 0.0 if shape.optimizer_paged else trainable * 2 * moment_bytes(shape, w)
         return {"gpu_weights": int(weights), "gpu_gradients": gradients, "gpu_optimizer": int(moments)}
     parts: dict[str, int] = {}
-    partition = trainable / n
+    partition = trainable / n if zero.stage >= 1 else trainable  # stage 0 partitions nothing
     bucket_copies = 2 if zero.overlap_comm else 1
     if zero.stage == 3:
         largest_bytes = shape.largest_layer_params * w

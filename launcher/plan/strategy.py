@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from launcher.model import STRATEGY_ORDER, Estimate, Strategy
+from launcher.plan.ds_config import estimated_as
 from launcher.units import fmt_bytes
 
 
@@ -29,7 +30,9 @@ class Choice:
     worst_case_fits: bool = True  # False: launched although every sample at max_length would not fit
 
 
-def describe(estimate: Estimate) -> str:
+def describe(estimate: Estimate, name: str | None = None) -> str:
+    """What a strategy needs against what is free; `name`: the rung to call it (a user's zero2_offload config,
+    estimated as zero2)."""
     gpu = f"{fmt_bytes(estimate.gpu_need_bytes)} per GPU of {fmt_bytes(estimate.gpu_free_bytes)} free"
     if estimate.gpu_need_at_data_bytes is not None:
         gpu = (
@@ -38,7 +41,7 @@ def describe(estimate: Estimate) -> str:
             f"{fmt_bytes(estimate.gpu_free_bytes)} free"
         )
     cpu = f"{fmt_bytes(estimate.cpu_need_bytes)} host RAM of {fmt_bytes(estimate.cpu_free_bytes)} available"
-    return f"{estimate.strategy.value} needs {gpu} and {cpu}"
+    return f"{name or estimate.strategy.value} needs {gpu} and {cpu}"
 
 
 def choose_strategy(
@@ -55,13 +58,13 @@ def choose_strategy(
 
     by_name = {e.strategy.value: e for e in estimates}
     if user_deepspeed:
-        own = by_name.get(user_rung or user_deepspeed)
+        own = by_name.get(estimated_as(user_rung) if user_rung else user_deepspeed)
         as_rung = f" ({user_rung})" if user_rung and user_rung != user_deepspeed else ""
         warnings: tuple[str, ...] = ()
         if own is not None and not own.fits:
             better = next((e.strategy.value for e in estimates if e.fits and e.strategy in STRATEGY_ORDER), None)
             hint = f"; {better} would fit" if better else ""
-            warnings = (f"your --deepspeed {user_deepspeed}{as_rung} may not fit: {describe(own)}{hint}",)
+            warnings = (f"your --deepspeed {user_deepspeed}{as_rung} may not fit: {describe(own, user_rung)}{hint}",)
         return Choice(user_deepspeed, f"you chose --deepspeed {user_deepspeed}{as_rung}", True, warnings, True)
 
     if not estimates:

@@ -183,6 +183,43 @@ def test_users_own_config_is_checked_at_its_zero_rung() -> None:
     assert any("my_ds.json (zero2) may not fit" in w and "zero3_offload would fit" in w for w in plan.warnings)
 
 
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_a_users_config_below_zero3_with_optimizer_offload_is_estimated_from_its_own_sections(stage: int) -> None:
+    """zero2_offload (and a stage 0 or 1 config that offloads) had no estimate at all: no row, no warning, and a
+    70B full fine-tune on 8 x 24 GiB, whose 16-bit weights alone are 131 GiB on every GPU, planned as fitting."""
+    config = {
+        "zero_optimization": {"stage": stage, "offload_optimizer": {"device": "cpu"}},
+        "train_micro_batch_size_per_gpu": "auto",
+    }
+    facts = host(gpus(8, 24), ram_gib=256)
+    swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--deepspeed", "z_off.json"])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    options = PlanOptions(user_deepspeed_rung="zero2_offload", user_deepspeed_config=config, layout="processes")
+    model = typical_shape("m", int(70e9))
+    plan = build_plan(swift, topo, facts, model, env={}, paths=PATHS, options=options)
+    assert plan.strategy == "z_off.json" and plan.estimated_as == "zero2"
+    [own] = [e for e in plan.estimates if e.strategy.value == "zero2"]
+    assert own.parts["gpu_weights"] == model.total_params * 2  # every 16-bit weight on every GPU
+    assert own.parts["gpu_optimizer"] == 0  # the fp32 master and Adam's moments are on the host
+    sixteen_bit_grads = model.total_params * 2 if stage < 2 else model.total_params * 2 // 8
+    assert abs(own.parts["gpu_gradients"] - sixteen_bit_grads) <= 8  # stage 2 partitions them, 0 and 1 do not
+    assert not own.fits
+    assert any("z_off.json (zero2_offload) may not fit: zero2_offload needs" in w for w in plan.warnings)
+
+
+def test_stage_0_partitions_no_optimizer_state() -> None:
+    """ZeRO stage 0 is data parallelism: each GPU holds the whole fp32 master and both moments."""
+    facts = host(gpus(8, 80), ram_gib=512)
+    swift = parse_swift_argv(["--model", "m", "--tuner_type", "full", "--deepspeed", "z0.json"])
+    topo = resolve_topology(TopologyRequest(), {}, facts.gpus.gpus, free_port=1)
+    config = {"zero_optimization": {"stage": 0}, "train_micro_batch_size_per_gpu": "auto"}
+    options = PlanOptions(user_deepspeed_rung="zero0", user_deepspeed_config=config, layout="processes")
+    model = typical_shape("m", int(1e9))
+    plan = build_plan(swift, topo, facts, model, env={}, paths=PATHS, options=options)
+    [own] = [e for e in plan.estimates if e.strategy.value == "zero2"]
+    assert own.parts["gpu_optimizer"] == model.total_params * (4 + 8)  # fp32 master + two fp32 moments, whole
+
+
 @pytest.mark.parametrize(
     ("tuner", "extra", "free_gib", "warned"),
     [
