@@ -46,6 +46,9 @@ from launcher.units import parse_size
 
 BALANCE_BUFFER = 1.25  # transformers' get_balanced_memory: the buffer above model / GPUs, in largest modules
 LOAD_QUANT_FACTOR = 0.9  # transformers' bnb/quanto/torchao quantizers: adjust_max_memory takes 90 % of each budget
+# the quantization methods whose transformers quantizer keeps that 10 % (adjust_max_memory), a checkpoint saved
+# quantized included; GPTQ's, AWQ's, HQQ's keep the budgets as given
+BUDGET_TRIMMING_METHODS = frozenset({"bnb", "quanto", "torchao", "bitnet"})
 STATE_PARTS = ("gpu_weights", "gpu_gradients", "gpu_optimizer")
 
 
@@ -81,9 +84,7 @@ class Pieces:
         return self.first.weights + self.layer.weights * self.num_layers + self.head.weights
 
 
-def pieces_of(
-    shape: TrainShape, *, tied: bool = False, vision_params: int = 0, quantized_at_load: bool = False
-) -> Pieces | None:
+def pieces_of(shape: TrainShape, *, tied: bool = False, vision_params: int = 0) -> Pieces | None:
     """The model's pieces, from estimate.py's whole-model parts in one process; None without its shapes."""
     if not shape.num_layers or not shape.hidden_size or not shape.vocab_size:
         return None
@@ -109,7 +110,8 @@ def pieces_of(
     )
     layer = Piece(rest.weights // n, rest.gradients // n, rest.optimizer // n)
     largest = max(layer.weights, embed * w)
-    return Pieces(first, layer, last, n, largest, tied, LOAD_QUANT_FACTOR if quantized_at_load else 1.0)
+    trims = bool(shape.quant_bits) and shape.quant_method in BUDGET_TRIMMING_METHODS
+    return Pieces(first, layer, last, n, largest, tied, LOAD_QUANT_FACTOR if trims else 1.0)
 
 
 def gpu_parts(
@@ -142,6 +144,13 @@ def gpu_parts(
 def balanced_cap(pieces: Pieces, gpus: int) -> int:
     """transformers' cap on every GPU but the last under device_map='auto' (get_balanced_memory)."""
     return pieces.total_weights // gpus + int(BALANCE_BUFFER * pieces.largest_module)
+
+
+def first_gpu_of(pieces: Pieces, caps: Sequence[int]) -> int:
+    """The GPU the first modules (embeddings, vision tower) land on: the first whose cap holds them. A quantized
+    decoder is small beside its 16-bit embeddings, and transformers' cap on GPU 0 (model / GPUs plus a buffer,
+    less the room it keeps there for the largest module) can be below them; it then leaves GPU 0 empty."""
+    return next((i for i, cap in enumerate(caps) if pieces.first.weights <= cap), len(caps))
 
 
 def place(pieces: Pieces, budgets: Sequence[int]) -> DeviceMapLayout | None:
@@ -188,14 +197,15 @@ def layout_needs(
     return tuple(sum(gpu_parts(shape, pieces, layout, i, calibration).values()) for i in range(len(layout.layers)))
 
 
-def budgets_for(pieces: Pieces, layers: Sequence[int], capacities: Sequence[int]) -> tuple[int, ...]:
+def budgets_for(pieces: Pieces, layers: Sequence[int], capacities: Sequence[int], first: int = 0) -> tuple[int, ...]:
     """The max_memory that makes transformers place exactly `layers` per GPU: each GPU's weights plus half a
     layer (the next layer does not fit), GPU 0 also the room transformers keeps there; the last GPU its whole
-    capacity (it takes whatever is left, so nothing can spill past it)."""
+    capacity (it takes whatever is left, so nothing can spill past it). `first`: the GPU the first modules
+    land on (first_gpu_of)."""
     n = len(layers)
     out = []
     for i, k in enumerate(layers[:-1]):
-        weights = k * pieces.layer.weights + (pieces.first.weights if i == 0 else 0)
+        weights = k * pieces.layer.weights + (pieces.first.weights if i == first else 0)
         room = weights + pieces.layer.weights // 2 + (pieces.largest_module if i == 0 else 0)
         out.append(math.ceil(room / pieces.load_factor))
     out.append(max(capacities[n - 1], pieces.head.weights + layers[-1] * pieces.layer.weights))
@@ -213,17 +223,22 @@ def balance(
     cap = balanced_cap(pieces, n)
     cap = int(cap * pieces.load_factor)
     caps = [cap - pieces.largest_module] + [cap] * (n - 2)
+    first = first_gpu_of(pieces, caps)  # n - 1 where no capped GPU holds them: the last GPU's budget is its own
 
     @functools.cache  # the bisection asks for the same (GPU, layers) thousands of times: a plan stays fast
     def need(gpu: int, k: int) -> int:
         layers = tuple(k if i == gpu else 0 for i in range(n))
-        trial = DeviceMapLayout(layers=layers, first_gpu=0, head_gpu=0 if pieces.tied else n - 1, max_memory=())
+        head = first if pieces.tied else n - 1
+        trial = DeviceMapLayout(layers=layers, first_gpu=first, head_gpu=head, max_memory=())
         return sum(gpu_parts(shape, pieces, trial, gpu, calibration).values())
 
     def fill(ratio: float) -> list[int] | None:
         left, layers = pieces.num_layers, []
         for i in range(n - 1):
-            fixed = pieces.first.weights if i == 0 else 0
+            if i < first:  # transformers places in order: nothing goes before the first modules
+                layers.append(0)
+                continue
+            fixed = pieces.first.weights if i == first else 0
 
             def room(k: int, i: int = i, fixed: int = fixed) -> bool:
                 return fixed + k * pieces.layer.weights <= caps[i] and need(i, k) <= ratio * capacities[i]
@@ -251,11 +266,17 @@ def balance(
             low = mid
         else:
             high, best = mid, found
-    return place(pieces, budgets_for(pieces, _spread(best, need, caps, pieces, capacities), capacities))
+    spread = _spread(best, need, caps, pieces, capacities, first)
+    return place(pieces, budgets_for(pieces, spread, capacities, first))
 
 
 def _spread(
-    layers: list[int], need: Callable[[int, int], int], caps: Sequence[int], pieces: Pieces, capacities: Sequence[int]
+    layers: list[int],
+    need: Callable[[int, int], int],
+    caps: Sequence[int],
+    pieces: Pieces,
+    capacities: Sequence[int],
+    first: int,
 ) -> list[int]:
     """The bisection fills GPUs front first at the best largest share; below that share, move single layers
     from the fuller GPU to an emptier one while that lowers the larger of the two (within transformers' caps),
@@ -272,9 +293,10 @@ def _spread(
                 if layers[hot]
                 for cool in reversed(order)
                 if cool != hot
+                and cool >= first
                 and (
                     cool == n - 1
-                    or (pieces.first.weights if cool == 0 else 0) + (layers[cool] + 1) * pieces.layer.weights
+                    or (pieces.first.weights if cool == first else 0) + (layers[cool] + 1) * pieces.layer.weights
                     <= caps[cool]
                 )
                 and max(need(hot, layers[hot] - 1) / capacities[hot], need(cool, layers[cool] + 1) / capacities[cool])
@@ -393,7 +415,7 @@ def rebalance(
             trial = list(layers)
             trial[hot] -= 1
             trial[cool] += 1
-            placed = place(pieces, budgets_for(pieces, trial, capacities))
+            placed = place(pieces, budgets_for(pieces, trial, capacities, current.first_gpu))
             if placed is not None and list(placed.layers) == trial:
                 layers = trial
                 break
@@ -401,7 +423,7 @@ def rebalance(
             break
     if tuple(layers) == current.layers:
         return None
-    return place(pieces, budgets_for(pieces, layers, capacities))
+    return place(pieces, budgets_for(pieces, layers, capacities, current.first_gpu))
 
 
 def levers(

@@ -276,13 +276,7 @@ def device_map_pieces(
         return None
     one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
     shape = train_shape(swift, model, one, env)
-    # swift's --quant_method bnb or quanto quantizes at load: transformers then keeps 10 % of
-    # every max_memory budget; a pre-quantized checkpoint (GPTQ, AWQ) does not
-    quantized = quantized_at_load(swift)
-    at_load = quantized is not None and quantized[1] in ("bnb", "quanto")
-    pieces = pieces_of(
-        shape, tied=model.tie_word_embeddings, vision_params=model.vision_params, quantized_at_load=at_load
-    )
+    pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
     return None if pieces is None else (shape, pieces)
 
 

@@ -27,6 +27,7 @@ from launcher.plan.device_map import (
     budgets_for,
     estimate_device_map,
     gpu_parts,
+    layout_needs,
     max_memory_arg,
     parse_max_memory,
     pieces_of,
@@ -104,14 +105,44 @@ def test_placement_follows_transformers_rule() -> None:
     capped = place(pieces, [80 * GiB] * 4)
     assert capped is not None and capped.layers == (1, 5, 2, 0) and capped.head_gpu == 2
     assert place(pieces, [10 * 2**20] * 4) is None  # the weights do not fit: transformers would go to disk
-    # quantizing at load (bnb): transformers takes 90 % of every budget, and the budgets allow for it
-    bnb = pieces_of(SMALL, quantized_at_load=True)
-    assert bnb is not None and bnb.load_factor == 0.9
+    # bitsandbytes (at load, or a checkpoint saved so): transformers takes 90 % of every budget, and the
+    # budgets allow for it; GPTQ's quantizer keeps them as given
+    bnb = pieces_of(replace(SMALL, quant_bits=8, quant_method="bnb"))
+    gptq = pieces_of(replace(SMALL, quant_bits=8, quant_method="gptq"))
+    assert bnb is not None and gptq is not None and (bnb.load_factor, gptq.load_factor) == (0.9, 1.0)
     for layers in [(0, 3, 3, 2), (0, 2, 2, 4)]:
         budgets = budgets_for(bnb, layers, [80 * GiB] * 4)
-        assert budgets[1] > budgets_for(pieces, layers, [80 * GiB] * 4)[1]
+        assert budgets[1] > budgets_for(gptq, layers, [80 * GiB] * 4)[1]
         placed = place(bnb, budgets)
         assert placed is not None and placed.layers == layers
+
+
+@pytest.mark.parametrize("method", ["bnb", "gptq"])
+def test_a_quantized_decoder_whose_embeddings_outgrow_gpu_0s_cap_is_spread_from_the_gpu_that_takes_them(
+    method: str,
+) -> None:
+    """4-bit layers beside 16-bit embeddings on 8 GPUs: transformers' cap on GPU 0, less the room it keeps for
+    the largest module (the embeddings), is below the embeddings, so it leaves GPU 0 empty. The budgets had
+    assumed them on GPU 0, and every layer, the embeddings and the head landed on the last GPU: QLoRA planned
+    at twice LoRA's need."""
+    qwen3 = replace(
+        SMALL, total_params=8_190_735_360, trainable_params=43_646_976, largest_layer_params=155_582_464,
+        hidden_size=4096, num_layers=36, vocab_size=151_936, intermediate_size=12_288, num_heads=32, num_kv_heads=8,
+    )  # fmt: skip
+    decoder_linears = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12_288)  # what the quantizer takes
+    quantized = replace(qwen3, quant_bits=4, quant_method=method, quantized_params=decoder_linears)
+    pieces = pieces_of(quantized)
+    assert pieces is not None
+    layout = balance(quantized, pieces, [80 * GiB] * 8)
+    assert layout is not None and layout.first_gpu >= 1 and sum(layout.layers) == 36
+    assert max(layout.layers) < 36 and layout.layers[: layout.first_gpu] == (0,) * layout.first_gpu
+    assert place(pieces, layout.max_memory) == layout  # the budgets give the split they were written for
+    plain = pieces_of(qwen3)
+    assert plain is not None
+    plain_layout = balance(qwen3, plain, [80 * GiB] * 8)
+    assert plain_layout is not None
+    worst = max(layout_needs(quantized, pieces, layout))
+    assert worst <= max(layout_needs(qwen3, plain, plain_layout))  # a 4-bit base never needs more
 
 
 def _place_layer_by_layer(pieces: Pieces, budgets: list[int]) -> tuple[int, ...] | None:
