@@ -102,6 +102,23 @@ def tuner_of(swift: SwiftArgs) -> str:
     return swift.get("tuner_type") or swift.get("train_type") or "lora"
 
 
+# swift 4.6 quantizes at load only with --quant_method set (swift/arguments/base_args/quant_args.py
+# get_quantization_config: no method, no quantization_config); fp8 takes no --quant_bits.
+LOAD_TIME_METHODS = frozenset({"bnb", "hqq", "eetq", "quanto"})
+
+
+def quantized_at_load(swift: SwiftArgs) -> tuple[int, str] | None:
+    """(bits, method) where swift quantizes the model as it loads it: --quant_method with --quant_bits."""
+    bits, method = swift.get("quant_bits"), swift.get("quant_method")  # swift also takes `float8`
+    return (int(bits), method) if method in LOAD_TIME_METHODS and bits in ("2", "3", "4", "8") else None
+
+
+def quantization_of(swift: SwiftArgs, model: ModelFacts) -> tuple[int | None, str | None]:
+    """The frozen weights' (bits, method: bnb, hqq, gptq, awq, ...): swift's quantization at load, else a
+    pre-quantized checkpoint's."""
+    return quantized_at_load(swift) or (model.quant_bits, model.quant_method)
+
+
 def is_lora(swift: SwiftArgs) -> bool:
     """An adapter tuner (LoRA and its kin): the base weights stay frozen; not full, not LLaMA-Factory's freeze."""
     return tuner_of(swift) not in ("full", "freeze")
@@ -362,6 +379,16 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
         swift_warnings.append(
             f"--quant_bits {bits} without --quant_method: ms-swift 4.6 loads the model unquantized, and the "
             "plan counts it so (add --quant_method bnb to quantize it as it loads)"
+        )
+    quant_bits, quant_method = quantization_of(swift, model)
+    if quant_bits and not is_lora(swift):
+        what = f"{quant_method}, {quant_bits}-bit"
+        if quantized_at_load(swift) is not None:
+            what = f"--quant_method {quant_method} --quant_bits {quant_bits}"
+        warnings.append(
+            f"a {tuner_of(swift)} fine-tune of a quantized model ({what}): transformers' Trainer stops every rank "
+            'on it ("You cannot perform fine-tuning on purely quantized models"), and the plan counts the weights '
+            "unquantized; train adapters on it (LoRA), or load it unquantized"
         )
     sp = swift.batch.sequence_parallel
     kv_heads = model.num_key_value_heads or model.num_attention_heads

@@ -32,7 +32,7 @@ from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memo
 from launcher.plan.device_map import levers as device_map_levers
 from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
 from launcher.plan.estimate import VISION_PATCH, TrainShape, estimate, levers, planned_length
-from launcher.plan.features import Features, is_lora, read_features
+from launcher.plan.features import Features, is_lora, quantization_of, read_features
 from launcher.plan.image_tiles import image_merge
 from launcher.plan.layer_bytes import vision_family
 from launcher.plan.swift_args import SwiftArgs
@@ -59,23 +59,6 @@ def checkpoint_floor_bytes(swift: SwiftArgs, model: ModelFacts | None) -> tuple[
     if swift.get_bool("save_only_model", False) or tuner_of(swift) == "freeze":
         return weights, "its weights"
     return 3 * weights, "its weights and Adam's two moments"
-
-
-# swift 4.6 quantizes at load only with --quant_method set (swift/arguments/base_args/quant_args.py
-# get_quantization_config: no method, no quantization_config); fp8 takes no --quant_bits.
-LOAD_TIME_METHODS = frozenset({"bnb", "hqq", "eetq", "quanto"})
-
-
-def quantized_at_load(swift: SwiftArgs) -> tuple[int, str] | None:
-    """(bits, method) where swift quantizes the model as it loads it: --quant_method with --quant_bits."""
-    bits, method = swift.get("quant_bits"), swift.get("quant_method")  # swift also takes `float8`
-    return (int(bits), method) if method in LOAD_TIME_METHODS and bits in ("2", "3", "4", "8") else None
-
-
-def quantization_of(swift: SwiftArgs, model: ModelFacts) -> tuple[int | None, str | None]:
-    """The frozen weights' (bits, method: bnb, hqq, gptq, awq, ...): swift's quantization at load, else a
-    pre-quantized checkpoint's."""
-    return quantized_at_load(swift) or (model.quant_bits, model.quant_method)
 
 
 def quantizable_params(model: ModelFacts, total: int) -> int:

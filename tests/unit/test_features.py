@@ -477,3 +477,25 @@ def test_image_tokens_are_pixels_at_the_towers_patch_size() -> None:
     env = {"IMAGE_MAX_TOKEN_NUM": "1024"}
     assert features(QWEN_VL7B, env=env).image_pixels == 1024 * 28 * 28
     assert features(replace(QWEN_VL7B, vision_patch_size=16), env=env).image_pixels == 1024 * 32 * 32
+
+
+@pytest.mark.parametrize(
+    ("argv", "model", "named"),
+    [
+        (
+            ("--tuner_type", "full", "--quant_method", "bnb", "--quant_bits", "4"),
+            QWEN3B,
+            "--quant_method bnb --quant_bits 4",
+        ),
+        (("--tuner_type", "full"), replace(QWEN3B, quant_bits=4, quant_method="gptq"), "gptq, 4-bit"),
+    ],
+)
+def test_a_full_fine_tune_of_a_quantized_model_is_warned_of(
+    argv: tuple[str, ...], model: ModelFacts, named: str
+) -> None:
+    """transformers' Trainer (validate_quantization_for_training) stops every rank on a quantized model without
+    adapters; the plan had planned it, unquantized, with no word."""
+    [said] = [w for w in features(model, *argv).warnings if "quantized model" in w]
+    assert f"a full fine-tune of a quantized model ({named})" in said and "purely quantized" in said
+    lora = features(model, *argv[2:], "--tuner_type", "lora")
+    assert not any("quantized model" in w for w in lora.warnings)
