@@ -465,6 +465,13 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             **shape_facts,  # type: ignore[arg-type]
             **extra,  # type: ignore[arg-type]
         )
+    sizes = (("hidden_size", hidden), ("num_hidden_layers", layers), ("vocab_size", vocab))  # by their usual keys
+    missing = [key for key, value in sizes if not value]
+    if config_path.is_file() and missing and not bad:  # a value that is there but no size is named above
+        warnings.append(
+            f"{config_path} has no {', '.join(missing)}, and {directory} no weights to count: the model's size is "
+            "unknown, and no strategy can be chosen (give it with --model-params, e.g. --model-params 8B)"
+        )
     return ModelFacts(
         name=name,
         total_params=None,

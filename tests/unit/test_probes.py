@@ -321,6 +321,27 @@ def test_a_size_that_is_not_positive_is_named_in_one_warning(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"hidden_size": 4096, "vocab_size": 128256, "intermediate_size": 14336}, "num_hidden_layers"),
+        ({"hidden_size": None, "num_hidden_layers": 32, "vocab_size": 128256}, "hidden_size"),
+        ({}, "hidden_size, num_hidden_layers, vocab_size"),
+    ],
+)
+def test_a_config_without_the_sizes_to_count_says_which_and_how_to_go_on(
+    tmp_path: Path, config: dict[str, object], named: str
+) -> None:
+    """No weights and a config.json that lacks a size: the plan had said "unknown parameters" and "Strategy: none"
+    without naming why."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    assert facts.total_params is None
+    [said] = [w for w in facts.warnings if "size is unknown" in w]
+    assert said.startswith(f"{tmp_path / 'config.json'} has no {named}, and {tmp_path} no weights to count")
+    assert "--model-params" in said
+
+
+@pytest.mark.parametrize(
     ("entry", "why"),
     [
         pytest.param({"dtype": "F32", "shape": [None]}, "tensor 'w' has the shape [null]", id="null-dim"),
