@@ -258,7 +258,8 @@ def device_map_pieces(
     if model is None or not model.total_params or len(topology.gpus) < 2:
         return None
     one = replace(topology, nproc_per_node=Sourced(1, Source.AUTO))
-    shape = train_shape(swift, model, one, env)
+    # one process cannot share a sample's tokens with peers: --sequence_parallel_size is for processes
+    shape = replace(train_shape(swift, model, one, env), sequence_parallel=1)
     pieces = pieces_of(shape, tied=model.tie_word_embeddings, vision_params=model.vision_params)
     return None if pieces is None else (shape, pieces)
 

@@ -431,3 +431,16 @@ def test_several_nodes_keep_one_gpu_per_process() -> None:
     env = {"NPROC_PER_NODE": "1", "NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "10.0.0.1"}
     topo = resolve_topology(TopologyRequest(), env, facts.gpus.gpus, free_port=1)
     assert topo.nproc_per_node.value == 1 and len(topo.gpus) == 1
+
+
+def test_sequence_parallelism_does_not_shrink_the_one_process_device_map_estimate() -> None:
+    """--sequence_parallel_size is for processes: one device_map process holds every token of its samples. Its
+    column had been divided like the ZeRO ones (68 GiB at 1, 11 GiB at 8) for a run that cannot happen."""
+
+    def device_map_need(sp: str) -> int:
+        argv = ["--tuner_type", "lora", "--max_length", "32768", "--padding_free", "true", "--attn_impl", "flash_attn"]
+        p = plan(QWEN3_235B, [*argv, "--sequence_parallel_size", sp], 8, 80)
+        [found] = [e for e in p.estimates if e.strategy is Strategy.DEVICE_MAP]
+        return found.gpu_need_bytes
+
+    assert device_map_need("8") == device_map_need("1")
