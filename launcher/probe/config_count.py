@@ -6,9 +6,9 @@ Contract: pure functions of config.json's (text) mapping and its model_type.
   the estimate's layers take it as written, launcher.probe.model_size); MPT states a ratio;
   GPT-2, BLOOM and Falcon leave the MLP at 4 x hidden unstated; Falcon-7B's multi_query is one k/v head;
   and the families whose transformers config ties the output layer to the embeddings by default.
-- `config_params(shape)` gives (all parameters, the largest layer's): the embeddings (and an untied output
-  layer), each layer's attention (q/k/v/o at the heads' widths, GQA included) and MLP (gated: three
-  matrices; two otherwise; an MoE layer's routed experts, shared experts and router, after DeepSeek's
+- `config_params(shape)` gives (all parameters, the largest layer's, the vision tower's): the embeddings
+  (and an untied output layer), each layer's attention (q/k/v/o at the heads' widths, GQA included) and MLP
+  (gated: three matrices; two otherwise; an MoE layer's routed experts, shared experts and router, after DeepSeek's
   first dense layers), and a vision tower's blocks. An approximation for a folder without weights to
   count: norms, biases and projectors are left out, as are layers of another kind (linear attention).
   Held to real config.json files and their weights' sizes in tests/unit/test_real_model_configs.py.
@@ -82,8 +82,9 @@ class ConfigShape:
     vision_intermediate: int | None = None
 
 
-def config_params(shape: ConfigShape) -> tuple[int, int] | None:
-    """(total parameters, the largest layer's parameters); None where the MLP's width is unknown."""
+def config_params(shape: ConfigShape) -> tuple[int, int, int] | None:
+    """(total parameters, the largest layer's parameters, the vision tower's, which --freeze_vit freezes); None
+    where the MLP's width is unknown."""
     h = shape.hidden
     moe = bool(shape.num_experts and shape.moe_intermediate)
     if shape.intermediate is None and not moe:
@@ -110,4 +111,4 @@ def config_params(shape: ConfigShape) -> tuple[int, int] | None:
         width = shape.vision_hidden
         vision = shape.vision_layers * (4 * width * width + 2 * width * shape.vision_intermediate)
     total = embed + shape.layers * attention + mlps + vision
-    return total, max(attention + largest_mlp, shape.vocab * h)
+    return total, max(attention + largest_mlp, shape.vocab * h), vision

@@ -461,6 +461,7 @@ def facts_from_dir(directory: Path, name: str) -> ModelFacts:
             total_params=counted[0],
             source="config",
             largest_layer_params=counted[1],
+            vision_params=counted[2],
             warnings=tuple(warnings),
             **shape_facts,  # type: ignore[arg-type]
             **extra,  # type: ignore[arg-type]

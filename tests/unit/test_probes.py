@@ -398,3 +398,26 @@ def test_a_safetensors_file_cut_short_behind_a_whole_header_is_one_line(tmp_path
     with pytest.raises(SafeSftError) as err:
         probe_model(str(tmp_path), {}, tmp_path)
     assert err.value.message.endswith(f"it has 16 bytes beyond the {need:,} its header describes")
+
+
+def test_a_vision_language_config_alone_counts_the_tower_that_freeze_vit_freezes(tmp_path: Path) -> None:
+    """Without weights, the tower's blocks were in the total but not in vision_params, so swift's default
+    --freeze_vit true (and --freeze_vit false) changed nothing in a full fine-tune's plan. Qwen2.5-VL-7B's
+    tower: 32 blocks of width 1280 and MLP width 3420."""
+    from launcher.plan.features import read_features
+    from launcher.plan.swift_args import parse_swift_argv
+
+    text = {"hidden_size": 3584, "num_hidden_layers": 28, "intermediate_size": 18944, "vocab_size": 152064,
+            "num_attention_heads": 28, "num_key_value_heads": 4}  # fmt: skip
+    vision = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", **text, "vision_config": vision}))
+    facts = probe_model(str(tmp_path), {}, tmp_path)
+    tower = 32 * (4 * 1280 * 1280 + 2 * 1280 * 3420)
+    assert facts.source == "config" and facts.vision_params == tower
+
+    def trained(*argv: str) -> int:
+        swift = parse_swift_argv(["--model", str(tmp_path), "--tuner_type", "full", *argv])
+        return read_features(swift, facts, {}, 8).trainable_params
+
+    assert trained("--freeze_vit", "false") - trained() == tower  # swift freezes the tower by default
+    assert trained("--freeze_llm", "true", "--freeze_vit", "false") >= tower
