@@ -7,6 +7,7 @@ and the Plan that comes out is everything the runner needs, and everything `safe
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -132,12 +133,30 @@ def as_device_map(topology: Topology, why: str) -> Topology:
 
 def output_dir_of(swift: SwiftArgs) -> str:
     """swift's output_dir: the given one (an empty one is the working directory, as swift's abspath makes
-    it: a script's `--output_dir "$OUT"` with OUT unset), or `output/<model name>` as swift derives it."""
+    it: a script's `--output_dir "$OUT"` with OUT unset), or `output/<model name>` as swift derives it: of
+    the checkpoint where a full fine-tune resumes its weights alone (swift loads that as the model)."""
     given = swift.get("output_dir")
     if given is not None:
         return given or "."
-    model = (swift.get("model") or "model").rstrip("/")
-    return posixpath.join("output", posixpath.basename(model))
+    model = swift.get("model") or "model"
+    resumed = swift.get("resume_from_checkpoint")
+    if resumed and swift.get_bool("resume_only_model", False) and not is_lora(swift):
+        model = resumed
+    return posixpath.join("output", swift_model_name(model))
+
+
+# a hub cache's snapshot path: huggingface_hub's models--<org>--<name>/snapshots/<rev>, modelscope's alike
+_HUB_SNAPSHOT = (re.compile(r"/models--(?:.+?--)?(.+?)/snapshots/"), re.compile(r"/models/(?:.+?--)?(.+?)/snapshots/"))
+
+
+def swift_model_name(model: str) -> str:
+    """The model's name as swift 4.6 names its default output dir (swift.model.model_meta.get_model_name): a hub
+    cache's snapshot by its repository's name, else the last part of the path, modelscope's `___` read as `.`."""
+    model = model.rstrip("/")
+    for pattern in _HUB_SNAPSHOT:
+        if match := pattern.search(model):
+            return match.group(1)
+    return model.rsplit("/", 1)[-1].replace("___", ".")
 
 
 def zero_configs(options: PlanOptions) -> dict[str, Mapping[str, Any]]:

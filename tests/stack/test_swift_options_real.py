@@ -197,3 +197,15 @@ def test_a_list_field_takes_every_word_after_it_as_swifts_parser_does() -> None:
     for name in taken:
         tokens = [f"--{name}", "a", "b", "c"]
         assert _safe_sft_takes_tokens(tokens), tokens
+
+
+def test_the_default_output_dirs_model_name_is_swifts_own() -> None:
+    """swift names `output/<model>` with get_model_name (hub cache snapshots, modelscope's `___`); safe-sft puts
+    its lock and report under the dir swift will write, so it must name it the same way."""
+    from swift.model.model_meta import get_model_name
+
+    from launcher.plan.build import swift_model_name
+    from tests.unit.test_plan_data_cli import MODEL_NAMES
+
+    for model, _ in MODEL_NAMES:
+        assert swift_model_name(model) == get_model_name(model), model

@@ -208,6 +208,35 @@ def test_val_dataset_gets_the_datasets_checks(
     assert first.startswith(f"safe-sft: error: --val_dataset {name!r}{said.format(cwd=data_dir)}"), first
 
 
+MODEL_NAMES = [
+    ("/models/Qwen2.5-7B/", "Qwen2.5-7B"),
+    ("/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B/snapshots/a09a3545", "Qwen2.5-7B"),
+    ("/cache/modelscope/models/Qwen--Qwen2.5-7B/snapshots/a09a3545/", "Qwen2.5-7B"),
+    ("/cache/modelscope/Qwen/Qwen2___5-7B-Instruct", "Qwen2.5-7B-Instruct"),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"),
+]
+
+
+@pytest.mark.parametrize(("model", "name"), MODEL_NAMES)
+def test_the_default_output_dir_is_named_as_swift_names_the_model(model: str, name: str) -> None:
+    """A hub cache's snapshot path had given output/<revision>, and a modelscope download's `___` stayed: the
+    lock and report went to a dir swift never writes, and --resume-latest found no checkpoint there."""
+    from launcher.plan.build import output_dir_of
+    from launcher.plan.swift_args import parse_swift_argv
+
+    assert output_dir_of(parse_swift_argv(["--model", model])) == f"output/{name}"
+
+
+def test_a_full_weights_only_resume_names_the_output_dir_after_the_checkpoint() -> None:
+    """swift loads the checkpoint as the model there (SftArguments.__post_init__), and names the dir after it."""
+    from launcher.plan.build import output_dir_of
+    from launcher.plan.swift_args import parse_swift_argv
+
+    resume = ["--resume_from_checkpoint", "/runs/v0-x/checkpoint-30", "--resume_only_model", "true"]
+    assert output_dir_of(parse_swift_argv(["--model", "m", "--tuner_type", "full", *resume])) == "output/checkpoint-30"
+    assert output_dir_of(parse_swift_argv(["--model", "m", *resume])) == "output/m"  # LoRA: an adapter, not the model
+
+
 def test_an_empty_output_dir_is_the_working_directory_as_swift_reads_it(data_dir: Path) -> None:
     """`--output_dir "$OUT"` with OUT unset: swift's abspath makes it the working directory, where its runs
     and safe-sft's own dir then go (safe-sft had put its report under output/<model>, a tree swift never
