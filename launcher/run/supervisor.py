@@ -62,6 +62,7 @@ from launcher.run.resume import (
     shared_resume,
     weights_only_reason,
 )
+from launcher.run.saves import steps_saved
 from launcher.units import fmt_bytes
 from launcher.worker_tie import LAUNCHER_PID_ENV
 
@@ -565,19 +566,21 @@ class Supervisor:
         where the trainer writes, as the latest attempt reported it (else as safe-sft read the arguments).
 
         It writes into output_dir itself, as plain `swift sft` does, unless a checkpoint dir there is newer
-        than its resume point: it would save over that one (an earlier attempt's half-written or unreadable
-        checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint. The first attempt too:
-        `--resume-latest` that found only incomplete checkpoints, or a rerun into the same dir, would
-        otherwise train from step 0 over them.
+        than its resume point and is one the attempt will save (launcher/run/saves.py; every one newer where
+        its arguments do not say which): it would save over that one (an earlier attempt's half-written or
+        unreadable checkpoint, or an earlier run's), and safe-sft never overwrites a checkpoint. The first
+        attempt too: `--resume-latest` that found only incomplete checkpoints, or a rerun into the same dir,
+        would otherwise train from step 0 over them.
         """
         if base.get_bool("add_version", True):
             return None
         # a script that ignores its resume point trains from step 0 and saves over every checkpoint there
         floor = resume.step if resume and self.prepared.backend.resumes_as_told else 0
+        saves = steps_saved(base, floor)
         at_risk = sorted(
             (step, p)
             for p in output_dir.glob("checkpoint-*")  # a file of that name too: the trainer's save fails on it
-            if (step := checkpoint_step(p)) is not None and step > floor
+            if (step := checkpoint_step(p)) is not None and step > floor and (saves is None or step in saves)
         )
         if not at_risk:
             return None

@@ -290,6 +290,25 @@ def test_resume_latest_with_only_incomplete_checkpoints_and_add_version_false_sa
     assert (versioned / "checkpoint-6" / "trainer_state.json").is_file()  # the run itself trained to the end
 
 
+def test_an_add_version_false_rerun_that_saves_none_of_the_old_steps_writes_in_place_as_swift_does(
+    tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A rerun from step 0 beside an earlier run's checkpoint-2 that saves only checkpoint-3 cannot write over
+    it: plain swift writes checkpoint-3 into the dir, last-checkpoint and args.json then describe it. safe-sft
+    had sent it to a versioned dir, "it would save over checkpoint-2"."""
+    out = tmp_path / "out"
+    first = safe_sft(swift_args(tiny, out, add_version="false", max_steps=2, save_steps=2), fault_env(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _digests(out)
+    again = safe_sft(swift_args(tiny, out, add_version="false", max_steps=3, save_steps=3), fault_env(tmp_path / "b"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "would save over" not in again.stderr and not list(out.glob("v*-*"))
+    assert (out / "checkpoint-3" / "trainer_state.json").is_file()
+    assert (out / "last-checkpoint").resolve() == (out / "checkpoint-3").resolve()
+    after = _digests(out)
+    assert before and {name: after[name] for name in before} == before  # checkpoint-2, not one byte changed
+
+
 def test_resuming_in_place_from_the_users_own_checkpoint_with_add_version_false(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`--add_version false --resume_from_checkpoint out/checkpoint-6`, as plain swift resumes in place: the
     run writes checkpoint-9 beside the others, touches none of them, and the report records where it began."""

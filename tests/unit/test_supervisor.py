@@ -937,3 +937,31 @@ def test_a_versioned_run_names_the_earlier_model_left_at_the_output_dirs_root(tm
     assert f"note: {tmp_path / 'model.safetensors'} is an earlier run's model, not this run's" in text
     (tmp_path / "model.safetensors").unlink()
     assert "earlier run's model" not in summary(result, tmp_path / "report.json")
+
+
+@pytest.mark.parametrize(
+    ("extra", "versioned"),
+    [
+        (("--max_steps", "3", "--save_steps", "3"), False),  # saves checkpoint-3 alone: 2 is never touched
+        (("--max_steps", "4", "--save_steps", "2"), True),  # saves 2 and 4: over the earlier run's 2
+        (("--max_steps", "5", "--save_steps", "3"), False),  # 3, and 5 at the end
+        (("--save_strategy", "no"), False),  # saves nothing
+        (("--max_steps", "3", "--save_steps", "3", "--save_total_limit", "1"), True),  # rotation would delete 2
+        (("--save_steps", "3"), True),  # epochs: the steps it saves are the data's to say
+        (("--max_steps", "3", "--save_strategy", "epoch"), True),
+    ],
+)
+def test_an_add_version_false_rerun_is_versioned_only_where_it_would_save_over_a_checkpoint(
+    tmp_path: Path, extra: tuple[str, ...], versioned: bool
+) -> None:
+    """A rerun into a dir holding an earlier run's checkpoint-2 had always gone to a versioned dir, "it would
+    save over checkpoint-2", where it saved only checkpoint-3 (or nothing): plain swift writes beside it."""
+    make(tmp_path / "checkpoint-2")
+    spawned: list[list[str]] = []
+    result = supervisor(
+        tmp_path, [FakeProcess(0, "")], spawned, prep=prepared(tmp_path, "--add_version", "false", *extra)
+    ).run()
+    first = result.attempts[0]
+    assert (first.versioned_because is not None) is versioned
+    assert value(spawned[0], "--add_version") == ("true" if versioned else "false")  # swift's own v<N>- dir
+    assert (tmp_path / "checkpoint-2").is_dir()
