@@ -937,7 +937,11 @@ def main(argv: list[str] | None = None) -> None:
             SafeSftError("the working directory no longer exists", "cd to a directory that does, and run again")
         )
         sys.exit(EXIT_USAGE)
-    if not args or args[0] in ("-h", "--help"):
+    if not args:  # as `swift sft` alone fails: a script's `safe-sft $ARGS` with ARGS unset must not pass
+        click.echo(USAGE, err=True)
+        _print_error(SafeSftError("no arguments given", "give swift's arguments: `safe-sft --model M --dataset D ...`"))
+        sys.exit(EXIT_USAGE)
+    if args[0] in ("-h", "--help"):
         click.echo(USAGE)
         return
     if args[0] == "--version":

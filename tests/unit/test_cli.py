@@ -795,3 +795,15 @@ def test_a_module_without_the_double_dash_is_still_planned(tmp_path: Path) -> No
     )  # fmt: skip
     assert "-m without a module name" not in result.stderr
     assert "hf_worker.py -m pkg.train --output_dir o" in result.stdout, result.stderr[-2000:]
+
+
+def test_no_arguments_at_all_fail_as_swift_sft_alone_does(tmp_path: Path) -> None:
+    """`safe-sft` alone printed its help and exited 0, so a script's `safe-sft $ARGS` with ARGS unset passed;
+    `swift sft` alone fails, and so does `safe-sft sft`. `--help` still shows it and exits 0."""
+    alone = subprocess.run([sys.executable, "-m", "launcher"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert "safe-sft: error: no arguments given" in alone.stderr and "safe-sft [OPTIONS] SWIFT_ARGS" in alone.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert helped.returncode == 0 and "safe-sft [OPTIONS] SWIFT_ARGS" in helped.stdout
