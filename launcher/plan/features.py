@@ -119,6 +119,11 @@ def quantization_of(swift: SwiftArgs, model: ModelFacts) -> tuple[int | None, st
     return quantized_at_load(swift) or (model.quant_bits, model.quant_method)
 
 
+# transformers' quantizers for FP8 checkpoints: neither is trainable (is_trainable False), and both dequantize to
+# bf16 on GPUs older than compute capability 8.9
+FP8_METHODS = frozenset({"fp8", "fbgemm_fp8"})
+
+
 def is_lora(swift: SwiftArgs) -> bool:
     """An adapter tuner (LoRA and its kin): the base weights stay frozen; not full, not LLaMA-Factory's freeze."""
     return tuner_of(swift) not in ("full", "freeze")
@@ -381,6 +386,12 @@ def read_features(swift: SwiftArgs, model: ModelFacts, env: Mapping[str, str], w
             "plan counts it so (add --quant_method bnb to quantize it as it loads)"
         )
     quant_bits, quant_method = quantization_of(swift, model)
+    if quant_method in FP8_METHODS:
+        warnings.append(
+            f"{model.name} is saved in FP8 ({quant_method}): on GPUs of compute capability 8.9 or later (4090, L40, "
+            "H100, H200) transformers keeps it FP8, which it cannot train (its Trainer stops every rank), unless "
+            "quantization_config sets dequantize; on earlier GPUs it loads it as bf16, as the plan counts it"
+        )
     if quant_bits and not is_lora(swift):
         what = f"{quant_method}, {quant_bits}-bit"
         if quantized_at_load(swift) is not None:

@@ -499,3 +499,12 @@ def test_a_full_fine_tune_of_a_quantized_model_is_warned_of(
     assert f"a full fine-tune of a quantized model ({named})" in said and "purely quantized" in said
     lora = features(model, *argv[2:], "--tuner_type", "lora")
     assert not any("quantized model" in w for w in lora.warnings)
+
+
+def test_an_fp8_checkpoint_is_warned_of_what_the_gpus_compute_capability_decides() -> None:
+    """Qwen3-32B-FP8's quantization_config (quant_method fp8) was read by nothing: its plan equalled the bf16
+    model's, with no word that transformers trains it only where it dequantizes it."""
+    fp8 = replace(QWEN3B, name="Qwen3-32B-FP8", quant_method="fp8")
+    [said] = [w for w in features(fp8, "--tuner_type", "lora").warnings if "FP8" in w]
+    assert said.startswith("Qwen3-32B-FP8 is saved in FP8 (fp8): on GPUs of compute capability 8.9 or later")
+    assert not [w for w in features(QWEN3B, "--tuner_type", "lora").warnings if "FP8" in w]
