@@ -30,7 +30,7 @@ from launcher.model import (
 from launcher.plan.data_lengths import TOKENS_PER_CHAR, data_lengths, wide_char_tokens
 from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
-from launcher.plan.ds_config import SHIPPED_ZERO, zero_settings
+from launcher.plan.ds_config import SHIPPED_ZERO, estimated_as, rung_of, zero_settings
 from launcher.plan.estimate import VISION_PATCH, TrainShape, estimate, levers, planned_length
 from launcher.plan.features import Features, is_lora, quantization_of, read_features
 from launcher.plan.image_tiles import image_merge
@@ -239,10 +239,7 @@ def attempt_estimate(
     if config is None:
         return estimate(Strategy.DDP, shape, gpu_free, host.memory.available_bytes)
     zero = zero_settings(config, shape.hidden_size)
-    if zero.stage == 3:
-        strategy = Strategy.ZERO3_OFFLOAD if zero.offload_param or zero.offload_optimizer else Strategy.ZERO3
-    else:
-        strategy = Strategy.ZERO2
+    strategy = Strategy(estimated_as(rung_of(config)))  # the column the plan estimates this config in
     return estimate(strategy, shape, gpu_free, host.memory.available_bytes, zero)
 
 
