@@ -26,6 +26,7 @@ from launcher.model import (
     Strategy,
     Topology,
 )
+from launcher.plan.allocator import ALLOC_CONF_NAMES, allocator_settings
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
 from launcher.plan.data_lengths import PERCENTILE
 from launcher.plan.device_map import max_memory_arg
@@ -342,7 +343,10 @@ def build_plan(
         machine_known=host.network.known,
     )
     notes.extend(nccl_notes)
-    launch_env = _topology_env(topology) + nccl + options.backend_env + timeout_env
+    backend_sets = {setting.name for setting in options.backend_env}
+    allocator, allocator_notes = allocator_settings(env, uses_gpus and not backend_sets & set(ALLOC_CONF_NAMES))
+    notes.extend(allocator_notes)
+    launch_env = _topology_env(topology) + nccl + allocator + options.backend_env + timeout_env
     command = torchrun_command(topology, paths) + swift_final.argv()
     plan = Plan(
         topology=topology,
