@@ -36,14 +36,18 @@ _OOM = re.compile(
     r"out of memory on device|Out of memory error on GPU|ACL_ERROR_RT_MEMORY_ALLOCATION|"
     r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory|"
     r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
-    r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory"  # the driver API's code 2 (tinygrad)
+    r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory|"  # the driver API's code 2 (tinygrad)
+    r"Ran out of memory trying to allocate|"  # TensorFlow's BFC allocator, the GPU's
+    r"Check failed: .*cudaSuccess.*out of memory"  # a glog CHECK on a CUDA call (Caffe): error 2
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
 _NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
 # An OOM that PyTorch itself reports inside a warning (FSDP's state_dict clone) still is one.
 _MEMLOCK = (
     r"RLIMIT_MEMLOCK|RLIMIT_MLOCK|ulimit -l|max locked memory|cudaHostRegister|[Ff]ailed to register memory|"
-    r"ibv_reg_mr|pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
+    # a verbs registration's ENOMEM is the limit; its EINVAL (an unsupported buffer) is not
+    r"ibv_reg_mr(?!\S*\s+failed with error (?!Cannot allocate memory))|"
+    r"pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
     r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
     r"[Ff]ailed to register|"
     # a verbs completion queue is pinned memory too: its ENOMEM is the locked-memory limit (NCCL, Open MPI)
@@ -225,7 +229,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Error\(s\) in loading state_dict|SafetensorError|"  # a weights file cut short or damaged: fetch it again
         r"^[A-Z]\w*Warning: ",  # a warning raised as an error: -W error or PYTHONWARNINGS=error, the user's setting
         exception_only=True,
-        exclude=r"CUDA error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
+        exclude=r"CUDA (?:driver )?error|CUDA_ERROR|cuda runtime error|cudaError|NCCL|HCCL|[Tt]imed out|Timeout\(ms\)",
     ),
     # What a command line, a launcher or a scheduler refuses: the user's to fix, whatever line it is on.
     _p(
@@ -241,7 +245,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _p(
         FailureKind.CUDA_ERROR,
-        r"CUDA error: (?!out of memory)|CUBLAS_STATUS_(?!ALLOC_FAILED)|CUDNN_STATUS_(?!NOT_SUPPORTED)|"
+        r"CUDA (?:driver )?error: (?!out of memory)|CUBLAS_STATUS_(?!ALLOC_FAILED)|CUDNN_STATUS_(?!NOT_SUPPORTED)|"
         r"device-side assert|illegal memory access|unspecified launch failure|NVML_SUCCESS == r INTERNAL ASSERT|"
         r"Xid[: ]|uncorrectable ECC error|CUDA_ERROR_(?!OUT_OF_MEMORY)|cudaError(?!MemoryAllocation)|"
         r"misaligned address|HIP error|hipError(?!OutOfMemory)|CUDA kernel errors|an illegal instruction was|"
@@ -284,6 +288,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
         r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error|"
         r"NCCL communicator was aborted",  # torch's own abort of a communicator: a peer or its watchdog gave up
+        exclude=_DOWNLOAD.pattern,  # a web request's lost network (an HTTP client's retry notice) is a download's
     ),
     # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$"),
@@ -304,6 +309,7 @@ _ERROR_LINE = re.compile(
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
     r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo|"
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
+    r"free\(\): |malloc\(\): |"  # glibc's heap checks, which abort the process
     r"[Ee]victed|low on resource|ephemeral local storage usage exceeds|"  # a kubelet's
     r"^\s*\^C\s*$"
 )

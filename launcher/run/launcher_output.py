@@ -178,11 +178,12 @@ _LAUNCHER_SIGNAL = re.compile(
 )
 # A batch system stopped the job or step: Slurm's cancel line, LSF's job report's termination reason (its
 # owner's or an administrator's kill, a run or CPU time limit, preemption, a closed queue window), PBS's
-# walltime. A memory limit's kill is a host OOM (below).
+# walltime and its deletion of a job (by its owner or an administrator), Moab's wallclock limit. A memory
+# limit's kill is a host OOM (below).
 _SCHEDULER_STOP = re.compile(
     r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)|"
     r"^\s*TERM_(?:(?:FORCE_|REQUEUE_)?(?:OWNER|ADMIN)|RUNLIMIT|CPULIMIT|PREEMPT|WINDOW|DEADLINE|BUCKET_KILL|LOAD): |"
-    r"PBS: job killed: walltime \d+ exceeded limit"
+    r"PBS: job killed: walltime \d+ exceeded limit|job exceeded wallclock limit|[Jj]ob deleted at request of"
 )
 _KERNEL_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom[-_]kill event|"

@@ -32,6 +32,18 @@ KNOWN_MISSES = {
     "at 11 %; its gatherer marked it unsure",
     "cuda_oom_save__ajbrock-BigGAN-PyTorch-84.log": "no traceback: only the `Saving weights` lines before the OOM "
     "point to a save, and the script samples right after saving (its gatherer marked the label unsure)",
+    "killed__cBio-cbio-cluster-403.log": "a PBS job's output ending in a shell's `Terminated` glued to a progress "
+    "spinner; who sent the SIGTERM is only in the thread (its gatherer marked it unsure)",
+    "comm_error__kubeflow-trainer-2041.log": "the only failure is a WARNING that the rendezvous could not be shut "
+    "down; the traceback is cut after its header",
+    "cuda_oom_load__torch-torch7-988.log": "Lua torch7: the load phase shows only in Lua frames (`readObject`), "
+    "which no Python traceback reader takes; named cuda_oom",
+    "cuda_oom_load__chuanqi305-MobileNetv2-SSDLite-18.log": "Caffe: the phase is only in the source file of a "
+    "glog CHECK (`cudnn_conv_layer.cpp:52`, its layer set-up); named cuda_oom",
+    "shm__hpcaitech-Open-Sora-663.log": "`No space left on device` from pandarallel's memory file system: the "
+    "/dev/shm path is never printed, only `will use Memory file system` (its gatherer marked it unsure)",
+    "interrupted__deepspeedai-DeepSpeed-3645.log": "the signal shows only as DeepSpeed's launcher running its "
+    "`sigkill_handler`, whose own NameError is the exception (its gatherer marked it unsure)",
 }
 
 
