@@ -1,8 +1,14 @@
 """Sample each selected GPU's used memory through NVML, and the training tree's host RAM, per attempt.
 
-A daemon thread wakes every `interval` seconds, so training is not slowed: one NVML query per GPU and
+A daemon thread wakes every `interval` seconds, so training is not slowed: two NVML queries per GPU and
 one walk of the process tree per sample. Peaks are exact; the timeline is kept compact by dropping every
 other point whenever it reaches MAX_POINTS (the spacing doubles, the shape stays).
+
+A GPU's peak is the attempt's own where NVML lists the attempt's processes on it (the sum of their
+`usedGpuMemory`): another process on a shared GPU (a notebook, a second job) would otherwise count as the
+run's, and the report's measured / estimate, which corrects the next attempt's estimate, with it. Where NVML
+lists none of them (another PID namespace, no per-process figures), the peak is the whole GPU's used memory,
+as before. The timeline keeps the whole GPU's, what the card held; each GPU's `peak_scope` says which.
 """
 
 from __future__ import annotations
@@ -30,14 +36,22 @@ class MemoryTimeline:
     t: list[float] = field(default_factory=list)
     gpu_used: dict[int, list[int]] = field(default_factory=dict)
     host_used: list[int] = field(default_factory=list)
-    gpu_peak: dict[int, int] = field(default_factory=dict)
+    gpu_peak: dict[int, int] = field(default_factory=dict)  # the attempt's own where seen, else the device's
+    device_peak: dict[int, int] = field(default_factory=dict)
+    own_peak: dict[int, int] = field(default_factory=dict)  # only GPUs where NVML listed the attempt's processes
     host_peak: int = 0
     stride: int = 1
     samples: int = 0
 
-    def add(self, t: float, gpu_used: dict[int, int], host_used: int) -> None:
+    def add(self, t: float, gpu_used: dict[int, int], host_used: int, gpu_own: dict[int, int] | None = None) -> None:
+        """`gpu_used`: each GPU's used memory; `gpu_own`: what the attempt's own processes hold, where NVML lists
+        them."""
         for index, used in gpu_used.items():
-            self.gpu_peak[index] = max(self.gpu_peak.get(index, 0), used)
+            self.device_peak[index] = max(self.device_peak.get(index, 0), used)
+        for index, own in (gpu_own or {}).items():
+            self.own_peak[index] = max(self.own_peak.get(index, 0), own)
+        for index in self.device_peak.keys() | self.own_peak.keys():
+            self.gpu_peak[index] = self.own_peak.get(index, self.device_peak.get(index, 0))
         self.host_peak = max(self.host_peak, host_used)
         self.samples += 1
         if (self.samples - 1) % self.stride:
@@ -76,7 +90,12 @@ class MemoryTimeline:
     def to_json(self) -> dict[str, Any]:
         return {
             "gpus": [
-                {"index": i, "peak_bytes": self.gpu_peak.get(i, 0), "total_bytes": self.gpu_totals.get(i)}
+                {
+                    "index": i,
+                    "peak_bytes": self.gpu_peak.get(i, 0),
+                    "total_bytes": self.gpu_totals.get(i),
+                    "peak_scope": "processes" if i in self.own_peak else "device",
+                }
                 for i in self.gpu_indices
             ],
             "host_peak_bytes": self.host_peak,
@@ -117,21 +136,39 @@ class MemoryMonitor(threading.Thread):
         except Exception:  # no NVML: host RAM only; the report shows zero GPU samples
             self.handles = {}
 
-    def _host_used(self) -> int:
+    def _tree(self) -> tuple[set[int], int]:
+        """The attempt's process ids and their resident host memory, in one walk of the tree."""
+        pids: set[int] = set()
         total = 0
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.root_pid)
             for proc in [root, *root.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     total += proc.memory_info().rss
-        return total
+                    pids.add(proc.pid)
+        return pids, total
+
+    def _own_used(self, handle: Any, pids: set[int]) -> int | None:
+        """What the attempt's processes hold on one GPU; None where NVML lists none of them or no figures."""
+        try:
+            figures = [p.usedGpuMemory for p in self.nvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid in pids]
+        except Exception:
+            return None
+        if not figures or any(figure is None for figure in figures):
+            return None
+        return int(sum(figures))
 
     def sample(self, t: float) -> None:
-        used = {}
+        pids, host_used = self._tree()
+        used: dict[int, int] = {}
+        own: dict[int, int] = {}
         for index, handle in self.handles.items():
             with contextlib.suppress(Exception):
                 used[index] = int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used)
-        self.timeline.add(t, used, self._host_used())
+            mine = self._own_used(handle, pids) if pids else None
+            if mine is not None:
+                own[index] = mine
+        self.timeline.add(t, used, host_used, own)
 
     def run(self) -> None:
         start = time.monotonic()

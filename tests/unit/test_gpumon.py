@@ -9,10 +9,19 @@ GiB = 2**30
 
 
 class FakeNvml:
-    """Two 80 GiB GPUs whose used memory follows a script, one value per query."""
+    """Two 80 GiB GPUs whose used memory follows a script, one value per query; `processes` are what
+    nvmlDeviceGetComputeRunningProcesses lists per GPU (pid, usedGpuMemory), None where it is unsupported."""
 
-    def __init__(self, used: dict[int, list[int]]) -> None:
+    def __init__(
+        self, used: dict[int, list[int]], processes: dict[int, list[tuple[int, int | None]]] | None = None
+    ) -> None:
         self.used = {i: list(v) for i, v in used.items()}
+        self.processes = processes
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
+        if self.processes is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(handle, [])]
 
     def nvmlInit(self) -> None: ...
 
@@ -38,7 +47,7 @@ def test_monitor_records_peaks_and_timeline_from_nvml() -> None:
     assert timeline.gpu_totals == {0: 80 * GiB, 1: 80 * GiB}
     assert timeline.host_peak > 0  # this test process's own RSS
     data = timeline.to_json()
-    assert data["gpus"][0] == {"index": 0, "peak_bytes": 70 * GiB, "total_bytes": 80 * GiB}
+    assert data["gpus"][0] == {"index": 0, "peak_bytes": 70 * GiB, "total_bytes": 80 * GiB, "peak_scope": "device"}
     assert data["timeline"]["gpu_used_bytes"]["1"] == [5 * GiB, 9 * GiB, 8 * GiB]
 
 
@@ -59,3 +68,28 @@ def test_imbalance_is_named_with_the_fix() -> None:
     even = MemoryTimeline((0, 1), {0: 80 * GiB, 1: 80 * GiB})
     even.add(0.0, {0: 78 * GiB, 1: 70 * GiB}, 0)
     assert even.imbalance() is None
+
+
+def test_a_shared_gpus_peak_is_the_attempts_own_processes() -> None:
+    """Another process's 30 GiB on GPU 0 is not the run's: the peak is what the attempt's processes hold."""
+    me, other = os.getpid(), 999_999_999
+    used = {0: [0, 40 * GiB, 50 * GiB], 1: [0, 12 * GiB, 12 * GiB]}  # the first: the total's query
+    nvml = FakeNvml(used, {0: [(me, 10 * GiB), (other, 30 * GiB)], 1: [(other, 12 * GiB)]})
+    monitor = MemoryMonitor(me, (0, 1), interval=1.0, nvml=nvml)  # type: ignore[arg-type]
+    monitor.sample(0.0)
+    nvml.processes = {0: [(me, 20 * GiB), (other, 30 * GiB)], 1: [(other, 12 * GiB)]}
+    monitor.sample(1.0)
+    timeline = monitor.timeline
+    assert timeline.gpu_peak == {0: 20 * GiB, 1: 12 * GiB}  # GPU 1 lists none of ours: the device's figure
+    assert timeline.gpu_used[0] == [40 * GiB, 50 * GiB]  # the timeline keeps what the card held
+    scopes = [g["peak_scope"] for g in timeline.to_json()["gpus"]]
+    assert scopes == ["processes", "device"]
+
+
+def test_without_per_process_figures_the_peak_is_the_devices() -> None:
+    me = os.getpid()
+    for processes in (None, {0: [(me, None)]}):
+        nvml = FakeNvml({0: [40 * GiB]}, processes)
+        monitor = MemoryMonitor(me, (0,), interval=1.0, nvml=nvml)  # type: ignore[arg-type]
+        monitor.sample(0.0)
+        assert monitor.timeline.gpu_peak == {0: 40 * GiB}
