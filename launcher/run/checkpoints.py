@@ -189,7 +189,7 @@ def unreadable(path: Path) -> str | None:
             if problem is not None:
                 return f"{deepspeed_dir.name}/{problem}"
         return _zero_shards_problem(path, deepspeed_dir, files)
-    return _scheduler_problem(files)
+    return _scheduler_problem(files) or _lost_optimizer_problem(path, files)
 
 
 # transformers' optimizer files (Trainer._load_optimizer_and_scheduler): optimizer.pt, optimizer.bin, and the
@@ -205,6 +205,29 @@ def _scheduler_problem(files: Sequence[Path]) -> str | None:
     optimizer = next((name for name in sorted(names) if _OPTIMIZER.match(name)), None)
     if optimizer is not None and "scheduler.pt" not in names:
         return f"{optimizer} without scheduler.pt: transformers would load neither, and restart Adam and the schedule"
+    return None
+
+
+# the end of a problem that leaves the weights whole: such a checkpoint is resumed weights only where no
+# complete one is left (latest_complete)
+LOST_OPTIMIZER = "the optimizer state was lost (a copy without its .pt files?)"
+
+
+def _lost_optimizer_problem(path: Path, files: Sequence[Path]) -> str | None:
+    """A checkpoint saved with its optimizer state that no longer holds it: transformers saves the optimizer and
+    the scheduler together, and neither under save_only_model, so a scheduler.pt alone, or no optimizer file
+    where the run's args.json says save_only_model false, is a copy that lost the optimizer (a sync that left
+    out the large .pt files). Resumed, Adam's moments would start over while an older complete checkpoint
+    may sit beside it; where none is, latest_complete still takes it, weights only. A checkpoint saved without
+    its state (save_only_model, or no args.json to tell) is not
+    this: it resumes weights only, and says so."""
+    names = {file.name for file in files}
+    if any(_OPTIMIZER.match(name) for name in names):
+        return None
+    if "scheduler.pt" in names:
+        return f"scheduler.pt without its optimizer file: {LOST_OPTIMIZER}"
+    if saved_args(path).get("save_only_model") is False:
+        return f"no optimizer file, though it was saved with save_only_model false: {LOST_OPTIMIZER}"
     return None
 
 
@@ -379,13 +402,18 @@ def latest_complete(
         version = _version(run.name) if run != output_dir else None
         last_saved[run] = max(last_saved.get(run, (mtime, -1)), (mtime, -1 if version is None else version))
     skipped: dict[Path, str] = {}
+    # the newest that lost only its optimizer state, and the newer ones skipped before it
+    weights_only: tuple[Checkpoint, dict[Path, str]] | None = None
     # newest first: the run that saved last, its highest step first; stop at the first readable one
     for _, step, _, path in sorted(candidates, key=lambda c: (last_saved[c[0]], c[1], c[2]), reverse=True):
         problem = unreadable(path)
         if problem is None:
             return _found(path, step), skipped
+        if weights_only is None and problem.endswith(LOST_OPTIMIZER):
+            weights_only = (_found(path, step), dict(skipped))
         skipped[path] = problem
-    return None, skipped
+    # no complete one: the weights are whole, better than step 0; resumed weights only, and said so
+    return weights_only if weights_only is not None else (None, skipped)
 
 
 def _saved_at(path: Path) -> float:

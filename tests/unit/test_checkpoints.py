@@ -222,6 +222,30 @@ def _shard_without_a_tensor(path: Path) -> None:
     (path / "model.safetensors.index.json").write_text(json.dumps(index))
 
 
+def _lost_both_saved_with_state(path: Path) -> None:
+    (path / "optimizer.pt").unlink()
+    (path / "scheduler.pt").unlink()
+    (path / "args.json").write_text(json.dumps({"save_only_model": False}))
+
+
+def test_lost_optimizer_state_is_resumed_weights_only_where_no_complete_checkpoint_is_left(tmp_path: Path) -> None:
+    for step in (3, 6):
+        lost = make(tmp_path / f"checkpoint-{step}")
+        (lost / "optimizer.pt").unlink()
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and (checkpoint.step, checkpoint.has_optimizer_state) == (6, False)
+    assert list(skipped) == []  # only newer ones are listed as skipped: none is newer than the one taken
+
+
+def test_a_checkpoint_saved_without_its_optimizer_resumes_weights_only(tmp_path: Path) -> None:
+    """save_only_model true, or no args.json to tell: no optimizer files is how it was saved, not a loss."""
+    for name, args in (("checkpoint-3", {"save_only_model": True}), ("checkpoint-6", None)):
+        saved = make(tmp_path / name, optimizer=False)
+        if args is not None:
+            (saved / "args.json").write_text(json.dumps(args))
+        assert unreadable(saved) is None
+
+
 @pytest.mark.parametrize(
     ("corrupt", "why"),
     [
@@ -264,6 +288,17 @@ def _shard_without_a_tensor(path: Path) -> None:
             _remove("scheduler.pt"),
             "optimizer.pt without scheduler.pt: transformers would load neither",
             id="no-scheduler",
+        ),
+        # a copy that lost the optimizer: transformers saves it with the scheduler, and neither under save_only_model
+        pytest.param(
+            _remove("optimizer.pt"),
+            "scheduler.pt without its optimizer file: the optimizer state was lost",
+            id="no-optimizer",
+        ),
+        pytest.param(
+            _lost_both_saved_with_state,
+            "no optimizer file, though it was saved with save_only_model false",
+            id="no-optimizer-files-args-say-saved",
         ),
         # transformers 5 divides the state's train_batch_size as it resumes: a TypeError in every rank
         pytest.param(
