@@ -29,6 +29,10 @@ def _hides_ours(entry: str) -> bool:
 
 def main() -> None:
     sys.path[:] = [entry for entry in sys.path if not _hides_ours(entry)]
-    from launcher.cli import main as cli_main
+    try:
+        from launcher.cli import main as cli_main
 
-    cli_main()
+        cli_main()
+    except KeyboardInterrupt:  # Ctrl-C before the CLI's own handling is in place: its modules still loading
+        sys.stderr.write("safe-sft: aborted\n")
+        raise SystemExit(130) from None

@@ -38,3 +38,22 @@ def test_the_package_list_holds_every_package_of_the_tree() -> None:
         if "__pycache__" not in init.parts
     }
     assert tree <= listed, f"not in pyproject.toml's packages: {sorted(tree - listed)}"
+
+
+def test_ctrl_c_while_the_cli_loads_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C in the first tens of milliseconds lands in an import: the same line and exit as later ones."""
+    import types
+
+    import safe_sft
+
+    class Loading(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "launcher.cli", Loading("launcher.cli"))
+    with pytest.raises(SystemExit) as stopped:
+        safe_sft.main()
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "safe-sft: aborted\n"
