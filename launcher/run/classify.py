@@ -301,6 +301,14 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
 )
 _NCCL_TERMINATE_LINE = re.compile(_NCCL_TERMINATE)
+# The launcher itself was signalled: torchrun's agent, DeepSpeed's launcher, or a Python launcher's Ctrl-C
+# (groups: the signal's name or number, torchrun's number, KeyboardInterrupt). In a saved log it is the
+# user's or a scheduler's stop (launcher_output's `stopped_by`); live, safe-sft knows its own signals, and a
+# torchrun that someone else signalled is `killed`.
+LAUNCHER_SIGNAL = re.compile(
+    r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got sig(?:nal|val): ?(\d+)|"
+    r"^\s*(KeyboardInterrupt)\b"
+)
 
 # Lines that can be evidence at all: warnings that merely mention a path or a feature don't count.
 _ERROR_LINE = re.compile(
@@ -650,6 +658,11 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         launcher = _Found(found.kind, tuple(line.replace("a process", "the launcher", 1) for line in found.lines),
                           None, found.confidence, found.runner_up)  # fmt: skip
         candidates.append((_rank_strength(launcher, evidence.exit_code, False), 0, 0.0, launcher, evidence.exit_code))
+    signalled = next((line.strip() for line in evidence.log_tail if LAUNCHER_SIGNAL.search(line)), None)
+    if not candidates and signalled:  # torchrun's agent, signalled by someone else, stopped its ranks
+        killed = FailureKind.KILLED
+        proof = (f"the launcher was signalled: {_clean(signalled)}",)
+        return Failure(killed, proof, exit_code=evidence.exit_code, summary=_summary(killed))
     if not candidates:
         # a rank that exited with a code and printed no traceback (torchrun's summary without @record): its
         # exit, rather than whatever the log ends with (torchrun's own lines)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from launcher.run.classify import AttemptEvidence, RankFailure
+from launcher.run.classify import LAUNCHER_SIGNAL, AttemptEvidence, RankFailure
 
 SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8}
 SIGNAL_NUMBERS |= {"SIGKILL": 9, "SIGSEGV": 11, "SIGPIPE": 13, "SIGTERM": 15, "SIGUSR1": 10, "SIGUSR2": 12}
@@ -172,10 +172,6 @@ _SIGNAL_RECEIVED = re.compile(
 _SIGNAL_WORDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Terminated": 15}
 _SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_NUMBERS.items()}
 
-_LAUNCHER_SIGNAL = re.compile(
-    r"Received (?:Signals\.)?(SIG[A-Z]+|\d+) death signal|SignalException: Process \d+ got sig(?:nal|val): ?(\d+)|"
-    r"^\s*(KeyboardInterrupt)\b"
-)
 # A batch system stopped the job or step: Slurm's cancel line, LSF's job report's termination reason (its
 # owner's or an administrator's kill, a run or CPU time limit, preemption, a closed queue window), PBS's
 # walltime and its deletion of a job (by its owner or an administrator), Moab's wallclock limit. A memory
@@ -237,7 +233,7 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
 
 def _launcher_signal(lines: Sequence[str]) -> tuple[str, str] | None:
     for line in lines:
-        match = _LAUNCHER_SIGNAL.search(strip_rank(line))
+        match = LAUNCHER_SIGNAL.search(strip_rank(line))
         if match is None:
             continue
         if match.group(3):

@@ -530,3 +530,11 @@ def test_a_weights_file_that_cannot_be_deserialised_is_the_users_to_fetch_again(
     )
     failure = classify(AttemptEvidence(exit_code=1, rank_failures=(RankFailure(0, 1, error),)))
     assert failure is not None and failure.kind is K.USER_ERROR and failure.evidence[0] == error
+
+
+def test_a_torchrun_someone_else_signalled_is_killed_not_unknown() -> None:
+    """Live, safe-sft knows its own signals: a SIGTERM to torchrun from elsewhere stopped the ranks."""
+    line = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 15"
+    failure = classify(AttemptEvidence(exit_code=1, log_tail=("step 3", line)))
+    assert failure is not None and failure.kind is K.KILLED
+    assert failure.evidence == (f"the launcher was signalled: {line}",)
