@@ -661,8 +661,8 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     signalled = next((line.strip() for line in evidence.log_tail if LAUNCHER_SIGNAL.search(line)), None)
     if not candidates and signalled:  # torchrun's agent, signalled by someone else, stopped its ranks
         killed = FailureKind.KILLED
-        proof = (f"the launcher was signalled: {_clean(signalled)}",)
-        return Failure(killed, proof, exit_code=evidence.exit_code, summary=_summary(killed))
+        said = f"the launcher was signalled: {_clean(signalled)}"
+        return Failure(killed, (said,), exit_code=evidence.exit_code, summary=_summary(killed))
     if not candidates:
         # a rank that exited with a code and printed no traceback (torchrun's summary without @record): its
         # exit, rather than whatever the log ends with (torchrun's own lines)
