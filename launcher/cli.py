@@ -449,6 +449,8 @@ def run_command(
             f"safe-sft: warning: took over the lock on {output_dir} from a run that is gone ({lock.stale.describe()})",
             err=True,
         )
+    if lock is not None:
+        lock.keep(lambda message: click.echo(message, err=True))
     try:
         code = _supervise(
             prepared,

@@ -3,7 +3,10 @@
 The lock file records its holder (pid, host, start time, run id) as JSON, so a refused run can name it.
 The kernel drops an flock when its holder dies, however it dies; a record still in the file then (the
 holder was SIGKILLed, or its host went down) is a stale lock: it is taken over with a warning naming the
-old holder. A clean end empties the record. The descriptor is not inherited by the training processes
+old holder. A clean end empties the record. An flock belongs to the file, not its name: while the run
+lasts, `keep` checks every few seconds that the name still leads to the held file, and takes the lock
+again where someone removed it (or the whole safe-sft/ folder), so that a second run cannot start beside
+this one unnoticed; where one already has, both are told. The descriptor is not inherited by the training processes
 (Python opens files close-on-exec), so a torchrun left running never holds it.
 
 Several nodes of one run share the output dir: only node 0 takes the lock (the other nodes join node 0's
@@ -20,6 +23,8 @@ import fcntl
 import json
 import os
 import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,18 +73,78 @@ class OutputDirLock:
 
     def __init__(self, path: Path, fd: int, holder: Holder, stale: Holder | None) -> None:
         self.path, self.fd, self.holder, self.stale = path, fd, holder, stale
+        self._mutex = threading.Lock()  # `keep`'s thread and release() never touch the descriptor at once
+        self._ended = threading.Event()
+        self._told_of: Holder | None = None
+
+    def keep(self, warn: Callable[[str], None], interval: float = 2.0) -> None:
+        """Until release(): every `interval` seconds, take the lock again if its file was removed or replaced."""
+        thread = threading.Thread(target=self._keep, args=(warn, interval), name="safe-sft-lock", daemon=True)
+        thread.start()
+
+    def _keep(self, warn: Callable[[str], None], interval: float) -> None:
+        while not self._ended.wait(interval):
+            message = self.retake()
+            if message:
+                warn(message)
+
+    def retake(self) -> str | None:
+        """Where the lock's name no longer leads to the held file, take a new one there: what to tell the user
+        (taken again, or another run took it first, said once), else None."""
+        with self._mutex:
+            if self.fd < 0:
+                return None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                    return None
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return None
+            gone = f"the lock {self.path} was removed while this run held it"
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                return f"safe-sft: warning: {gone}, and cannot be made again ({err.strerror or err})"
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                other = _read(fd)
+                os.close(fd)
+                if other is not None and other == self._told_of:
+                    return None
+                self._told_of = other
+                who = other.describe() if other else "a process that has not written its record yet"
+                return (
+                    f"safe-sft: warning: {gone}, and another safe-sft run ({who}) took it: both now write into "
+                    f"{self.path.parent.parent}; stop one of them, or its checkpoints may overwrite the other's"
+                )
+            except OSError as err:
+                if err.errno not in _NO_LOCKS:
+                    os.close(fd)
+                    return None
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, self.holder.to_json().encode(), 0)
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = fd
+            return f"safe-sft: warning: {gone}; taken again"
 
     def release(self) -> None:
         """Empty the record, then unlock: the next run starts without a stale-lock warning."""
-        if self.fd < 0:
-            return
-        # a record left behind only makes the next run say it took over a stale lock
-        with contextlib.suppress(OSError):
-            os.ftruncate(self.fd, 0)
-        with contextlib.suppress(OSError):
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = -1
+        self._ended.set()
+        with self._mutex:
+            if self.fd < 0:
+                return
+            # a record left behind only makes the next run say it took over a stale lock
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _read(fd: int) -> Holder | None:

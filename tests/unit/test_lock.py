@@ -129,3 +129,49 @@ def test_a_damaged_lock_record_reads_as_none(text: str) -> None:
     from launcher.run.lock import _parse
 
     assert _parse(text) is None
+
+
+def test_a_removed_lock_is_taken_again_so_a_second_run_is_still_refused(tmp_path: Path) -> None:
+    """An flock holds the file, not its name: with the file removed, a second run would have started beside
+    the first and saved over its checkpoints (hostile42sig F1)."""
+    for removed in ("lock", "folder"):
+        lock = acquire(tmp_path, "job-1")
+        assert lock.retake() is None  # untouched
+        if removed == "lock":
+            lock.path.unlink()
+        else:
+            lock.path.unlink()
+            lock.path.parent.rmdir()
+        taken = f"safe-sft: warning: the lock {lock.path} was removed while this run held it; taken again"
+        assert lock.retake() == taken
+        with pytest.raises(SafeSftError, match="run id job-1"):
+            acquire(tmp_path, None)
+        lock.release()
+
+
+def test_a_run_that_took_the_removed_lock_first_is_named_once(tmp_path: Path) -> None:
+    lock = acquire(tmp_path, "job-1")
+    lock.path.unlink()
+    second = acquire(tmp_path, "job-2")  # it started in the window before the first took the lock again
+    message = lock.retake()
+    assert message is not None and "another safe-sft run" in message and "run id job-2" in message
+    assert "stop one of them" in message
+    assert lock.retake() is None  # said once
+    second.release()
+    lock.release()
+
+
+def test_keep_watches_until_release(tmp_path: Path) -> None:
+    lock = acquire(tmp_path, None)
+    said: list[str] = []
+    lock.keep(said.append, interval=0.02)
+    lock.path.unlink()
+    deadline = time.monotonic() + 5
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert said and said[0].endswith("taken again")
+    assert lock.path.is_file()
+    lock.release()
+    lock.path.unlink()
+    time.sleep(0.1)
+    assert not lock.path.exists() and len(said) == 1  # released: no longer kept
