@@ -4,7 +4,7 @@ The lock file records its holder (pid, host, start time, run id) as JSON, so a r
 The kernel drops an flock when its holder dies, however it dies; a record still in the file then (the
 holder was SIGKILLed, or its host went down) is a stale lock: it is taken over with a warning naming the
 old holder. A clean end empties the record. An flock belongs to the file, not its name: while the run
-lasts, `keep` checks every few seconds that the name still leads to the held file, and takes the lock
+lasts, `keep` checks twice a second that the name still leads to the held file, and takes the lock
 again where someone removed it (or the whole safe-sft/ folder), so that a second run cannot start beside
 this one unnoticed; where one already has, both are told. The descriptor is not inherited by the training processes
 (Python opens files close-on-exec), so a torchrun left running never holds it.
@@ -77,7 +77,7 @@ class OutputDirLock:
         self._ended = threading.Event()
         self._told_of: Holder | None = None
 
-    def keep(self, warn: Callable[[str], None], interval: float = 2.0) -> None:
+    def keep(self, warn: Callable[[str], None], interval: float = 0.5) -> None:
         """Until release(): every `interval` seconds, take the lock again if its file was removed or replaced."""
         thread = threading.Thread(target=self._keep, args=(warn, interval), name="safe-sft-lock", daemon=True)
         thread.start()

@@ -229,6 +229,7 @@ def save_report(path: Path, data: dict[str, Any]) -> str | None:
     reserve = reserve_path(path)
     try:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # a records folder removed while the run lasted
             write_report(path, text)
         except OSError as err:
             if err.errno not in _DISK_FULL or not _give_up(reserve):

@@ -108,6 +108,15 @@ def test_a_report_that_cannot_be_written_is_one_line_naming_it(tmp_path: Path) -
     assert json.loads((tmp_path / "report.json").read_text()) == {"schema": 1}
 
 
+def test_a_report_whose_records_folder_was_removed_is_written_there_again(tmp_path: Path) -> None:
+    """Someone cleaned up <output_dir>/safe-sft while the run lasted (hostile42sig F1): the report still lands."""
+    from launcher.run.report import save_report
+
+    report = tmp_path / "safe-sft" / "20261128-221736" / "report.json"
+    assert save_report(report, {"schema": 1, "outcome": "failed"}) is None
+    assert json.loads(report.read_text())["outcome"] == "failed"
+
+
 def test_plot_draws_the_estimate_and_the_capacity_as_levels(run_dir: Path, tmp_path: Path) -> None:
     data = load_report(run_dir)
     assert plot_levels(data) == [("estimate #1", 0.0, 10.0, 64.0), ("GPU capacity", 0.0, 20.0, 80.0)]
