@@ -80,11 +80,26 @@ def clean_line(raw: str) -> str:
     return line if len(line) <= MAX_LINE else f"{line[:half]} ... {line[-half:]}"
 
 
+# the files a mistaken path names next to a log: a zip (torch's .pt/.bin, an archive), a pickle, numpy, gzip,
+# parquet, arrow, an executable, an image
+_BINARY_MAGIC = (
+    b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"\x93NUMPY", b"\x1f\x8b",
+    b"PAR1", b"ARROW1", b"\x7fELF", b"\x89PNG", b"\xff\xd8\xff",
+)  # fmt: skip
+
+
+def _is_safetensors(head: bytes) -> bool:
+    """A safetensors file: its header's length (8 bytes, little-endian), then the JSON header itself."""
+    return len(head) > 9 and head[8:10] == b'{"' and 0 < int.from_bytes(head[:8], "little") < 2**30
+
+
 def _looks_binary(head: bytes) -> bool:
-    """Many control characters. NULs are not counted: a node that crashed while its log was appended to
-    leaves a run of them (a file system's zero-filled blocks), and the text around them is the log. Nor are
-    bytes past ASCII: a log in GBK or Latin-1 is text, and its ASCII lines (tracebacks, launcher reports)
-    classify as they are."""
+    """A known binary format (weights, an archive, an executable), or many control characters. NULs are not
+    counted: a node that crashed while its log was appended to leaves a run of them (a file system's
+    zero-filled blocks), and the text around them is the log. Nor are bytes past ASCII: a log in GBK or
+    Latin-1 is text, and its ASCII lines (tracebacks, launcher reports) classify as they are."""
+    if head.startswith(_BINARY_MAGIC) or _is_safetensors(head):
+        return True
     text = head.replace(b"\x00", b"")
     if not text:  # NULs alone (an endless /dev/zero on stdin): nothing to read on for
         return bool(head)

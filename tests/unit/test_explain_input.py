@@ -94,11 +94,19 @@ def test_escape_codes_are_stripped_and_no_raw_bytes_reach_the_terminal(tmp_path:
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in out
 
 
+def _safetensors_like() -> bytes:
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4096], "data_offsets": [0, 16384]}}).encode()
+    return len(header).to_bytes(8, "little") + header + bytes(range(32, 127)) * 172
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
         pytest.param(lambda p: p.write_bytes(b""), "is empty", id="empty"),
         pytest.param(lambda p: p.write_bytes(bytes(range(256)) * 64), "is binary data", id="binary"),
+        # weights named by mistake: safetensors' header is JSON and its tensors' bytes look half like text
+        pytest.param(lambda p: p.write_bytes(_safetensors_like()), "is binary data", id="safetensors"),
+        pytest.param(lambda p: p.write_bytes(b"PK\x03\x04" + b"archive/data.pkl" * 64), "is binary data", id="zip"),
         pytest.param(lambda p: os.mkfifo(p), "is a FIFO", id="fifo"),
         pytest.param(lambda p: p.write_bytes(b" \n\t\n"), "is blank", id="white-space"),  # had been classified
         pytest.param(lambda p: None, "does not exist", id="missing"),
