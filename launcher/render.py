@@ -9,7 +9,7 @@ from typing import Any
 from launcher.masking import mask_argv, mask_env
 from launcher.model import DataLengths, DeviceMapLayout, GlobalBatch, ModelFacts, Plan, SampleStatus, Sourced, Topology
 from launcher.plan.batch import describe as describe_batch
-from launcher.run.memlock import MemlockStatus
+from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
 PLAN_SCHEMA = 1
@@ -240,6 +240,7 @@ def plan_to_json(
             "soft": _rlimit(memlock.after.soft),
             "hard": _rlimit(memlock.after.hard),
             "problem": memlock.problem,
+            "fix": MEMLOCK_FIX if memlock.problem else None,
         },
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
@@ -321,7 +322,7 @@ def render_plan(
         where = " (of this machine; the assumed machine's is unknown)" if plan.assumed_machine else ""
         lines += ["", f"memlock{where}: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
         if memlock.problem:
-            lines.append(f"  {memlock.problem}")
+            lines += [f"  {memlock.problem}", f"  fix: {MEMLOCK_FIX}"]
 
     lines += ["", "Command", "  " + shlex.join(mask_argv(plan.command))]
     for warning in plan.warnings:
