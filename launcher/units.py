@@ -45,7 +45,8 @@ def parse_size(text: str, what: str = "size") -> int:
         raise SafeSftError(f"{what} {text!r} is out of range", "write it like 24GiB, 80G or 512GiB")
     if unit == "" and value < BARE_BYTES_LEAST:  # `8x80` for 80 GiB GPUs would plan for 80-byte ones
         number = match.group(1)
-        raise SafeSftError(f"{what} {text!r} is {number} bytes: its unit is missing", f"write {number}GiB")
+        fix = f"write {number}GiB" if value > 0 else "write it like 24GiB, 80G or 512GiB"  # 0GiB is no size either
+        raise SafeSftError(f"{what} {text!r} is {number} bytes: its unit is missing", fix)
     return int(value)
 
 

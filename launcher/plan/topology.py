@@ -344,9 +344,11 @@ def _select_gpus(
                 "to train on the CPU pass --use_cpu true",
             )
         if count > len(candidates) and source in OWN:
+            named = _has_index(candidates, count)
+            alone = f", or name GPU {count} alone with a comma: --gpus {choice}," if named else ""
             raise SafeSftError(
                 f"{given} is read as a count: {count} GPU(s) asked for but {len(candidates)} visible",
-                f"ask for 1 to {len(candidates)} GPUs, or name GPUs by index with a comma: --gpus {choice},",
+                f"ask for 1 to {len(candidates)} GPUs{alone}",
             )
         if count > len(candidates):  # NPROC_PER_NODE names no GPU: it is a count of processes, one per GPU
             raise SafeSftError(
@@ -411,6 +413,11 @@ def _match_devices(
             )
         chosen.append(gpu)
     return tuple(chosen)
+
+
+def _has_index(gpus: tuple[GpuInfo, ...], index: int) -> bool:
+    """Whether `--gpus N,` (a list) would name a GPU here: the fix for a count above the visible GPUs."""
+    return _device_named(str(index), gpus) is not None
 
 
 def _device_named(token: str, gpus: tuple[GpuInfo, ...]) -> GpuInfo | None:

@@ -618,3 +618,25 @@ def test_master_addr_exported_empty_is_no_address_as_torchrun_reads_it() -> None
     assert (alone.master_addr.value, alone.master_addr.source) == ("127.0.0.1", Source.DEFAULT)
     assert alone.master_addr.note == "MASTER_ADDR is set empty: the default, as torchrun takes it"
     assert resolve(env={**SLURM, "MASTER_ADDR": " "}).master_addr.value == "gpu-01"
+
+
+def test_a_count_above_the_gpus_offers_the_list_form_only_for_a_gpu_that_exists() -> None:
+    """`--gpus 99` on 4 GPUs had been told to write `--gpus 99,`, which names no GPU (audit42 F8)."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(gpus="99"), gpu_list=FOUR_GPUS)
+    assert err.value.hint == "ask for 1 to 4 GPUs"
+    with pytest.raises(SafeSftError) as err:  # GPU 3 exists, and 2 are visible: a list names it
+        resolve(TopologyRequest(gpus="3"), {"CUDA_VISIBLE_DEVICES": "2,3"}, gpu_list=FOUR_GPUS)
+    assert err.value.hint == "ask for 1 to 2 GPUs, or name GPU 3 alone with a comma: --gpus 3,"
+
+
+def test_a_bare_zero_size_is_not_told_to_become_0gib() -> None:
+    """`--assume-ram 0` had been told to write 0GiB, which is refused next as no memory (audit42 F7)."""
+    from launcher.units import parse_size
+
+    with pytest.raises(SafeSftError) as zero:
+        parse_size("0", "--assume-ram")
+    assert "0GiB" not in zero.value.hint and "512GiB" in zero.value.hint
+    with pytest.raises(SafeSftError) as bare:
+        parse_size("80", "--assume-gpus")
+    assert bare.value.hint == "write 80GiB"
