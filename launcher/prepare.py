@@ -318,9 +318,11 @@ def check_launchable(prepared: Prepared) -> None:
     nproc = prepared.plan.topology.nproc_per_node.source in OWN and prepared.backend.own_parser
     if not prepared.plan.topology.gpus and not prepared.swift.get_bool("use_cpu", False) and not nproc:
         why = next((w for w in prepared.host.gpus.warnings), "NVML lists no GPU")
+        spelling = prepared.swift.spelling  # a trainer's own overrides (LLaMA-Factory's `use_cpu=true`)
+        add = (spelling.token("use_cpu", ("true",)) if spelling else None) or "--use_cpu true"
         raise SafeSftError(
-            f"no GPU visible ({why}) and --use_cpu not given",
-            "add --use_cpu true to train on the CPU (a script that sets it itself: give safe-sft its --nproc), or fix "
+            f"no GPU visible ({why}) and {prepared.swift.spelled('use_cpu')} not given",
+            f"add {add} to train on the CPU (a script that sets it itself: give safe-sft its --nproc), or fix "
             "the GPU driver (`safe-sft doctor`)",
         )
 

@@ -185,6 +185,20 @@ def test_no_gpu_without_use_cpu_is_refused_on_the_run_path_only(fake_host) -> No
     check_launchable(prepare(["--model", "m", "--use_cpu", "true"], LaunchOptions(), {}, host=no_gpu))
 
 
+def test_no_gpu_fix_is_written_in_the_trainers_own_spelling(fake_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """LLaMA-Factory's overrides are key=value: `--use_cpu true` was then refused as its spelling (audit42 F6)."""
+    from launcher.backends.llamafactory import LLAMAFACTORY
+    from launcher.errors import SafeSftError
+    from launcher.prepare import LaunchOptions, check_launchable, prepare
+
+    config = tmp_path / "sft.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: lora\noutput_dir: out\n")
+    prepared = prepare([str(config)], LaunchOptions(), {}, host=fake_host(), backend=LLAMAFACTORY)
+    with pytest.raises(SafeSftError, match=r"and use_cpu not given") as err:
+        check_launchable(prepared)
+    assert err.value.hint.startswith("add use_cpu=true to train on the CPU")
+
+
 def test_a_scripts_cpu_processes_are_a_note_where_its_run_starts(fake_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The plan had warned that the run refuses to start without --use_cpu, where `safe-sft torchrun --nproc`
     starts a script that sets use_cpu in its own code."""
