@@ -173,8 +173,8 @@ class AttemptRunner:
             received = self.received()
             if received is not None:
                 name, log = signal.Signals(received).name, attempt_dir / "console.log"
+                process.mute_terminal()  # first: it ends a progress bar's open line
                 sys.stderr.write(f"safe-sft: {name}: stopping the training processes (their last words: {log})\n")
-                process.mute_terminal()
                 self._stop(process, received)
                 return None
             notice = self.notice()

@@ -69,10 +69,12 @@ class _Relay(threading.Thread):
         lock: threading.Lock,
         tail: deque[bytes],
         muted: threading.Event,
+        line_open: list[bool],
     ):
         super().__init__(daemon=True)
         self.source, self.sink, self.log, self.lock, self.tail = source, sink, log, lock, tail
         self.muted = muted  # set: the terminal gets no more of this output; the log and the tail still do
+        self.line_open = line_open  # shared by both relays: the terminal's last line has no end yet
         self.tail_size = 0
 
     def _log(self, chunk: bytes) -> None:
@@ -103,6 +105,8 @@ class _Relay(threading.Thread):
                     mute(sink_fd)
                     break
                 view = view[written:]
+            if not self.muted.is_set():
+                self.line_open[0] = not chunk.endswith(b"\n")  # a progress bar redraws its line with \r
             with self.lock:
                 self._log(chunk)
                 self.tail.append(chunk)
@@ -134,9 +138,10 @@ class TrainingProcess:
         )
         assert self.popen.stdout is not None and self.popen.stderr is not None
         self.muted = threading.Event()
+        self.line_open = [False]
         self.relays = [
-            _Relay(self.popen.stdout, stdout, self.log, self.lock, self.tail, self.muted),
-            _Relay(self.popen.stderr, stderr, self.log, self.lock, self.tail, self.muted),
+            _Relay(self.popen.stdout, stdout, self.log, self.lock, self.tail, self.muted, self.line_open),
+            _Relay(self.popen.stderr, stderr, self.log, self.lock, self.tail, self.muted, self.line_open),
         ]
         for relay in self.relays:
             relay.start()
@@ -171,8 +176,13 @@ class TrainingProcess:
 
     def mute_terminal(self) -> None:
         """From now on the output goes to the log (and the tail) only: after the user's own Ctrl-C, the
-        ranks' KeyboardInterrupt tracebacks and torchrun's are no news to them."""
+        ranks' KeyboardInterrupt tracebacks and torchrun's are no news to them. A line the output left open
+        (a progress bar) is ended, so what safe-sft says next starts a line of its own."""
         self.muted.set()
+        if self.line_open[0]:
+            self.line_open[0] = False
+            with contextlib.suppress(OSError):
+                os.write(self.relays[1].sink.fileno(), b"\n")
 
     def signal_all(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

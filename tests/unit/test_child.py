@@ -33,6 +33,27 @@ def test_a_muted_process_writes_to_its_log_only(tmp_path: Path) -> None:
     assert logged[0] == "before" and sorted(logged[1:]) == ["after", "after on stderr"]  # two pipes: either first
 
 
+def test_muting_ends_a_progress_bars_open_line(tmp_path: Path) -> None:
+    """A Ctrl-C's `safe-sft: SIGINT: stopping ...` had been glued to the end of a progress bar's line."""
+    go = tmp_path / "go"
+    script = (
+        "import os, sys, time\n"
+        "sys.stderr.write('Train:  5%|##  | 56/1200\\r'); sys.stderr.flush()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    )
+    terminal = (tmp_path / "terminal").open("wb")
+    process = TrainingProcess([sys.executable, "-c", script], {}, tmp_path / "console.log", terminal, terminal)
+    deadline = time.monotonic() + 30
+    while b"1200" not in (tmp_path / "console.log").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.mute_terminal()
+    go.touch()
+    process.finish()
+    terminal.close()
+    assert (tmp_path / "terminal").read_bytes() == b"Train:  5%|##  | 56/1200\r\n"
+    assert (tmp_path / "console.log").read_bytes() == b"Train:  5%|##  | 56/1200\r"  # the log is the output alone
+
+
 def test_a_terminal_whose_reader_is_gone_is_muted_and_the_process_runs_to_its_end(tmp_path: Path) -> None:
     """`safe-sft ... | head -1`: the relay died on EPIPE, nothing drained the process's stdout, and a rank
     that printed more than the pipe holds blocked in print for good (the watchdog then called it a hang)."""
