@@ -52,17 +52,27 @@ def process_state(proc: Any) -> str:
     return "gone"
 
 
+def who(proc: Any) -> str:
+    """`rank R (pid N)` for a process torchrun started for a rank (its RANK; a rank's own children, such as
+    dataloader workers, inherit it), else `pid N` (torchrun itself)."""
+    rank = None
+    with contextlib.suppress(psutil.Error, OSError):
+        rank = proc.environ().get("RANK")
+    return f"rank {rank} (pid {proc.pid})" if rank else f"pid {proc.pid}"
+
+
 def collect_stacks(processes: list[Any], attempt_dir: Path) -> list[str]:
     """Write each process's state and Python stack to attempt_dir/stacks.txt; return what was found."""
     states = {proc.pid: process_state(proc) for proc in processes}  # before py-spy pauses anything
-    found = [f"pid {pid} is {state}" for pid, state in states.items() if state in NOTABLE_STATES]
+    names = {proc.pid: who(proc) for proc in processes}
+    found = [f"{names[pid]} is {state}" for pid, state in states.items() if state in NOTABLE_STATES]
     py_spy = find_py_spy()
     if py_spy is None:
         return [*found, "py-spy is not installed: no stacks collected (pip install py-spy)"]
     out = attempt_dir / "stacks.txt"
     with out.open("w") as handle:
         for proc in processes:
-            handle.write(f"=== pid {proc.pid} ({states[proc.pid]}) ===\n")
+            handle.write(f"=== {names[proc.pid]} ({states[proc.pid]}) ===\n")
             try:
                 dump = subprocess.run(
                     [py_spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=PY_SPY_TIMEOUT

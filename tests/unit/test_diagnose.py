@@ -39,6 +39,25 @@ def test_a_stopped_process_is_named_even_without_py_spy(stopped_and_running, tmp
     assert not (tmp_path / "stacks.txt").exists()
 
 
+def test_a_stopped_rank_is_named_by_its_rank(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """torchrun gives each rank its RANK: the finding names the rank, not only a pid (hostile42sig F7)."""
+    import os
+
+    monkeypatch.setattr(diagnose, "find_py_spy", lambda: None)
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "RANK": "1"})
+    try:
+        rank.send_signal(signal.SIGSTOP)
+        for _ in range(100):
+            if psutil.Process(rank.pid).status() == psutil.STATUS_STOPPED:
+                break
+            time.sleep(0.01)
+        found = diagnose.collect_stacks([psutil.Process(rank.pid)], tmp_path)
+        assert found[0] == f"rank 1 (pid {rank.pid}) is stopped"
+    finally:
+        rank.kill()
+        rank.wait()
+
+
 def test_py_spy_is_found_beside_the_interpreter_when_not_on_path(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     if not (Path(sys.executable).parent / "py-spy").exists():
         pytest.fail("py-spy is not beside this interpreter: install the dev extra (scripts/setup.sh does)")
