@@ -598,6 +598,12 @@ def _rank_strength(found: _Found, exit_code: int | None, by_text: bool = True) -
     return strength(found.kind, exit_code)
 
 
+_COMM_KINDS = (FailureKind.COMM_ERROR, FailureKind.COMM_TIMEOUT)
+# signals a process is sent (a user's kill, Ctrl-C, a closed terminal), not raised by itself: a SIGABRT is
+# NCCL's watchdog or C++ `terminate` after another cause, a SIGSEGV a crash that ranks high already
+_SENT_SIGNALS = (-15, -2, -1)
+
+
 def _after_own_failure(strong: float, first_failure: bool) -> float:
     """A secondary finding (lost connections, timeouts, signals) ranks below a rank's own failure, named or
     not, when there is one."""
@@ -623,6 +629,10 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
     first_failure = any((f.exit_code or 0) > 0 for f in evidence.rank_failures)
     # (strength, proven by a line rather than an exit status alone, earliest first, the finding, its exit code)
     candidates: list[tuple[float, int, float, _Found, int | None]] = []
+    # torchrun lists its root cause (its first observed failure) first: where that rank died of a signal with
+    # no error of its own, the lost connections its peers report before torchrun SIGTERMs them follow from it
+    # (gloo: "typically caused by a remote worker crashing"), even though a SIGTERM ranks low by itself
+    signal_root = False
     for order, failure in enumerate(evidence.rank_failures):
         found = _classify_lines(failure.message.splitlines(), evidence.steps_seen) if failure.message else None
         by_text = found is not None
@@ -639,12 +649,18 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         found = _Found(found.kind, found.lines, failure.rank, found.confidence, found.runner_up)
         when = failure.timestamp if failure.timestamp is not None else float(order)
         strong = _rank_strength(found, failure.exit_code, by_text)
+        if order == 0 and failure.exit_code in _SENT_SIGNALS and not by_text and failure.rank is not None:
+            signal_root = True
+        elif signal_root and found.kind in _COMM_KINDS and (failure.exit_code or 0) < 0:
+            strong = CONSEQUENCE
         if (failure.exit_code or 0) < 0:  # a peer torchrun signalled: after a rank's own failure, it follows
             strong = _after_own_failure(strong, first_failure)
         candidates.append((strong, int(by_text), -when, found, failure.exit_code))
     tail = _classify_lines(evidence.log_tail, evidence.steps_seen)
     if tail is not None:
         strong = _after_own_failure(_rank_strength(tail, None), first_failure)
+        if signal_root and tail.kind in _COMM_KINDS:
+            strong = CONSEQUENCE
         candidates.append((strong, 1, float("-inf"), tail, evidence.exit_code))
     if evidence.kernel_oom and not any(c[3].kind is FailureKind.HOST_OOM for c in candidates):
         kernel = _Found(FailureKind.HOST_OOM, tuple(evidence.kernel_oom))

@@ -538,3 +538,25 @@ def test_a_torchrun_someone_else_signalled_is_killed_not_unknown() -> None:
     failure = classify(AttemptEvidence(exit_code=1, log_tail=("step 3", line)))
     assert failure is not None and failure.kind is K.KILLED
     assert failure.evidence == (f"the launcher was signalled: {line}",)
+
+
+def test_a_rank_sent_sigterm_first_is_the_cause_of_its_peers_lost_connections() -> None:
+    """torchrun's root cause, rank 1, got a SIGTERM from outside; rank 0's gloo 'Connection closed by peer'
+    (which torchrun then SIGTERMed) follows from it. It had been named comm_error on rank 0 (hostile42sig F4),
+    and a second time would have set NCCL_P2P_DISABLE=1."""
+    gloo = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:15259."
+    evidence = AttemptEvidence(
+        exit_code=1,
+        rank_failures=(
+            RankFailure(1, -15, "", 10.0),
+            RankFailure(0, -15, f"Traceback (most recent call last):\n{gloo}", 10.0),
+        ),
+        log_tail=(gloo,),
+    )
+    failure = classify(evidence)
+    assert failure is not None and (failure.kind, failure.rank) == (K.KILLED, 1)
+    aborted = AttemptEvidence(  # a SIGABRT first is NCCL's watchdog or C++ terminate after the comm failure
+        exit_code=1, rank_failures=(RankFailure(1, -6, "", 10.0), RankFailure(0, -15, gloo, 10.0)), log_tail=(gloo,)
+    )
+    failure = classify(aborted)
+    assert failure is not None and failure.kind is K.COMM_ERROR
