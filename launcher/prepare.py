@@ -168,6 +168,8 @@ def prepare(
 
     request = options.topology
     if options.assume_nodes is not None:
+        if options.assume_nodes < 1:  # named as typed: the topology would say NNODES=0 (flag)
+            raise SafeSftError(f"--assume-nodes {options.assume_nodes} is no machine", "plan for 1 or more nodes")
         request = replace(request, nnodes=options.assume_nodes, allow_loopback_master=True)
     topology = run_topology(request, env, host, swift)
     params = parse_param_count(options.model_params) if options.model_params else None

@@ -152,9 +152,14 @@ def resolve_topology(
             f"give each node a rank from 0 to {nnodes.value - 1}",
         )
     if nnodes.value > 1 and _only_here(master_addr.value) and not request.allow_loopback_master:
+        kind = (
+            "an unspecified address (each node takes it for its own)"
+            if _unspecified(master_addr.value)
+            else ("a loopback address")
+        )
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
-            "other nodes cannot reach a loopback address",
+            f"other nodes cannot reach {kind}",
             "set MASTER_ADDR to node 0's address, or pass --allow-loopback-master when every node runs "
             "on this one machine",
         )
@@ -524,6 +529,14 @@ def address_problem(addr: str) -> tuple[str, str] | None:
             "set MASTER_ADDR to node 0's address or host name as `hostname -f` or `getent hosts` shows it",
         )
     return None
+
+
+def _unspecified(addr: str) -> bool:
+    """0.0.0.0 or ::, which a connecting node takes for itself."""
+    try:
+        return ipaddress.ip_address(addr.strip("[]")).is_unspecified
+    except ValueError:
+        return False
 
 
 def _only_here(addr: str) -> bool:

@@ -130,6 +130,9 @@ def _option_cases() -> Iterator[Case]:
     for option, value in (("--assume-gpus", "2x0GiB"), ("--assume-gpus", "99999999999x80GiB"),
                           ("--assume-gpus", "65x80GiB"), ("--assume-ram", "0GiB")):  # fmt: skip
         yield Case(f"plan{option}-{value}", own=(option, value), needle=repr(value), commands=("plan",))
+    for value in ("0", "-1"):  # named as typed, not as the NNODES=0 (flag) it becomes (audit42 F10)
+        yield Case(f"plan--assume-nodes-{value}", own=("--assume-nodes", value), needle=f"--assume-nodes {value} is no",
+                   commands=("plan",))  # fmt: skip
     for option, value in (("--assume-gpus", "8x80"), ("--assume-gpus", "24"), ("--assume-ram", "512")):
         yield Case(
             f"plan{option}-{value}-no-unit", own=(option, value), needle="its unit is missing", commands=("plan",)

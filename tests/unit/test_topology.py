@@ -640,3 +640,11 @@ def test_a_bare_zero_size_is_not_told_to_become_0gib() -> None:
     with pytest.raises(SafeSftError) as bare:
         parse_size("80", "--assume-gpus")
     assert bare.value.hint == "write 80GiB"
+
+
+@pytest.mark.parametrize(("addr", "kind"), [("0.0.0.0", "an unspecified address"), ("127.0.0.2", "a loopback address")])
+def test_an_unreachable_master_is_named_for_what_it_is(addr: str, kind: str) -> None:
+    """0.0.0.0 had been called a loopback address (audit42 F11)."""
+    with pytest.raises(SafeSftError) as err:
+        resolve(TopologyRequest(nnodes=2), {"MASTER_ADDR": addr})
+    assert f"other nodes cannot reach {kind}" in err.value.message
