@@ -349,6 +349,15 @@ class SwiftArgs:
                     if several
                     else f"give {flag}={first} alone: drop what follows it",
                 )
+        end = next((at for at, (flag, _) in enumerate(self.items) if flag == "--"), None)
+        if end is not None:  # safe-sft adds its arguments after the user's: they would land behind it too
+            after = " ".join(flag for flag, _ in self.items[end + 1 :])
+            where = f"followed by {after!r}" if after else "at their end"
+            raise SafeSftError(
+                f"a `--` among swift's arguments, {where}: swift's parser ends its options there and leaves it "
+                "and every word after it over",
+                "leave -- out there (one between safe-sft's options and swift's is the only place for it)",
+            )
         typed = [self.key_of(flag) for flag, _ in self.items if flag.startswith("--")]
         for key in dict.fromkeys([*typed, *self.config_values]):
             kind, value = self.kinds.get(key), self.given(key)
@@ -435,7 +444,10 @@ def parse_swift_argv(
     config_file = args.pop(0) if args and is_config_file(args[0]) else None
     items: list[tuple[str, tuple[str, ...]]] = []
     joined: set[int] = set()
-    for arg in args:
+    for index, arg in enumerate(args):
+        if arg == "--":  # argparse's end of options: swift leaves it and every word after it over
+            items.extend((word, ()) for word in args[index:])
+            break
         if arg.startswith("--") and len(arg) > 2:
             flag, eq, value = arg.partition("=")
             if eq:

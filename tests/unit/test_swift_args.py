@@ -148,8 +148,15 @@ REFUSED = {  # id: (argv, config file, the start of the error)
     "a-double-dash": (
         ["--model", "m", "--", "--save_steps", "5"],
         None,
-        "--model 'm' takes one value, and is followed by '--'",
+        "a `--` among swift's arguments, followed by '--save_steps 5': swift's parser ends its options there",
     ),
+    # the value before it is fine: it had been quoted as '4 --' (audit42 F9)
+    "a-double-dash-after-a-number": (
+        ["--max_length", "4", "--", "--ignore_args_error", "true"],
+        None,
+        "a `--` among swift's arguments, followed by '--ignore_args_error true'",
+    ),
+    "a-double-dash-last": (["--model", "m", "--"], None, "a `--` among swift's arguments, at their end"),
     "a-list-in-the-config": (["c.yaml"], {"model": ["a", "b"]}, "--model 'a' takes one value, and is followed by 'b'"),
     "a-bool-and-a-word": (
         ["--gradient_checkpointing", "true", "x"],
