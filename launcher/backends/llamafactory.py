@@ -17,6 +17,7 @@ checkpoint gets a fresh `<output_dir>/v<N>-<run>` as its output_dir). Its image 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -141,6 +142,9 @@ def read(argv: list[str]) -> BackendArgs:
     )
 
 
+STAGES = ("pt", "sft", "rm", "ppo", "dpo", "kto")  # 0.9.5's FinetuningArguments.stage
+
+
 def stage_warning(stage: str, tuner: str, merged: Mapping[str, object]) -> str | None:
     """What the estimate, which counts a supervised fine-tune (sft, pt), leaves out of LLaMA-Factory's other
     stages (0.9.5's train/*/workflow.py): a preference pair's two sequences in one forward, and the frozen
@@ -148,6 +152,10 @@ def stage_warning(stage: str, tuner: str, merged: Mapping[str, object]) -> str |
     full or freeze tuning, or from `ref_model`."""
     if stage in ("sft", "pt"):
         return None
+    if stage not in STAGES:  # LLaMA-Factory refuses it in every rank (its Literal): a typo, most likely
+        near = difflib.get_close_matches(stage, STAGES, n=1)
+        guess = f" (did you mean {near[0]}?)" if near else ""
+        return f"stage: {stage} is none of LLaMA-Factory's stages ({', '.join(STAGES)}){guess}: it stops on it"
     left = {"rm": ["each pair's two sequences (twice the tokens a micro-batch holds)", "the value head"],
             "ppo": ["the reward model", "the reference model", "the value head", "generation"]}.get(
         stage, ["each pair's two sequences (twice the tokens a micro-batch holds)"])  # fmt: skip

@@ -394,6 +394,8 @@ def test_a_llamafactory_plan_counts_what_its_finetuning_type_trains(tmp_path: Pa
         pytest.param(("stage=kto", "finetuning_type=freeze"), "the frozen reference model", id="kto-freeze"),
         pytest.param(("stage=rm",), "the value head", id="rm"),
         pytest.param(("stage=ppo",), "the reward model", id="ppo"),
+        # a typo is named as one, not warned of as a paired stage (audit42 F12)
+        pytest.param(("stage=stf",), "stages (pt, sft, rm, ppo, dpo, kto) (did you mean sft?)", id="typo"),
     ],
 )
 def test_a_llamafactory_stage_the_estimate_does_not_count_is_named_in_the_plan(
