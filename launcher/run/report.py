@@ -316,7 +316,7 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
             elif a.resumed_from:
                 resumed = f"; resumed from step {a.resumed_from.step}"
                 if a.optimizer_state_reset():
-                    resumed += " (weights only, optimizer state reset)"
+                    resumed += " (weights only: the optimizer and the learning-rate schedule started over)"
             outcome = a.failure.kind.value if a.failure else "finished"
             lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")
     for a in attempts:

@@ -704,8 +704,9 @@ class Supervisor:
         if record.predicted_need_bytes:
             lines.append(f"safe-sft:   predicted need: {fmt_bytes(record.predicted_need_bytes)} per GPU")
         if record.resumed_from:
-            how = (
-                " (weights only: " + record.resumed_from.why_weights_only + ")"
+            how = (  # transformers saves no scheduler without the optimizer: the warm-up and decay begin again
+                f" (weights only: {record.resumed_from.why_weights_only}; the optimizer and the learning-rate "
+                "schedule start over)"
                 if record.resumed_from.weights_only
                 else ""
             )
