@@ -704,7 +704,7 @@ class Supervisor:
         if record.predicted_need_bytes:
             lines.append(f"safe-sft:   predicted need: {fmt_bytes(record.predicted_need_bytes)} per GPU")
         if record.resumed_from:
-            how = (  # transformers saves no scheduler without the optimizer: the warm-up and decay begin again
+            how = (  # resume_only_model loads the weights alone: the warm-up and decay begin again
                 f" (weights only: {record.resumed_from.why_weights_only}; the optimizer and the learning-rate "
                 "schedule start over)"
                 if record.resumed_from.weights_only
