@@ -47,6 +47,8 @@ def _find_report(path: Path) -> Path:
         return direct
     records = path / "safe-sft"
     found = [c for c in (*records.glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
+    if not found:  # the trainer's run dir the summary prints (swift's v<N>-<time>): the report that ran there
+        found = [c for c in (path.parent / "safe-sft").glob("*/report.json") if _ran_in(c, path)]
     if not found and records.is_dir() and not os.access(records, os.R_OK | os.X_OK):  # glob skips it silently
         raise not_permitted(f"cannot read {records}: Permission denied for this user", records)
     if not found:
@@ -54,6 +56,21 @@ def _find_report(path: Path) -> Path:
             f"no safe-sft report.json under {path}", "give a run dir, or the output dir of a safe-sft run"
         )
     return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def _ran_in(report: Path, run_dir: Path) -> bool:
+    """Whether a report's run trained in `run_dir` (its final run dir, or an attempt's)."""
+    try:
+        data = json.loads(report.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    attempts = data.get("attempts")
+    listed = attempts if isinstance(attempts, list) else []
+    dirs = [data.get("final_run_dir"), *(a.get("run_dir") for a in listed if isinstance(a, dict))]
+    here = run_dir.resolve()
+    return any(isinstance(d, str) and Path(d).resolve() == here for d in dirs)
 
 
 def load_report(path: Path) -> dict[str, Any]:

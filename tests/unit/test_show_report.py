@@ -432,3 +432,22 @@ def test_a_folder_that_cannot_be_searched_is_one_line(tmp_path: Path, monkeypatc
     with pytest.raises(SafeSftError) as err:
         load_report(tmp_path)
     assert err.value.message == f"cannot read {tmp_path}: Permission denied"
+
+
+def test_the_trainers_run_dir_the_summary_prints_finds_its_report(tmp_path: Path) -> None:
+    """The summary's `run dir:` is swift's v<N>-<time>; `safe-sft report` had refused it (hostile42res F5)."""
+    from launcher.errors import SafeSftError
+    from launcher.show_report import find_report
+
+    swift_runs = [tmp_path / "v0-20261128-100000", tmp_path / "v1-20261128-110000"]
+    for number, swift_run in enumerate(swift_runs):
+        swift_run.mkdir()
+        ours = tmp_path / "safe-sft" / f"2026112{number}" / "report.json"
+        ours.parent.mkdir(parents=True)
+        ours.write_text(json.dumps({"final_run_dir": str(swift_run), "attempts": [{"run_dir": str(swift_run)}]}))
+    assert find_report(swift_runs[0]) == tmp_path / "safe-sft" / "20261120" / "report.json"
+    assert find_report(swift_runs[1]) == tmp_path / "safe-sft" / "20261121" / "report.json"
+    elsewhere = tmp_path / "v2-20261128-120000"
+    elsewhere.mkdir()
+    with pytest.raises(SafeSftError, match=r"no safe-sft report\.json under"):
+        find_report(elsewhere)
