@@ -435,6 +435,10 @@ def run_command(
     requeued = requeued_mark(prepared.output_dir.resolve(), job)
     if resume_latest and not resume_arg and requeued is None:
         check_same_experiment(prepared)
+        done = finished_already(prepared)
+        if done is not None:  # a rerun or requeue after the end: exit 0, as the run it continues did
+            click.echo(f"safe-sft: {done}", err=True)
+            sys.exit(0)
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX))
         sys.exit(EXIT_NOTHING_FITS)
@@ -534,6 +538,15 @@ def check_same_experiment(prepared: Prepared) -> None:
             f"--resume-latest would go on from {found.path}, another experiment's: {why}",
             "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
         )
+
+
+def finished_already(prepared: Prepared) -> str | None:
+    """--resume-latest where the newest complete checkpoint is the last step of a run as long as this one."""
+    from launcher.run.checkpoints import latest_complete
+    from launcher.run.resume import already_finished
+
+    found = latest_complete(prepared.output_dir.resolve())[0]
+    return already_finished(found.path, prepared.swift) if found is not None else None
 
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:

@@ -205,6 +205,40 @@ def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
     return None
 
 
+# swift's defaults for a run's length, as its args.json writes them (swift 3 and 4)
+LENGTH_DEFAULTS = {"max_steps": "-1", "num_train_epochs": "3"}
+
+
+def already_finished(checkpoint: Path, swift: SwiftArgs) -> str | None:
+    """Where `checkpoint` is the last step of a run as long as this one (the same max_steps and
+    num_train_epochs in its args.json): what to tell the user, as nothing is left to train. A trainer
+    resumed there trains past the end instead (a step `7/6` and a new final model). None otherwise, or where
+    its args.json or trainer_state.json cannot tell."""
+    saved = saved_args(checkpoint)
+    try:
+        state = json.loads((checkpoint / "trainer_state.json").read_bytes())
+        step, last = int(state["global_step"]), int(state["max_steps"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if last <= 0 or step < last:
+        return None
+    for key, default in LENGTH_DEFAULTS.items():
+        given = swift.get(key) if swift.has(key) else default
+        if key not in saved or given is None or not _same_number(given, saved[key]):
+            return None
+    return (
+        f"the run already finished: {checkpoint} is its last step ({step} of {last}), so nothing is left to "
+        "resume (raise --max_steps or --num_train_epochs to train further)"
+    )
+
+
+def _same_number(given: str, then: object) -> bool:
+    try:
+        return math.isclose(float(given), float(then), rel_tol=1e-9)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
 def _swift_default(key: str, swift: SwiftArgs) -> str | None:
     if key == "learning_rate":
         tuner = swift.get("tuner_type") if swift.has("tuner_type") else SWIFT_DEFAULTS["tuner_type"]
@@ -214,10 +248,7 @@ def _swift_default(key: str, swift: SwiftArgs) -> str | None:
 
 def _same(key: str, given: str, then: object) -> bool:
     if key in NUMBER_FIELDS:
-        try:
-            return math.isclose(float(given), float(then), rel_tol=1e-9)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return given == str(then)
+        return _same_number(given, then) or given == str(then)
     if key in ("dataset", "target_modules"):  # lists, given as words
         items = then if isinstance(then, list) else [then]
         return [_place(d) for d in given.split()] == [_place(str(d)) for d in items]

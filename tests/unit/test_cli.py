@@ -576,6 +576,29 @@ def test_resume_latest_refuses_another_experiments_checkpoint_before_anything_st
     assert not list(out.glob("safe-sft/*/attempt-*"))
 
 
+def test_resume_latest_after_the_run_finished_says_so_and_trains_nothing(tmp_path: Path) -> None:
+    """A requeue after the end: swift had trained a step 7/6 and saved a new final model (hostile42res F2).
+    A longer run (--max_steps raised) still goes on."""
+    from tests.unit.test_checkpoints import make
+
+    out = tmp_path / "out"
+    checkpoint = make(out / "v0-a" / "checkpoint-6")
+    state = {"global_step": 6, "max_steps": 6, "train_batch_size": 2}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    (out / "v0-a" / "args.json").write_text(json.dumps({"model": "m", "max_steps": 6, "num_train_epochs": 3}))
+    argv = ["--resume-latest", "--model", "m", "--use_cpu", "true", "--output_dir", str(out), "--max_steps"]
+    result = run_cli(*argv, "6")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"safe-sft: the run already finished: {checkpoint} is its last step (6 of 6)" in result.stderr
+    assert not list(out.glob("safe-sft/*/attempt-*"))
+    from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.resume import already_finished
+
+    assert already_finished(checkpoint, parse_swift_argv(["--model", "m", "--max_steps", "10"])) is None
+    (out / "v0-a" / "args.json").write_text("[]")  # nothing to tell the run's length by: resumed as before
+    assert already_finished(checkpoint, parse_swift_argv(["--model", "m", "--max_steps", "6"])) is None
+
+
 def test_a_zero_checkpoint_of_another_rank_count_is_refused_with_its_fix(tmp_path: Path) -> None:
     """The user's own checkpoint, saved by 2 ranks under ZeRO-2, on 1 process: every rank stopped after the
     model loaded (`used a DP world size of 2 but the current world size is 1`), named `unknown`."""
