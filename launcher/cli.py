@@ -393,7 +393,7 @@ def run_command(
         refuse_assumptions,
     )
     from launcher.render import render_plan
-    from launcher.run.checkpoints import checkpoint_problem
+    from launcher.run.checkpoints import checkpoint_problem, latest_complete
     from launcher.run.lock import acquire
     from launcher.run.memlock import raise_memlock
     from launcher.run.ports import check_ports_free
@@ -408,10 +408,20 @@ def run_command(
     check_launchable(prepared)
     resume_arg = prepared.swift.get("resume_from_checkpoint")
     problem = checkpoint_problem(Path(resume_arg)) if resume_arg else None
-    if problem:
+    if problem and resume_arg:
+        given = Path(resume_arg)
+        inside = latest_complete(given)[0] if given.is_dir() else None  # a run dir given for a checkpoint
         raise SafeSftError(
             f"{prepared.swift.spelled('resume_from_checkpoint')} {resume_arg} {problem}",
-            "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
+            f"name its newest complete checkpoint, {inside.path}"
+            if inside is not None
+            else "name a complete checkpoint-<step> dir, or use --resume-latest to take the newest complete one",
+        )
+    if resume_arg and resume_latest:
+        click.echo(
+            f"safe-sft: note: --resume-latest is left aside: {prepared.swift.spelled('resume_from_checkpoint')} "
+            f"names the checkpoint ({resume_arg})",
+            err=True,
         )
     if resume_arg and prepared.plan.strategy and not prepared.swift.get_bool("resume_only_model", False):
         check_zero_ranks(Path(resume_arg), prepared.plan.topology.world_size)

@@ -599,6 +599,30 @@ def test_resume_latest_after_the_run_finished_says_so_and_trains_nothing(tmp_pat
     assert already_finished(checkpoint, parse_swift_argv(["--model", "m", "--max_steps", "6"])) is None
 
 
+def test_a_run_dir_given_for_a_checkpoint_is_told_its_newest_one(tmp_path: Path) -> None:
+    """`--resume_from_checkpoint out/v0-a` had said only that trainer_state.json is missing (hostile42res F8);
+    given with --resume-latest, the latter is said to be left aside (F4)."""
+    from tests.unit.test_checkpoints import make
+
+    run = tmp_path / "out" / "v0-a"
+    make(run / "checkpoint-3")
+    newest = make(run / "checkpoint-6")
+    argv = ["--model", "m", "--use_cpu", "true", "--output_dir", str(tmp_path / "out")]
+    result = run_cli(*argv, "--resume_from_checkpoint", str(run))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"safe-sft: fix: name its newest complete checkpoint, {newest}" in result.stderr
+    from launcher.run.lock import acquire
+
+    held = acquire(tmp_path / "out", None)  # the run stops at the lock, after the note, before any training
+    try:
+        both = run_cli("--resume-latest", *argv, "--resume_from_checkpoint", str(newest))
+    finally:
+        held.release()
+    note = f"safe-sft: note: --resume-latest is left aside: --resume_from_checkpoint names the checkpoint ({newest})"
+    assert note in both.stderr
+    assert both.returncode == 2 and "another safe-sft run is using the output dir" in both.stderr
+
+
 def test_a_zero_checkpoint_of_another_rank_count_is_refused_with_its_fix(tmp_path: Path) -> None:
     """The user's own checkpoint, saved by 2 ranks under ZeRO-2, on 1 process: every rank stopped after the
     model loaded (`used a DP world size of 2 but the current world size is 1`), named `unknown`."""
