@@ -28,7 +28,7 @@ def test_a_sigstopped_rank_is_a_hang_and_the_next_attempt_finishes(tiny, tmp_pat
     assert frozen and all(not Path(f"/proc/{pid}").exists() for pid in frozen)
     # what the watchdog collected first: the frozen rank by its state, the others' stacks (py-spy comes with
     # the dev extra that scripts/setup.sh installs)
-    assert any(f"pid {pid} is stopped" in line for line in first["diagnostics"] for pid in frozen)
+    assert any(f"rank 1 (pid {pid}) is stopped" in line for line in first["diagnostics"] for pid in frozen)
     assert sum("is stopped" in line for line in result.stderr.splitlines()) == 2  # when found, and in the summary
     [stacks] = (out / "safe-sft").glob("*/attempt-1/stacks.txt")
     assert "(stopped) ===" in stacks.read_text() and "torch/distributed/" in stacks.read_text()
