@@ -444,8 +444,7 @@ def run_command(
     job = slurm_job(os.environ)
     requeued = requeued_mark(prepared.output_dir.resolve(), job)
     if resume_latest and not resume_arg and requeued is None:
-        check_same_experiment(prepared)
-        done = finished_already(prepared)
+        done = check_newest_checkpoint(prepared)
         if done is not None:  # a rerun or requeue after the end: exit 0, as the run it continues did
             click.echo(f"safe-sft: {done}", err=True)
             sys.exit(0)
@@ -534,29 +533,24 @@ def check_zero_ranks(checkpoint: Path, world_size: int) -> None:
         )
 
 
-def check_same_experiment(prepared: Prepared) -> None:
+def check_newest_checkpoint(prepared: Prepared) -> str | None:
     """--resume-latest takes the newest complete checkpoint in the output dir, which every experiment on a
     model shares by default: one saved by a run with another model, dataset, tuner, learning rate or seed
-    than this one's is refused, before anything starts."""
+    than this one's is refused, before anything starts. Where it is the last step of a run as long as this
+    one, what to tell the user (nothing is left to train); else None."""
     from launcher.run.checkpoints import latest_complete
-    from launcher.run.resume import other_experiment
+    from launcher.run.resume import already_finished, other_experiment
 
     found = latest_complete(prepared.output_dir.resolve())[0]
-    why = other_experiment(found.path, prepared.swift) if found is not None else None
-    if found is not None and why:
+    if found is None:
+        return None
+    why = other_experiment(found.path, prepared.swift)
+    if why:
         raise SafeSftError(
             f"--resume-latest would go on from {found.path}, another experiment's: {why}",
             "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
         )
-
-
-def finished_already(prepared: Prepared) -> str | None:
-    """--resume-latest where the newest complete checkpoint is the last step of a run as long as this one."""
-    from launcher.run.checkpoints import latest_complete
-    from launcher.run.resume import already_finished
-
-    found = latest_complete(prepared.output_dir.resolve())[0]
-    return already_finished(found.path, prepared.swift) if found is not None else None
+    return already_finished(found.path, prepared.swift)
 
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:

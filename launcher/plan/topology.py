@@ -151,12 +151,8 @@ def resolve_topology(
             f"NODE_RANK={node_rank.value} ({node_rank.source.value}) is negative",
             f"give each node a rank from 0 to {nnodes.value - 1}",
         )
-    if nnodes.value > 1 and _only_here(master_addr.value) and not request.allow_loopback_master:
-        kind = (
-            "an unspecified address (each node takes it for its own)"
-            if _unspecified(master_addr.value)
-            else ("a loopback address")
-        )
+    kind = _only_here(master_addr.value)
+    if nnodes.value > 1 and kind and not request.allow_loopback_master:
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
             f"other nodes cannot reach {kind}",
@@ -531,21 +527,16 @@ def address_problem(addr: str) -> tuple[str, str] | None:
     return None
 
 
-def _unspecified(addr: str) -> bool:
-    """0.0.0.0 or ::, which a connecting node takes for itself."""
-    try:
-        return ipaddress.ip_address(addr.strip("[]")).is_unspecified
-    except ValueError:
-        return False
-
-
-def _only_here(addr: str) -> bool:
-    """An address no other node can reach this one at: localhost, any of 127.0.0.0/8 or ::1, or 0.0.0.0 and
-    :: (which a connecting node takes for its own host). A host name is not resolved here."""
+def _only_here(addr: str) -> str | None:
+    """What kind of address no other node can reach this one at, or None: a loopback address (localhost, any
+    of 127.0.0.0/8 or ::1), or an unspecified one (0.0.0.0 and ::, which a connecting node takes for its own
+    host). A host name is not resolved here."""
     if addr.lower() in ("localhost", "localhost.localdomain"):
-        return True
+        return "a loopback address"
     try:
         ip = ipaddress.ip_address(addr.strip("[]"))
     except ValueError:
-        return False
-    return ip.is_loopback or ip.is_unspecified
+        return None
+    if ip.is_unspecified:
+        return "an unspecified address (each node takes it for its own)"
+    return "a loopback address" if ip.is_loopback else None

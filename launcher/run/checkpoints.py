@@ -189,7 +189,7 @@ def unreadable(path: Path) -> str | None:
             if problem is not None:
                 return f"{deepspeed_dir.name}/{problem}"
         return _zero_shards_problem(path, deepspeed_dir, files)
-    return _scheduler_problem(files) or _lost_optimizer_problem(path, files)
+    return _optimizer_files_problem(path, files)
 
 
 # transformers' optimizer files (Trainer._load_optimizer_and_scheduler): optimizer.pt, optimizer.bin, and the
@@ -197,32 +197,24 @@ def unreadable(path: Path) -> str | None:
 _OPTIMIZER = re.compile(r"^(rank\d+-of-\d+-)?optimizer\.(pt|bin)(_\d+)?$")
 
 
-def _scheduler_problem(files: Sequence[Path]) -> str | None:
-    """Without DeepSpeed, transformers loads the optimizer and the scheduler only when both files are there:
-    an optimizer.pt without scheduler.pt (a copy that lost one file) resumes with Adam's moments and the
-    learning-rate schedule started over, and nothing says so."""
-    names = {file.name for file in files}
-    optimizer = next((name for name in sorted(names) if _OPTIMIZER.match(name)), None)
-    if optimizer is not None and "scheduler.pt" not in names:
-        return f"{optimizer} without scheduler.pt: transformers would load neither, and restart Adam and the schedule"
-    return None
-
-
 # the end of a problem that leaves the weights whole: such a checkpoint is resumed weights only where no
 # complete one is left (latest_complete)
 LOST_OPTIMIZER = "the optimizer state was lost (a copy without its .pt files?)"
 
 
-def _lost_optimizer_problem(path: Path, files: Sequence[Path]) -> str | None:
-    """A checkpoint saved with its optimizer state that no longer holds it: transformers saves the optimizer and
-    the scheduler together, and neither under save_only_model, so a scheduler.pt alone, or no optimizer file
-    where the run's args.json says save_only_model false, is a copy that lost the optimizer (a sync that left
-    out the large .pt files). Resumed, Adam's moments would start over while an older complete checkpoint
-    may sit beside it; where none is, latest_complete still takes it, weights only. A checkpoint saved without
-    its state (save_only_model, or no args.json to tell) is not
-    this: it resumes weights only, and says so."""
+def _optimizer_files_problem(path: Path, files: Sequence[Path]) -> str | None:
+    """Without DeepSpeed, transformers saves the optimizer and the scheduler together (neither under
+    save_only_model) and loads them only together. An optimizer file without scheduler.pt would resume with
+    Adam and the schedule started over, silently. A scheduler.pt alone, or no optimizer file where the run's
+    args.json says save_only_model false, is a copy that lost the optimizer (a sync that left out the large
+    .pt files): an older complete checkpoint is taken over it, and where none is, latest_complete still takes
+    it, weights only. A checkpoint saved without its state (save_only_model, or no args.json to tell) is
+    neither: it resumes weights only, and says so."""
     names = {file.name for file in files}
-    if any(_OPTIMIZER.match(name) for name in names):
+    optimizer = next((name for name in sorted(names) if _OPTIMIZER.match(name)), None)
+    if optimizer is not None and "scheduler.pt" not in names:
+        return f"{optimizer} without scheduler.pt: transformers would load neither, and restart Adam and the schedule"
+    if optimizer is not None:
         return None
     if "scheduler.pt" in names:
         return f"scheduler.pt without its optimizer file: {LOST_OPTIMIZER}"
