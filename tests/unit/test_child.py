@@ -10,23 +10,26 @@ from pathlib import Path
 from launcher.run.child import TrainingProcess
 
 
-def test_a_muted_process_writes_to_its_log_only(tmp_path: Path) -> None:
+def _muted_after(tmp_path: Path, before: str, after: str, seen: bytes) -> tuple[int, str]:
+    """Run a child that prints `before`, waits, then prints `after`; mute the terminal once `seen` is in
+    console.log, between the two. Its exit code and tail; the terminal's bytes are in tmp_path/terminal."""
     go = tmp_path / "go"
-    script = (
-        "import os, sys, time\n"
-        "print('before', flush=True)\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
-        "print('after', flush=True); print('after on stderr', file=sys.stderr, flush=True)\n"
-    )
+    script = f"import os, sys, time\n{before}\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n{after}\n"
     terminal = (tmp_path / "terminal").open("wb")
     process = TrainingProcess([sys.executable, "-c", script], {}, tmp_path / "console.log", terminal, terminal)
     deadline = time.monotonic() + 30
-    while b"before" not in (tmp_path / "console.log").read_bytes() and time.monotonic() < deadline:
+    while seen not in (tmp_path / "console.log").read_bytes() and time.monotonic() < deadline:
         time.sleep(0.01)
     process.mute_terminal()
     go.touch()
-    code, tail = process.finish()
+    result = process.finish()
     terminal.close()
+    return result
+
+
+def test_a_muted_process_writes_to_its_log_only(tmp_path: Path) -> None:
+    after = "print('after', flush=True); print('after on stderr', file=sys.stderr, flush=True)"
+    code, tail = _muted_after(tmp_path, "print('before', flush=True)", after, b"before")
     assert code == 0 and "after on stderr" in tail
     assert (tmp_path / "terminal").read_text() == "before\n"
     logged = (tmp_path / "console.log").read_text().splitlines()
@@ -35,21 +38,7 @@ def test_a_muted_process_writes_to_its_log_only(tmp_path: Path) -> None:
 
 def test_muting_ends_a_progress_bars_open_line(tmp_path: Path) -> None:
     """A Ctrl-C's `safe-sft: SIGINT: stopping ...` had been glued to the end of a progress bar's line."""
-    go = tmp_path / "go"
-    script = (
-        "import os, sys, time\n"
-        "sys.stderr.write('Train:  5%|##  | 56/1200\\r'); sys.stderr.flush()\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
-    )
-    terminal = (tmp_path / "terminal").open("wb")
-    process = TrainingProcess([sys.executable, "-c", script], {}, tmp_path / "console.log", terminal, terminal)
-    deadline = time.monotonic() + 30
-    while b"1200" not in (tmp_path / "console.log").read_bytes() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    process.mute_terminal()
-    go.touch()
-    process.finish()
-    terminal.close()
+    _muted_after(tmp_path, "sys.stderr.write('Train:  5%|##  | 56/1200\\r'); sys.stderr.flush()", "", b"1200")
     assert (tmp_path / "terminal").read_bytes() == b"Train:  5%|##  | 56/1200\r\n"
     assert (tmp_path / "console.log").read_bytes() == b"Train:  5%|##  | 56/1200\r"  # the log is the output alone
 
