@@ -337,6 +337,7 @@ PART_ORDER = (
     "gpu_zero3_live_params",
     "gpu_zero3_persistent",
     "gpu_gradients",
+    "gpu_step_gradients",
     "gpu_optimizer",
     "gpu_zero_buckets",
     "gpu_activations",

@@ -27,7 +27,11 @@ from memory_calibration import JOINED, Row, Score, allocated_measure, estimate_n
 from launcher.plan.estimate import Calibration
 from launcher.units import GiB
 
-CONTEXT_GRID = [round(0.25 * i, 2) for i in range(0, 13)]  # 0 .. 3 GiB
+# The context was measured on a real GPU (BENCHMARKS.md, round 37: NVML's peak less torch's reserved peak,
+# 1.5 to 2.3 GiB), so the grid holds only that range: the objective is flat along a ridge where a smaller
+# context trades against a larger margin, and left free the fit lands on a context the GPU contradicts
+# (0.5 GiB, round 39).
+CONTEXT_GRID = [1.5, 1.75, 2.0, 2.25]
 FRAGMENTATION_GRID = [round(0.01 * i, 2) for i in range(0, 31)]  # 0 .. 30 %
 
 

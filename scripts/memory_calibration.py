@@ -390,6 +390,7 @@ def train_shape(row: Row) -> new_estimate.TrainShape:
         num_layers=arch["layers"],
         vocab_size=arch["vocab"],
         micro_batch=int(row.raw.get("micro_batch") or 1),
+        grad_accum=int(row.raw["grad_accum"]) if row.raw.get("grad_accum") else None,
         seq_len=int(row.raw.get("seq_len") or new_estimate.DEFAULT_SEQ_LEN),
         gradient_checkpointing=_checkpointing(row),
         gpus_per_node=per_node,

@@ -8,8 +8,10 @@ Every byte is in a named part of `Estimate.parts`, so a user sees where the memo
     gpu_zero3_live_params  ZeRO-3: parameters gathered and kept live (stage3_max_live_parameters, the
                            reuse distance, the prefetch bucket), at least the largest layer
     gpu_zero3_persistent   ZeRO-3: parameters under stage3_param_persistence_threshold, never partitioned
-    gpu_gradients          16-bit gradients (DDP: and its bucket copies), the fp32 gradient partition
-                           (ZeRO-3: of the sub-group being stepped, sub_group_size)
+    gpu_gradients          16-bit gradients (DDP: and its bucket copies; ZeRO-3: and a gathered layer's)
+    gpu_step_gradients     ZeRO: the fp32 gradient partition (ZeRO-3: of the sub-group being stepped,
+                           sub_group_size), made at the optimizer step, after the backward freed the
+                           activations: only what it needs beyond them
     gpu_optimizer          fp32 master weights and Adam moments of this GPU's partition
     gpu_zero_buckets       reduce bucket (x2 with overlap_comm), zero2 allgather bucket, zero3 prefetch bucket
     gpu_activations        saved layer inputs (checkpointing) plus one layer's activations, or all layers'
@@ -60,18 +62,17 @@ LORA_FALLBACK_FRACTION = 0.01
 # Fitted on the calibration table (tests/data/calibration: table.jsonl with held-out tables 2 and 3 joined,
 # 338 runs from 65 sources) by scripts/fit_memory.py (grid search; its leave-one-source-out report is in
 # BENCHMARKS.md). The per-process CUDA context with cuBLAS/NCCL workspaces: the driver alone takes
-# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators; the fit lands at 1.75 GiB, which also
-# carries what every run keeps beyond its parts (the tokenizer's and collator's pinned buffers, the
-# allocator's first segments). The margin is what published figures (nvidia-smi or torch's reserved
-# memory) hold beyond the allocated parts: the caching allocator's fragmentation, temporaries of the
-# optimizer step and of NCCL; the fit lands at 16 % of the rest. Rows that report torch's allocated bytes
-# are held to the parts without both. The objective is flat along a ridge where a larger context trades
-# against a smaller margin: (0.75 GiB, 16 %), (1 GiB, 15 %), (1.5 GiB, 12 %) and (1.75 GiB, 14 %) lie
-# within a row or two of each other, and a correction of the physics moves the choice along it (0.75 GiB
-# and 16 % before LoRA's base was counted frozen, with its adapters' own activations; 1.75 GiB and 14 %
-# before a LoRA row's trained parameters were those of the linears it targets).
-CUDA_CONTEXT_BYTES = int(1.75 * GiB)
-FRAGMENTATION_MARGIN = 0.16
+# 0.3-0.6 GiB, cuBLAS and NCCL add their workspaces and communicators, and on an H200 NVML's peak less
+# torch's reserved peak measured 1.5-2.3 GiB (BENCHMARKS.md, round 37); the fit searches that range and
+# lands at 2 GiB, which also carries what every run keeps beyond its parts (the tokenizer's and collator's
+# pinned buffers). The margin is what published figures (nvidia-smi or torch's reserved memory) hold beyond
+# the allocated parts: the caching allocator's fragmentation, temporaries of the optimizer step and of
+# NCCL; the fit lands at 14 % of the rest (the H200 measured 15 % and 21 % with expandable segments). Rows
+# that report torch's allocated bytes are held to the parts without both. The objective is flat along a
+# ridge where a larger context trades against a smaller margin ((1.5 GiB, 16 %) and (2 GiB, 14 %) lie a
+# row apart); left free, the fit walks down it to a context the GPU contradicts (0.5 GiB, 22 %).
+CUDA_CONTEXT_BYTES = int(2.0 * GiB)
+FRAGMENTATION_MARGIN = 0.14
 
 # Bytes per token one decoder layer saves for the backward, and per token x vocabulary entry the loss saves,
 # come from launcher/plan/layer_bytes.py: measured on transformers' own code per model family (for Llama
@@ -283,6 +284,7 @@ class TrainShape:
     batch_tokens: int | None = None  # tokens in it: padded to its longest sample, or summed padding-free
     batch_longest: int | None = None  # its longest sample: eager attention is quadratic in it
     batch_images: int | None = None  # images in it: the vision tower's activations
+    grad_accum: int | None = None  # --gradient_accumulation_steps; None: unknown, read as accumulating
 
     @property
     def total_gpus(self) -> int:
@@ -406,8 +408,9 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
         parts["gpu_zero3_persistent"] = persistent_params(shape, zero) * w
         sub_group = min(zero.sub_group_size, partition)
         in_flight = min(shape.largest_layer_params, trainable) * w  # a gathered layer's full gradient, unreduced
-        stored = 0 if zero.offload_optimizer else partition * w + sub_group * grad32
+        stored = 0 if zero.offload_optimizer else partition * w
         parts["gpu_gradients"] = int(in_flight + stored)
+        parts["gpu_step_gradients"] = 0 if zero.offload_optimizer else int(sub_group * grad32)
         parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + adam))
         parts["gpu_zero_buckets"] = min(zero.reduce_bucket, trainable) * w * bucket_copies
         return parts
@@ -415,12 +418,28 @@ def weight_parts(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | Non
     parts["gpu_weights"] = int(weights)
     # stage 2: the contiguous gradient partition; stage 0/1 keep every gradient
     grads16 = partition * w if zero.stage == 2 else trainable * w
-    parts["gpu_gradients"] = int(grads16 + (0 if zero.offload_optimizer else partition * grad32))
+    parts["gpu_gradients"] = int(grads16)
+    parts["gpu_step_gradients"] = 0 if zero.offload_optimizer else int(partition * grad32)
     parts["gpu_optimizer"] = 0 if zero.offload_optimizer else int(partition * (master + adam))
     reduce = min(zero.reduce_bucket, trainable) * w * bucket_copies if zero.contiguous_gradients else 0
     allgather = min(zero.allgather_bucket, trainable) * w if zero.stage >= 1 else 0
     parts["gpu_zero_buckets"] = reduce + allgather
     return parts
+
+
+def backward_gradient_bytes(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None) -> int:
+    """The 16-bit gradients the backward makes and the optimizer step frees (set to None): the parameters'
+    .grad under DDP and ZeRO-0/1, ZeRO-2's partition (grads_in_partition). ZeRO-3's partition is a flat
+    buffer kept from the start, and DDP's bucket copy is kept too."""
+    if shape.optimizer_in_backward:
+        return 0
+    if strategy is Strategy.DDP or zero is None:
+        return shape.trainable_params * shape.weight_bytes
+    if zero.stage == 3:
+        return 0
+    if zero.stage == 2:
+        return shape.trainable_params // shape.total_gpus * shape.weight_bytes
+    return shape.trainable_params * shape.weight_bytes
 
 
 def q_kv_widths(hidden: int, heads: int | None, kv_heads: int | None, head_dim: int | None) -> tuple[int, int]:
@@ -639,12 +658,24 @@ def estimate(
     """The estimate of one strategy; `zero` is the config's ZeRO settings (None for plain DDP)."""
     calibration = calibration or Calibration()
     parts = weight_parts(strategy, shape, zero if strategy is not Strategy.DDP else None)
-    parts.update(activation_parts(shape))
+    data = activation_parts(shape)
+    if shape.grad_accum == 1:
+        # The logits' peak is the loss's backward, the first thing the backward runs: without accumulation
+        # no gradient exists yet (the step set them to None); those made after it find the logits freed.
+        fresh = backward_gradient_bytes(strategy, shape, zero if strategy is not Strategy.DDP else None)
+        data["gpu_logits"] = max(data["gpu_logits"] - fresh, 0)
+    parts.update(data)
     parts["gpu_cuda_context"] = calibration.cuda_context_bytes
+    # Without data the step's fp32 gradients are all on top of the rest; with it, the peak is the larger of
+    # the backward's (activations, logits) and the step's, which never coexist: DeepSpeed makes the fp32
+    # partition in step() and frees it after, when the backward's tensors are gone.
+    step = parts.get("gpu_step_gradients", 0)
+    fixed = sum(v for k, v in parts.items() if k not in DATA_PARTS)
+    if step:
+        parts["gpu_step_gradients"] = max(step - sum(data.values()), 0)
     subtotal = sum(parts.values())
     parts["gpu_fragmentation_margin"] = int(subtotal * calibration.fragmentation)
     gpu_need = sum(parts.values())
-    fixed = sum(v for k, v in parts.items() if k not in DATA_PARTS and k != "gpu_fragmentation_margin")
     gpu_fixed = fixed + int(fixed * calibration.fragmentation)
     states_cpu = host_bytes(strategy, shape, zero)
     host_processes = HOST_BYTES_PER_PROCESS * shape.gpus_per_node
@@ -678,7 +709,10 @@ def lever_changes(shape: TrainShape) -> list[tuple[str, TrainShape]]:
     changes: list[tuple[str, TrainShape]] = []
     if shape.micro_batch > 1:
         half = max(shape.micro_batch // 2, 1)
-        changes.append((f"micro-batch {shape.micro_batch} -> {half}", replace(shape, micro_batch=half)))
+        # as the ladder halves it: the accumulation doubles, and the global batch stays
+        accum = shape.grad_accum and shape.grad_accum * shape.micro_batch // half
+        halved = replace(shape, micro_batch=half, grad_accum=accum)
+        changes.append((f"micro-batch {shape.micro_batch} -> {half}", halved))
     if shape.seq_len >= 512:
         half_len = shape.seq_len // 2
         changes.append((f"max_length {shape.seq_len} -> {half_len}", replace(shape, seq_len=half_len)))

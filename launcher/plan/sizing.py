@@ -27,6 +27,7 @@ from launcher.model import (
     Strategy,
     Topology,
 )
+from launcher.plan.batch import swift_default_accum
 from launcher.plan.data_lengths import TOKENS_PER_CHAR, data_lengths, wide_char_tokens
 from launcher.plan.device_map import Pieces, estimate_device_map, parse_max_memory, pieces_of
 from launcher.plan.device_map import levers as device_map_levers
@@ -97,6 +98,9 @@ def train_shape(
         num_layers=model.num_layers,
         vocab_size=model.vocab_size,
         micro_batch=swift.batch.micro_batch,
+        # as swift computes an unset one for this world size; safe-sft's own (launcher.plan.batch) keeps
+        # the global batch and differs from it only by rounding
+        grad_accum=swift.batch.grad_accum or swift_default_accum(swift.batch.micro_batch, topology.world_size),
         seq_len=planned_length(swift.batch.max_length),
         gradient_checkpointing=checkpointing,
         gpus_per_node=max(topology.nproc_per_node.value, 1),
