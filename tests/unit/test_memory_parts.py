@@ -16,6 +16,8 @@ from launcher.model import Strategy
 from launcher.plan.build import LaunchPaths, PlanOptions, build_plan
 from launcher.plan.ds_config import SHIPPED_ZERO, ZeroSettings, zero_settings
 from launcher.plan.estimate import (
+    DATA_PARTS,
+    FRAGMENTATION_MARGIN,
     LORA_LINEARS,
     QUANT_BYTES,
     TrainShape,
@@ -165,6 +167,53 @@ def test_offload_keeps_no_optimizer_or_partition_on_the_gpu() -> None:
     assert parts["gpu_weights"] == parts["gpu_optimizer"] == 0
     assert parts["gpu_gradients"] == 500_000_000 * 2  # only the in-flight gradient of the largest layer
     assert parts["gpu_zero3_live_params"] > 2 * 10**9  # what DeepSpeed really keeps, not just 4L
+
+
+# ---- phases: the optimizer step after the backward, the logits before the gradients ---------------------
+
+
+def data_bytes(s: TrainShape) -> int:
+    return sum(activation_parts(s).values())
+
+
+def test_the_steps_fp32_gradients_count_only_beyond_the_backwards_activations() -> None:
+    """DeepSpeed makes the fp32 gradient partition in step(), after the backward freed the activations."""
+    zero2 = settings("zero2")
+    step = 7_000_000_000 // 8 * 4  # 3.5 GB on each of 8 GPUs
+    short = shape(seq_len=256)  # activations and logits well below the step's copy
+    parts = estimate(Strategy.ZERO2, short, None, None, zero2).parts
+    assert parts["gpu_step_gradients"] == step - data_bytes(short)
+    long = shape(seq_len=8192, micro_batch=2)  # activations and logits above it
+    assert data_bytes(long) > step
+    long_est = estimate(Strategy.ZERO2, long, None, None, zero2)
+    assert long_est.parts["gpu_step_gradients"] == 0
+    # what the data cannot change still holds all of it
+    fixed = sum(v for k, v in long_est.parts.items() if k.startswith("gpu_") and k not in DATA_PARTS)
+    fixed += step - long_est.parts["gpu_fragmentation_margin"]
+    assert long_est.gpu_fixed_bytes == fixed + int(fixed * FRAGMENTATION_MARGIN)
+
+
+def test_without_accumulation_the_logits_peak_comes_before_the_gradients() -> None:
+    """The loss's backward runs first; DDP's .grad and ZeRO-2's partition are made after it. With
+    accumulation the earlier micro-batches' gradients are there; ZeRO-3's flat buffer always is."""
+    one = shape(gpus_per_node=1, grad_accum=1, vocab_size=152064, micro_batch=4)
+    logits = activation_parts(one)["gpu_logits"]
+    grads = 7_000_000_000 * 2
+    ddp_once = estimate(Strategy.DDP, one, None, None).parts["gpu_logits"]
+    assert ddp_once == max(logits - grads, 0)
+    assert estimate(Strategy.DDP, replace(one, grad_accum=2), None, None).parts["gpu_logits"] == logits
+    assert estimate(Strategy.DDP, replace(one, grad_accum=None), None, None).parts["gpu_logits"] == logits
+    eight = replace(one, gpus_per_node=8)
+    zero2 = estimate(Strategy.ZERO2, eight, None, None, settings("zero2")).parts["gpu_logits"]
+    assert zero2 == max(activation_parts(eight)["gpu_logits"] - grads // 8, 0)
+    zero3 = estimate(Strategy.ZERO3, eight, None, None, settings("zero3")).parts["gpu_logits"]
+    assert zero3 == activation_parts(eight)["gpu_logits"]
+
+
+def test_the_micro_batch_lever_accumulates_as_the_ladder_does() -> None:
+    halved = dict(lever_changes(shape(micro_batch=4, grad_accum=1)))["micro-batch 4 -> 2"]
+    assert (halved.micro_batch, halved.grad_accum) == (2, 2)
+    assert dict(lever_changes(shape(micro_batch=4)))["micro-batch 4 -> 2"].grad_accum is None
 
 
 # ---- dtypes, quantized weights, DDP ----------------------------------------------------------------------
@@ -529,6 +578,11 @@ def test_swift_flags_reach_the_shape() -> None:
     )
     assert (eight.optimizer_bits, eight.optimizer_paged) == (8, False)
     assert (full.optimizer_bits, full.optimizer_paged) == (32, False)
+    # accumulation: as given, else swift's default for the world size (16 / micro-batch / 2 processes)
+    for given, micro, accum in ((None, 1, 8), (None, 8, 1), (None, 16, 1), ("3", 8, 3)):
+        argv = ["--model", "m", "--per_device_train_batch_size", str(micro)]
+        argv += ["--gradient_accumulation_steps", given] if given else []
+        assert train_shape(parse_swift_argv(argv), typical_shape("m", int(7e9)), topo).grad_accum == accum
 
 
 def test_users_own_zero2_config_is_what_the_estimate_reads() -> None:
