@@ -286,6 +286,17 @@ def earlier_model(output_dir: Path) -> str | None:
     return None
 
 
+def went_on_from(attempt: AttemptRecord) -> str:
+    """Where an attempt's training went on from, for the summary: its checkpoint's step, or step 0."""
+    resumed = attempt.resumed_from
+    if resumed is None:
+        return "from step 0 (no complete checkpoint before it)" if attempt.number > 1 else "from step 0"
+    if attempt.started_over:
+        return f"told to resume from step {resumed.step}, trained from step 0"
+    weights_only = " (weights only: the optimizer and the learning-rate schedule started over)"
+    return f"resumed from step {resumed.step}" + (weights_only if attempt.optimizer_state_reset() else "")
+
+
 def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None, unsaved: str | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
@@ -305,20 +316,13 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         agreed = first.decision
         if agreed and agreed.get("root_kind"):
             lines.append(f"  across the nodes (node 0's decision): {agreed['root_kind']} on node {agreed['root_node']}")
-    ladder = [a for a in attempts if a.change or a.resumed_from]
-    if ladder:
+    if attempts and attempts[0].resumed_from:
+        lines.append(f"  attempt 1: {went_on_from(attempts[0])}")
+    if len(attempts) > 1:
         lines.append("  ladder:")
-        for a in ladder:
-            what = a.change or "no change"
-            resumed = ""
-            if a.resumed_from and a.started_over:
-                resumed = f"; told to resume from step {a.resumed_from.step}, trained from step 0"
-            elif a.resumed_from:
-                resumed = f"; resumed from step {a.resumed_from.step}"
-                if a.optimizer_state_reset():
-                    resumed += " (weights only: the optimizer and the learning-rate schedule started over)"
+        for a in attempts[1:]:
             outcome = a.failure.kind.value if a.failure else "finished"
-            lines.append(f"    attempt {a.number}: {what}{resumed} -> {outcome}")
+            lines.append(f"    attempt {a.number}: {a.change or 'no change'}; {went_on_from(a)} -> {outcome}")
     for a in attempts:
         if a.set_aside:
             lines.append(set_aside_line(a.number, a.set_aside))

@@ -451,3 +451,29 @@ def test_the_trainers_run_dir_the_summary_prints_finds_its_report(tmp_path: Path
     elsewhere.mkdir()
     with pytest.raises(SafeSftError, match=r"no safe-sft report\.json under"):
         find_report(elsewhere)
+
+
+def test_the_summary_says_where_each_attempt_went_on_from() -> None:
+    """One resumed attempt is a line of its own, not a `ladder:` block with nothing changed; a retry with no
+    checkpoint before it says it trained from step 0."""
+    from launcher.model import Failure, FailureKind
+    from launcher.plan.degrade import Settings
+    from launcher.plan.settings import Resume
+    from launcher.run.records import AttemptRecord, RunResult
+    from launcher.run.report import summary
+
+    def record(number: int, resumed: int | None, failed: bool = False, change: str | None = None) -> AttemptRecord:
+        resume = Resume(f"out/v1/checkpoint-{resumed}", resumed, False) if resumed is not None else None
+        failure = Failure(FailureKind.CUDA_OOM, ("CUDA out of memory",), 1, 1) if failed else None
+        return AttemptRecord(
+            number, Settings(2, 2, 2), [], {}, "", "", change=change, resumed_from=resume, failure=failure
+        )
+
+    alone = summary(RunResult("succeeded", [record(1, 6)], 0), Path("r.json")).splitlines()
+    assert "  attempt 1: resumed from step 6" in alone and "  ladder:" not in alone
+    fresh = summary(RunResult("succeeded", [record(1, None)], 0), Path("r.json")).splitlines()
+    assert not any(line.startswith("  attempt") or line == "  ladder:" for line in fresh)
+    two = [record(1, None, failed=True), record(2, None, change="no change")]
+    lines = summary(RunResult("succeeded", two, 0), Path("r.json")).splitlines()
+    retry = "    attempt 2: no change; from step 0 (no complete checkpoint before it) -> finished"
+    assert lines.index("  ladder:") == lines.index(retry) - 1
