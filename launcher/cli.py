@@ -536,9 +536,10 @@ def check_zero_ranks(checkpoint: Path, world_size: int) -> None:
 def check_newest_checkpoint(prepared: Prepared) -> str | None:
     """--resume-latest takes the newest complete checkpoint in the output dir, which every experiment on a
     model shares by default: one saved by a run with another model, dataset, tuner, learning rate or seed
-    than this one's is refused, before anything starts. Where it is the last step of a run as long as this
-    one, what to tell the user (nothing is left to train); else None."""
-    from launcher.run.checkpoints import latest_complete
+    than this one's is refused, before anything starts, and one whose run cannot be read is warned of. Where
+    it is the last step of a run as long as this one, what to tell the user (nothing is left to train); else
+    None."""
+    from launcher.run.checkpoints import latest_complete, saved_args
     from launcher.run.resume import already_finished, other_experiment
 
     found = latest_complete(prepared.output_dir.resolve())[0]
@@ -549,6 +550,13 @@ def check_newest_checkpoint(prepared: Prepared) -> str | None:
         raise SafeSftError(
             f"--resume-latest would go on from {found.path}, another experiment's: {why}",
             "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
+        )
+    if not isinstance(saved_args(found.path).get("model"), str):
+        click.echo(
+            f"safe-sft: warning: --resume-latest goes on from {found.path} unchecked: no readable args.json (in "
+            "it or its run dir) names the model it trained, so it cannot be told apart from another experiment's; "
+            "stop now (Ctrl-C) if it is not this one's, and name the checkpoint with --resume_from_checkpoint",
+            err=True,
         )
     return already_finished(found.path, prepared.swift)
 

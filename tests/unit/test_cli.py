@@ -580,6 +580,37 @@ def test_resume_latest_refuses_another_experiments_checkpoint_before_anything_st
     assert not list(out.glob("safe-sft/*/attempt-*"))
 
 
+@pytest.mark.parametrize("args_json", [None, b"{not json", b"[1, 2]", b'{"seed": 42}'])
+def test_resume_latest_warns_where_the_checkpoints_experiment_cannot_be_read(
+    tmp_path: Path, args_json: bytes | None
+) -> None:
+    """The same-experiment guard is the only thing between --resume-latest and an unrelated run's checkpoint;
+    it had been skipped without a word where args.json was missing or unreadable (hostile42res F3)."""
+    from launcher.run.lock import acquire
+    from tests.unit.test_checkpoints import make
+
+    out = tmp_path / "out"
+    checkpoint = make(out / "v0-a" / "checkpoint-6")
+    if args_json is not None:
+        (out / "v0-a" / "args.json").write_bytes(args_json)
+    held = acquire(out, None)  # the run stops at the lock, after the warning, before any training
+    try:
+        result = run_cli("--resume-latest", "--model", "m", "--use_cpu", "true", "--output_dir", str(out))
+    finally:
+        held.release()
+    assert f"safe-sft: warning: --resume-latest goes on from {checkpoint} unchecked: no readable args.json" in (
+        result.stderr
+    )
+    assert result.returncode == 2 and "another safe-sft run is using the output dir" in result.stderr
+    (out / "v0-a" / "args.json").write_text(json.dumps({"model": "m"}))
+    held = acquire(out, None)
+    try:
+        readable = run_cli("--resume-latest", "--model", "m", "--use_cpu", "true", "--output_dir", str(out))
+    finally:
+        held.release()
+    assert "unchecked" not in readable.stderr
+
+
 def test_resume_latest_after_the_run_finished_says_so_and_trains_nothing(tmp_path: Path) -> None:
     """A requeue after the end: swift had trained a step 7/6 and saved a new final model (hostile42res F2).
     A longer run (--max_steps raised) still goes on."""
