@@ -757,7 +757,7 @@ def report_command(run_dir: str, as_json: bool, plot_path: str | None) -> None:
     """Show the attempts of a safe-sft run (and plot the memory timeline)."""
     from pathlib import Path
 
-    from launcher.show_report import load_report, plot_report, render_report
+    from launcher.show_report import load_report, other_runs, plot_report, render_report
 
     data = load_report(Path(run_dir))
     if plot_path is not None:
@@ -766,6 +766,8 @@ def report_command(run_dir: str, as_json: bool, plot_path: str | None) -> None:
         click.echo(json.dumps({k: v for k, v in data.items() if k != "_path"}, indent=2))
     else:
         click.echo(render_report(data))
+        if (others := other_runs(Path(run_dir), Path(data["_path"]))) is not None:
+            click.echo(others)
         if plot_path is not None:
             click.echo(f"plot: {plot_path}")
 

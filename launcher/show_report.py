@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 
 from launcher.errors import SafeSftError, folder_unreadable, not_permitted
 from launcher.masking import mask_text
+from launcher.run.evidence import attempt_run_dir, last_logged_step
 from launcher.run.lost_work import lost_line
 from launcher.run.records import OUTCOMES, REPORT_SCHEMA, reason_line, set_aside_line
 from launcher.units import GiB, fmt_bytes
@@ -56,6 +57,32 @@ def _find_report(path: Path) -> Path:
             f"no safe-sft report.json under {path}", "give a run dir, or the output dir of a safe-sft run"
         )
     return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def other_runs(path: Path, shown: Path) -> str | None:
+    """Where `path` is an output dir (or its safe-sft folder) that holds more runs than the one `shown`: one
+    line naming them, oldest first, with their outcomes, and how to show one. None otherwise."""
+    records = path / "safe-sft" if (path / "safe-sft").is_dir() else path
+    try:
+        found = [c for c in records.glob("*/report.json") if c.is_file() and c.resolve() != shown.resolve()]
+        found.sort(key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return None
+    if not found:
+        return None
+    named = ", ".join(f"{c.parent.name} ({_outcome_of(c)})" for c in found)
+    return f"  {len(found)} earlier run(s) in {records}: {named}; `safe-sft report {records}/<run>` shows one"
+
+
+def _outcome_of(report: Path) -> str:
+    try:
+        data = json.loads(report.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return "unreadable"
+    outcome = data.get("outcome") if isinstance(data, dict) else None
+    if outcome == "running" and isinstance(data.get("process"), dict) and _still_running(data["process"]) is False:
+        return "killed"
+    return outcome if isinstance(outcome, str) and outcome in OUTCOMES else "unreadable"
 
 
 def _ran_in(report: Path, run_dir: Path) -> bool:
@@ -310,6 +337,12 @@ def _still_running(process: dict[str, Any]) -> bool | None:
     return True
 
 
+def _logged_step(attempt: dict[str, Any]) -> int | None:
+    """The last step an attempt's trainer logged, read from its run dir (a killed run's report never got it)."""
+    log = attempt.get("log")
+    return last_logged_step(attempt_run_dir(Path(log).parent)) if isinstance(log, str) else None
+
+
 def render_report(data: dict[str, Any]) -> str:
     lines = [f"{data['_path']}: {data['outcome']} after {len(data['attempts'])} attempt(s)"]
     process = data.get("process")
@@ -318,6 +351,10 @@ def render_report(data: dict[str, Any]) -> str:
         alive = _still_running(process)
         if alive is False:
             lines.append(f"  {who}, is gone: the run was killed; the attempts below are its last recorded state")
+            last = data["attempts"][-1] if data["attempts"] else {}
+            logged = _logged_step(last) if last and last.get("last_step") is None else None
+            if logged is not None:
+                lines.append(f"  attempt {last['number']} had logged step {logged} when it was killed")
         else:
             lines.append(f"  {who}" + ("" if alive else " (on another host: not checked)"))
     header = f"  {'#':>2}  {'duration':>9}  {'exit':>5}  {'failure':<14}  {'step':>9}  memory peaks"

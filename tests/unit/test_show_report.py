@@ -477,3 +477,42 @@ def test_the_summary_says_where_each_attempt_went_on_from() -> None:
     lines = summary(RunResult("succeeded", two, 0), Path("r.json")).splitlines()
     retry = "    attempt 2: no change; from step 0 (no complete checkpoint before it) -> finished"
     assert lines.index("  ladder:") == lines.index(retry) - 1
+
+
+def test_a_killed_run_shows_its_last_logged_step_and_an_output_dir_names_its_other_runs(tmp_path: Path) -> None:
+    """A SIGKILLed run's report had shown step "-" although it had logged 4 steps, and `report OUTPUT_DIR`
+    showed only the rerun after it (hostile42res F6)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from launcher.show_report import other_runs
+
+    out = tmp_path / "od"
+    killed, rerun = out / "safe-sft" / "20261128-225309-1", out / "safe-sft" / "20261128-225342-2"
+    swift_dir = out / "v0-20261128-225310"
+    swift_dir.mkdir(parents=True)
+    steps = [{"loss": 1.0, "global_step/max_steps": f"{n}/6"} for n in (1, 2, 3, 4)]
+    (swift_dir / "logging.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    (killed / "attempt-1").mkdir(parents=True)
+    resolved = {"output_dir": str(out), "run_dir": str(swift_dir)}
+    (killed / "attempt-1" / "swift-args.json").write_text(json.dumps(resolved))
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    process = {"pid": gone, "host": socket.gethostname(), "started": "2026-11-28T22:53:09+00:00"}
+    under_way = attempt(1, None, [0.0], {}, [0])
+    under_way.update(last_step=None, exit_code=None, duration_s=None, log=str(killed / "attempt-1" / "console.log"))
+    data = {"schema": 1, "outcome": "running", "process": process, "attempts": [under_way]}
+    (killed / "report.json").write_text(json.dumps(data))
+    text = render_report({**data, "_path": str(killed / "report.json")})
+    assert "  attempt 1 had logged step 4 when it was killed" in text
+    rerun.mkdir(parents=True)
+    finished = {"schema": 1, "outcome": "succeeded", "process": {**process, "pid": os.getpid()}, "attempts": []}
+    (rerun / "report.json").write_text(json.dumps(finished))
+    os.utime(killed / "report.json", (1, 1))  # the older of the two
+    line = other_runs(out, rerun / "report.json")
+    assert line == (
+        f"  1 earlier run(s) in {out / 'safe-sft'}: {killed.name} (killed); "
+        f"`safe-sft report {out / 'safe-sft'}/<run>` shows one"
+    )
+    assert other_runs(rerun, rerun / "report.json") is None  # a run dir given: that run alone
