@@ -292,3 +292,30 @@ def shared_resume(decided: Resume | None, output_dir: Path, start: str | None) -
             "put the output dir on a filesystem all nodes share (NFS, Lustre, GPFS)",
         )
     return replace(decided, checkpoint=str(path))
+
+
+BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "global_world_size")
+
+
+def batch_change(checkpoint: Path, settings: Settings) -> str | None:
+    """Where the run that saved `checkpoint` trained with another global batch than `settings` (a requeue on
+    fewer GPUs with NPROC_PER_NODE set, or another --gradient_accumulation_steps): one line saying both and
+    the accumulation that would keep the checkpoint's, where a whole one does. None where they agree or the
+    checkpoint's args.json does not tell (per_device_train_batch_size, gradient_accumulation_steps and
+    global_world_size, as swift writes them)."""
+    saved = saved_args(checkpoint)
+    sizes = [n for n in (saved.get(key) for key in BATCH_FIELDS) if isinstance(n, int) and not isinstance(n, bool)]
+    if len(sizes) < len(BATCH_FIELDS) or min(sizes) < 1:
+        return None
+    micro, accum, world = sizes
+    then, now = micro * accum * world, settings.global_batch
+    if then == now:
+        return None
+    per_step = settings.micro_batch * settings.world_size
+    keep = f"; --gradient_accumulation_steps {then // per_step} keeps {then}" if then % per_step == 0 else ""
+    return (
+        f"the checkpoint's run trained with global batch {then} (per_device_train_batch_size {micro} x "
+        f"gradient_accumulation_steps {accum} x {world} process(es)); this attempt trains with {now} "
+        f"({settings.micro_batch} x {settings.grad_accum} x {settings.world_size}): its steps from here are "
+        f"batches of {now}{keep}"
+    )

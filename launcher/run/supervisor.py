@@ -53,6 +53,7 @@ from launcher.run.oom_figures import oom_figures
 from launcher.run.poll import WaitInterrupted, wait_until
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import (
+    batch_change,
     canonical,
     complete_checkpoints,
     given_resume,
@@ -713,6 +714,10 @@ class Supervisor:
             lines.append(
                 f"safe-sft:   resume from {record.resumed_from.checkpoint} (step {record.resumed_from.step}){how}"
             )
+        if record.number == 1 and record.resumed_from:
+            changed = batch_change(Path(record.resumed_from.checkpoint), record.settings)
+            if changed:
+                lines.append(f"safe-sft:   note: {changed}")
         for path, why in record.skipped_incomplete.items():
             lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
         # a requeue mark and the user's own --resume_from_checkpoint always give the first attempt a resume point

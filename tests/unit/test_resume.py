@@ -175,3 +175,23 @@ def test_resume_only_model_holds_for_a_checkpoint_this_run_did_not_write(tmp_pat
     assert found.why_weights_only == "--resume_only_model true was given"
     own, _ = resume_point([tmp_path], settings(), {earlier: settings()}, only_model=True)
     assert own is not None and not own.weights_only
+
+
+def test_a_resume_under_another_global_batch_says_both_and_the_accumulation_that_keeps_it(tmp_path: Path) -> None:
+    """A requeue on one GPU with NPROC_PER_NODE=1 went on from a 2-process run's checkpoint with half its global
+    batch, and nothing said so (hostile42res note); swift's args.json holds what the checkpoint's run used."""
+    from launcher.run.resume import batch_change
+
+    checkpoint = make(tmp_path / "v0-a" / "checkpoint-6")
+    saved = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "global_world_size": 2}
+    (tmp_path / "v0-a" / "args.json").write_text(json.dumps(saved))
+    assert batch_change(checkpoint, Settings(2, 2, 1)) == (
+        "the checkpoint's run trained with global batch 8 (per_device_train_batch_size 2 x gradient_accumulation_steps "
+        "2 x 2 process(es)); this attempt trains with 4 (2 x 2 x 1): its steps from here are batches of 4; "
+        "--gradient_accumulation_steps 4 keeps 8"
+    )
+    assert batch_change(checkpoint, Settings(1, 4, 2)) is None  # the ladder's own change keeps it
+    odd = batch_change(checkpoint, Settings(3, 1, 2))
+    assert odd is not None and "keeps" not in odd  # 8 is no whole number of 3 x 2
+    (tmp_path / "v0-a" / "args.json").write_text(json.dumps({**saved, "global_world_size": None}))
+    assert batch_change(checkpoint, Settings(2, 2, 1)) is None  # not told: nothing said

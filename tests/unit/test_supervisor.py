@@ -965,3 +965,17 @@ def test_an_add_version_false_rerun_is_versioned_only_where_it_would_save_over_a
     assert (first.versioned_because is not None) is versioned
     assert value(spawned[0], "--add_version") == ("true" if versioned else "false")  # swift's own v<N>- dir
     assert (tmp_path / "checkpoint-2").is_dir()
+
+
+def test_a_resume_under_another_global_batch_is_said_at_the_first_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--resume-latest from a checkpoint whose run had four processes, on two: half its global batch, said."""
+    write_checkpoint(tmp_path, "v0-earlier", 6)
+    saved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "global_world_size": 4}
+    (tmp_path / "v0-earlier" / "args.json").write_text(json.dumps({"model": "m", **saved}))
+    spawned: list[list[str]] = []
+    assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
+    err = capsys.readouterr().err
+    assert "safe-sft:   note: the checkpoint's run trained with global batch 32 (" in err
+    assert "this attempt trains with 16 (4 x 2 x 2)" in err and "--gradient_accumulation_steps 4 keeps 32" in err
