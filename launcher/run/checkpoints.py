@@ -246,6 +246,21 @@ def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path])
     return None
 
 
+def missing_rng_states(path: Path) -> list[int]:
+    """The ranks whose rng_state_<r>.pth a checkpoint lacks: below the world size its run wrote in args.json
+    (global_world_size), or gaps below the highest saved. The trainer resumes such a rank with a fresh random
+    state (it logs that at info level only): its data order and dropout are not an exact resume's."""
+    try:
+        ranks = {int(m.group(1)) for f in path.iterdir() if (m := _RNG_STATE.match(f.name))}
+    except OSError:
+        return []
+    world = saved_args(path).get("global_world_size")
+    wrote = world if isinstance(world, int) and not isinstance(world, bool) and world > 1 else 0
+    if not ranks and not wrote:
+        return []  # one process saves rng_state.pth, or nothing told of several
+    return [r for r in range(max(wrote, max(ranks, default=-1) + 1)) if r not in ranks]
+
+
 def is_complete(path: Path) -> bool:
     return path.is_dir() and unreadable(path) is None
 

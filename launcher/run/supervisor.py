@@ -45,7 +45,14 @@ from launcher.probe.disk import file_size_limit, free_words
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
-from launcher.run.checkpoints import Snapshot, checkpoint_at, checkpoint_step, is_complete, snapshot
+from launcher.run.checkpoints import (
+    Snapshot,
+    checkpoint_at,
+    checkpoint_step,
+    is_complete,
+    missing_rng_states,
+    snapshot,
+)
 from launcher.run.child import TrainingProcess
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.notice import NOTICE_DIR_ENV, last_timing, mark_path
@@ -718,6 +725,12 @@ class Supervisor:
             changed = batch_change(Path(record.resumed_from.checkpoint), record.settings)
             if changed:
                 lines.append(f"safe-sft:   note: {changed}")
+        if record.resumed_from and (missing := missing_rng_states(Path(record.resumed_from.checkpoint))):
+            files = ", ".join(f"rng_state_{r}.pth" for r in missing)
+            lines.append(
+                f"safe-sft:   note: the checkpoint has no {files}: rank(s) {', '.join(map(str, missing))} go on with "
+                "a fresh random state (data order and dropout differ from an exact resume there)"
+            )
         for path, why in record.skipped_incomplete.items():
             lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
         # a requeue mark and the user's own --resume_from_checkpoint always give the first attempt a resume point

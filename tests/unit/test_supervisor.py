@@ -979,3 +979,29 @@ def test_a_resume_under_another_global_batch_is_said_at_the_first_attempt(
     err = capsys.readouterr().err
     assert "safe-sft:   note: the checkpoint's run trained with global batch 32 (" in err
     assert "this attempt trains with 16 (4 x 2 x 2)" in err and "--gradient_accumulation_steps 4 keeps 32" in err
+
+
+def test_a_checkpoint_missing_a_ranks_random_state_is_said_when_resumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rank 1's rng_state_1.pth lost in a copy: the trainer resumes it with a fresh random state and says so only
+    at info level (hostile42sig F9); safe-sft names it, and resumes (skipping the checkpoint would lose steps)."""
+    write_checkpoint(tmp_path, "v0-earlier", 6)
+    checkpoint = tmp_path / "v0-earlier" / "checkpoint-6"
+    (checkpoint / "rng_state_0.pth").write_bytes(b"x")
+    saved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "global_world_size": 2}
+    (tmp_path / "v0-earlier" / "args.json").write_text(json.dumps({"model": "m", **saved}))
+    spawned: list[list[str]] = []
+    assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
+    assert spawned[0][spawned[0].index("--resume_from_checkpoint") + 1] == str(checkpoint)
+    assert "safe-sft:   note: the checkpoint has no rng_state_1.pth: rank(s) 1 go on with a fresh random state" in (
+        capsys.readouterr().err
+    )
+    (checkpoint / "rng_state_1.pth").write_bytes(b"x")
+    from launcher.run.checkpoints import missing_rng_states
+
+    assert missing_rng_states(checkpoint) == []
+    (checkpoint / "rng_state_0.pth").unlink()
+    (checkpoint / "rng_state_2.pth").write_bytes(b"x")  # a gap below the highest, whatever args.json says
+    (tmp_path / "v0-earlier" / "args.json").write_text("{}")
+    assert missing_rng_states(checkpoint) == [0]
