@@ -483,7 +483,8 @@ def layer_bytes_per_token(shape: TrainShape) -> float:
 
 def describe_activations(shape: TrainShape) -> tuple[str, ...]:
     """Lines for `plan --explain-memory`: whose measured layer the activations are counted as, LoRA's
-    frozen base and adapters, and eager attention's scores."""
+    frozen base and adapters, the parts that never coexist with the activations, and eager attention's
+    scores."""
     lines = [describe_layer(shape.model_type)]
     adapters = shape.adapters
     if adapters is not None:
@@ -494,6 +495,15 @@ def describe_activations(shape: TrainShape) -> tuple[str, ...]:
             f"{kind}: {base}; adapters on {len(adapters.inputs)} projections of each layer (rank {adapters.rank}, "
             f"{dropout} dropout), each keeping a 16-bit copy of its input"
             + (" and two of its output (DoRA's magnitude scaling)" if adapters.dora_outputs else "")
+        )
+    lines.append(
+        "step_gradients (ZeRO): the fp32 gradient copy DeepSpeed makes at the optimizer step, after the backward "
+        "freed the activations and logits: counted beyond them only (the fixed bytes hold all of it)"
+    )
+    if shape.grad_accum == 1 and shape.vocab_logits:
+        lines.append(
+            "logits: no gradient accumulation, so the loss's peak comes before the backward makes its gradients "
+            "(DDP's, ZeRO-1/2's): counted beyond them only"
         )
     if shape.eager_attention:
         why = why_eager(shape.model_type)

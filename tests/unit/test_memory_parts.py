@@ -210,6 +210,15 @@ def test_without_accumulation_the_logits_peak_comes_before_the_gradients() -> No
     assert zero3 == activation_parts(eight)["gpu_logits"]
 
 
+def test_explain_memory_says_which_parts_count_beyond_others() -> None:
+    from launcher.plan.estimate import describe_activations
+
+    lines = describe_activations(shape(grad_accum=1))
+    assert any(line.startswith("step_gradients (ZeRO): the fp32 gradient copy") for line in lines)
+    assert any(line.startswith("logits: no gradient accumulation") for line in lines)
+    assert not any(line.startswith("logits:") for line in describe_activations(shape(grad_accum=4)))
+
+
 def test_the_micro_batch_lever_accumulates_as_the_ladder_does() -> None:
     halved = dict(lever_changes(shape(micro_batch=4, grad_accum=1)))["micro-batch 4 -> 2"]
     assert (halved.micro_batch, halved.grad_accum) == (2, 2)
