@@ -51,7 +51,9 @@ _MEMLOCK = (
     r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
     r"[Ff]ailed to register|"
     # a verbs completion queue is pinned memory too: its ENOMEM is the locked-memory limit (NCCL, Open MPI)
-    r"ibv_create_cq\S* failed with error Cannot allocate memory|[Ff]ailed to create a completion queue"
+    r"ibv_create_cq\S* failed with error Cannot allocate memory|[Ff]ailed to create a completion queue|"
+    # libfabric's own ENOMEM (-FI_ENOMEM): its providers (EFA, verbs) post registered, i.e. locked, buffers
+    r"Libfabric error: \(-12\)"
 )
 _OOM_IN_A_WARNING = re.compile(r"Tried to allocate|Error: CUDA out of memory")
 # Where an OOM happened, read from the innermost frame of its traceback that names a phase.
@@ -95,6 +97,9 @@ _EVAL_PROGRESS = re.compile(
     r"^[^%|]{0,80}?\b(?i:valid(?:ation)?|val|eval(?:uat\w*)?|test(?:ing)?|predict\w*)\b[^%|]{0,40}?\d{1,3}(?:\.\d+)?%"
 )
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
+# IPython's (Jupyter's) frames: `File /x/trainer.py:2113, in Trainer.evaluate(self, ...)`, and before IPython 8
+# `/x/request.py in do_open(self, ...)`; read as Python's own frame line
+_IPYTHON_FRAME = re.compile(r"^\s*(?:File )?(?P<path>\S+\.py)(?::(?P<line>\d+),)? in (?:\w+\.)*(?P<func>\w+)\(")
 
 _HOST_ALLOC = re.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|\bMemoryError\b|"
@@ -108,6 +113,9 @@ _HOST_ALLOC = re.compile(
 _HTTP_ONLY_FAILURE = (
     r"We couldn't connect to '?https?://|Couldn't reach |ChunkedEncodingError|IncompleteRead|Connection broken:|"
     r"Consistency check failed: file should be of size|urlopen error|"
+    # an HTTP client's own exception class with a server's or a rate limit's status (a 4xx is the user's)
+    r"\bHTTPError\b.*(?:\b5\d\d\b|\b429\b|Service Unavailable|Bad Gateway|Gateway Time-?out|Too Many Requests|"
+    r"Internal Server Error)|"
     r"httpx\.(?:ConnectError|ConnectTimeout|ReadTimeout|ReadError|WriteError|RemoteProtocolError|ProxyError|PoolTimeout)|"
     r"httpcore\.\w+(?:Error|Timeout)|ClientConnectorError|ServerDisconnectedError|ClientPayloadError|"
     r"Cannot connect to host|(?<!Dist)NetworkError: \[E\d+\] Connection|too many \d+ error responses|"
@@ -148,6 +156,8 @@ _HTTP_CLIENT_FRAME = re.compile(
 
 _EXCEPTION_LINE = re.compile(
     r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)|\w+(?:Error|Exception)\b:|"
+    # IPython's (Jupyter's) traceback names its exception first: `KeyError    Traceback (most recent call last)`
+    r"^\s*\w*(?:Error|Exception|Interrupt|Exit)\s+Traceback \(most recent call last\)|"
     r"^\s*(?:[a-z_]\w*\.)+[A-Z]\w+: |^\s*socket\.(?:gaierror|herror|timeout)\b:|"
     r"^\s*[A-Z]\w*Warning: "  # a warning raised (-W error, PYTHONWARNINGS=error); one shown starts with its file
 )
@@ -182,11 +192,16 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"is killed by signal: Bus error|unable to write to file </torch_|failed to extend /dev/shm|"
         r"insufficient shared memory|[Ee]rror while creating shared.?memory segment|"
         r"unable to allocate shared memory|shm_open|NCCL_SHM|unable to mmap \d+ bytes from file </torch_|"
-        r"Bus error \(core dumped\)|shared memory \(shm\) limit",
+        r"Bus error \(core dumped\)|shared memory \(shm\) limit|"
+        r"Unexpected bus error encountered in worker",  # DataLoader's own words, its shm hint cut or not
     ),
     # The system's own words first: torch's writer reports the same full disk as a short write, and its
     # line (`unexpected pos 368960 vs 368848`) says less to a user than `[Errno 28] No space left on device`.
-    _p(FailureKind.DISK_FULL, r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC"),
+    _p(
+        FailureKind.DISK_FULL,
+        r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC|"
+        r"Not enough disk space\. Needed:",  # datasets' check before it downloads and prepares
+    ),
     # the kubelet evicting a pod over its disk limit: the same limit stops a retry
     _p(FailureKind.DISK_FULL, r"ephemeral local storage usage exceeds|low on resource: ephemeral-storage"),
     _p(FailureKind.DISK_FULL, r"PytorchStreamWriter failed writing file|file write failed|unexpected pos \d+ vs \d+"),
@@ -292,12 +307,25 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
     _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$"),
+    # Lightning catches the Ctrl-C and says so in a warning of its own, then shuts down without a traceback
+    _Pattern(
+        FailureKind.INTERRUPTED,
+        re.compile(r"Detected KeyboardInterrupt"),
+        warning_ok=re.compile(r"Detected KeyboardInterrupt, attempting graceful shutdown"),
+    ),
     # Last: an HTTP client's retry warnings, where nothing else failed, are the failure (the log ends there)
     _Pattern(FailureKind.DOWNLOAD, re.compile(rf"^(?=.*(?:{_RETRY_NOTICE})).*?(?:{_DOWNLOAD.pattern})")),
     _p(
         FailureKind.KILLED,
         r"will be terminated soon|pod-termination|[Pp]reempted by|instance (?:is being )?preempted|"
         r"spot (?:instance )?interruption|[Ee]victed",
+    ),
+    # Where nothing else failed: torch's warning that it has no kernels for this GPU. Its first kernel then
+    # fails with `no kernel image is available`, a set-up a retry does not fix (a torch built for the GPU does).
+    _Pattern(
+        FailureKind.USER_ERROR,
+        re.compile(r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"),
+        warning_ok=re.compile(r"is not compatible with the current PyTorch installation"),
     ),
 )
 _NCCL_TERMINATE_LINE = re.compile(_NCCL_TERMINATE)
@@ -319,7 +347,7 @@ _ERROR_LINE = re.compile(
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
     r"free\(\): |malloc\(\): |"  # glibc's heap checks, which abort the process
     r"[Ee]victed|low on resource|ephemeral local storage usage exceeds|"  # a kubelet's
-    r"^\s*\^C\s*$"
+    r"^\s*\^C\s*$|is not compatible with the current PyTorch installation"
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
@@ -372,8 +400,15 @@ def _is_eval(text: str) -> bool:
     return bool(_EVAL_FRAME.search(text) or _EVAL_PROGRESS.search(text))
 
 
-def _frame_phase(line: str) -> FailureKind | None:
+def _frame_text(line: str) -> str:
+    """A log line without its rank prefix, an IPython frame written as Python writes its frames."""
     text = _clean(line)
+    found = _IPYTHON_FRAME.match(text)
+    return f'File "{found["path"]}", line {found["line"] or 0}, in {found["func"]}' if found else text
+
+
+def _frame_phase(line: str) -> FailureKind | None:
+    text = _frame_text(line)
     if _SAVE_FRAME.search(text):
         return FailureKind.CUDA_OOM_SAVE
     if _is_eval(text):
@@ -398,7 +433,7 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
         if "Traceback (most recent call last)" in line:
             header = index
             break
-        if _FRAME_LINE.match(_clean(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
+        if _FRAME_LINE.match(_frame_text(line)) or _SAVE_FRAME.search(line) or _LOAD_FRAME.search(line):
             frames.append(line)
     logged_before = [line for line in lines[max(0, at - 3) : at][::-1] if not _WARNING_LINE.search(line)]
     frames[:0] = [lines[at], *logged_before]  # the OOM line and what was logged just before
@@ -411,7 +446,7 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
         if phase is None:
             continue
         if phase is FailureKind.CUDA_OOM:  # a forward or a loss: evaluation runs them too, inside its own frames
-            outer = next((f for f in frames[position + 1 :] if _is_eval(_clean(f))), None)
+            outer = next((f for f in frames[position + 1 :] if _is_eval(_frame_text(f))), None)
             if outer is not None:
                 return FailureKind.CUDA_OOM_EVAL, _clean(outer)
         return phase, _clean(frame)
@@ -432,7 +467,7 @@ def _traceback_after(lines: Sequence[str], at: int, rank: int | None) -> list[st
         if rank is not None and _rank_of(line) not in (rank, None):
             continue
         text = _clean(line)
-        if _FRAME_LINE.match(text) or _SAVE_FRAME.search(text) or _LOAD_FRAME.search(text):
+        if _FRAME_LINE.match(_frame_text(line)) or _SAVE_FRAME.search(text) or _LOAD_FRAME.search(text):
             frames.append(line)
         elif _EXCEPTION_LINE.search(text):
             break
@@ -448,7 +483,7 @@ def _frames_above(lines: Sequence[str], at: int) -> list[str]:
             continue
         if "Traceback (most recent call last)" in line:
             break
-        if _FRAME_LINE.match(_clean(line)):
+        if _FRAME_LINE.match(_frame_text(line)):
             frames.append(line)
     return frames
 

@@ -210,6 +210,8 @@ def _one_line_failures(lines: Sequence[str]) -> list[RankFailure]:
             rank = int(match.group(1)) if match.group(1) else None
             found.append(RankFailure(rank, -int(match.group(2) or match.group(3))))
         elif match := _SRUN_TASK.search(text):
+            if any(f.exit_code is not None and f.exit_code > 0 for f in found):
+                continue  # srun's kill-on-bad-exit: it killed the other tasks after one exited non-zero
             first_task = re.match(r"\d+", match.group(1))
             task = int(first_task.group(0)) if first_task else None
             found.append(RankFailure(task, -_SIGNAL_WORDS[match.group(2)]))
@@ -260,10 +262,23 @@ def _merge_one_liners(summary: Sequence[RankFailure], others: Iterable[RankFailu
     return tuple(merged)
 
 
+def _after_a_task_failed(lines: Sequence[str], stop: str) -> bool:
+    """Whether srun reported a task's non-zero exit before the scheduler's stop line `stop`."""
+    for line in lines:
+        if line.strip() == stop:
+            return False
+        if (match := _SRUN_EXIT.search(line)) and int(match.group(2)) > 0:
+            return True
+    return False
+
+
 def parse_launcher_output(lines: Sequence[str]) -> LauncherOutput:
     """Everything the launchers in these lines say about how the run ended."""
-    # Slurm cancels a step DUE TO TASK FAILURE after a task failed: the failure is elsewhere in the log.
+    # Slurm cancels a step DUE TO TASK FAILURE after a task failed, and srun's kill-on-bad-exit cancels it after
+    # a task exited non-zero (`task 5: Exited with exit code 1`): the failure is elsewhere in the log.
     stop = next((line.strip() for line in lines if _SCHEDULER_STOP.search(line) and "TASK FAILURE" not in line), None)
+    if stop is not None and _after_a_task_failed(lines, stop):
+        stop = None
     summary = parse_torchrun_failures(lines)
     failures = _merge_one_liners(summary, _one_line_failures(lines))
     steps_seen = any(_STEP_LOG.search(line) for line in lines)

@@ -560,3 +560,103 @@ def test_a_rank_sent_sigterm_first_is_the_cause_of_its_peers_lost_connections() 
     )
     failure = classify(aborted)
     assert failure is not None and failure.kind is K.COMM_ERROR
+
+
+# A notebook's traceback (IPython 8), as Jupyter and VS Code print it: the exception named first, frames as
+# `File <path>:<line>, in <Class.method>(<args>)`
+NOTEBOOK_EVAL_OOM = (
+    "OutOfMemoryError                          Traceback (most recent call last)",
+    "Cell In[21], line 2",
+    "----> 2 eval_metrics = trainer.evaluate(metric_key_prefix='eval')",
+    "File /usr/lib/python3/dist-packages/transformers/trainer.py:2113, in Trainer.evaluate(self, eval_dataset)",
+    "-> 2113 output = eval_loop(",
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "kind"),
+    [
+        pytest.param(NOTEBOOK_EVAL_OOM, K.CUDA_OOM_EVAL, id="notebook-frames-name-the-phase"),
+        pytest.param(
+            ("NotImplementedError                       Traceback (most recent call last)", "Cell In[23], line 1"),
+            K.USER_ERROR,
+            id="notebook-header-names-the-exception",
+        ),
+        pytest.param(  # IPython 7's frames: `<path> in <function>(<args>)`
+            (
+                "TimeoutError                              Traceback (most recent call last)",
+                "/usr/lib/python3.6/urllib/request.py in do_open(self, http_class, req, **http_conn_args)",
+                "TimeoutError: [Errno 110] Connection timed out",
+            ),
+            K.DOWNLOAD,
+            id="a-socket-timeout-in-urllib-is-a-download",
+        ),
+        pytest.param(
+            (
+                '  File "/usr/lib/python3.8/urllib/request.py", line 649, in http_error_default',
+                "HTTPError: Service Unavailable",
+            ),
+            K.DOWNLOAD,
+            id="a-server-status-in-an-HTTPError",
+        ),
+        pytest.param(("HTTPError: 404 Client Error: Not Found for url",), K.USER_ERROR, id="a-404-stays-the-users"),
+        pytest.param(
+            (
+                "Epoch 1:  77%|███████▋  | 27/35 [00:12<00:03]/env/lib/python3.7/site-packages/pytorch_lightning/"
+                "utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...",
+                "  warnings.warn(*args, **kwargs)",
+            ),
+            K.INTERRUPTED,
+            id="lightnings-own-word-of-a-ctrl-c",
+        ),
+        pytest.param(
+            (
+                "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+                "installation.",
+            ),
+            K.USER_ERROR,
+            id="a-torch-without-kernels-for-the-gpu",
+        ),
+        pytest.param(
+            ("OSError: Not enough disk space. Needed: 134.92 GiB (download: 41.97 GiB, generated: 92.95 GiB)",),
+            K.DISK_FULL,
+            id="datasets-own-disk-check",
+        ),
+        pytest.param(
+            (
+                "Libfabric error: (-12) Cannot allocate memory",
+                "EFA internal error: (4112) Failure to post internal receive buffers",
+            ),
+            K.MEMLOCK,
+            id="libfabrics-enomem-is-locked-memory",
+        ),
+        pytest.param(
+            ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient",),
+            K.SHM,
+            id="the-dataloaders-bus-error-with-its-hint-cut",
+        ),
+    ],
+)  # fmt: skip
+def test_shapes_read_from_held_out_set_v13(lines: tuple[str, ...], kind: K) -> None:
+    """The general shapes behind held-out set v13's misses (BENCHMARKS.md), each on lines of its own."""
+    from launcher.run.classify import classify_text
+
+    found = classify_text(list(lines), steps_seen=True)
+    assert found is not None and found[0] is kind, found
+
+
+def test_srun_killing_the_other_tasks_after_one_failed_is_neither_a_stop_nor_their_failure() -> None:
+    """srun's kill-on-bad-exit: task 5 exited 1, srun cancelled the step and SIGKILLed the rest. Neither the
+    cancel (not the user's) nor the SIGKILLs (not the kernel's OOM killer) is the cause: task 5's exit is."""
+    from launcher.run.launcher_output import parse_launcher_output
+
+    lines = [
+        "srun: error: node0824: task 5: Exited with exit code 1",
+        "slurmstepd: error: *** STEP 43575862.0 ON node0824 CANCELLED AT 2021-07-14T08:00:36 ***",
+        "srun: error: node0824: tasks 3,7: Killed",
+    ]
+    output = parse_launcher_output(lines)
+    assert output.scheduler_stop is None
+    assert [(f.rank, f.exit_code) for f in output.rank_failures] == [(5, 1)]
+    alone = parse_launcher_output(lines[1:])  # a cancel with no failure before it is the user's (or a limit's)
+    assert alone.scheduler_stop is not None and alone.rank_failures[0].exit_code == -9
