@@ -652,7 +652,7 @@ def _supervise(
                 signals=lambda: (len(received), received[-1] if received else None),
             )
             check_shared_output_dir(coordinator, output_dir)
-            coordinator.gather(first_attempt_terms(prepared, config.resume_latest))
+            coordinator.gather(first_attempt_terms(prepared, config.resume_latest, config.max_attempts))
         except OSError as err:
             raise _unwritable(output_dir, err) from None
         except SafeSftError as err:  # node 0 unreachable, a node that never started, a dir not shared, a signal

@@ -284,14 +284,17 @@ def read_named_inputs(
     return NamedInputs(user_deepspeed, data, warnings)
 
 
-def first_attempt_terms(prepared: Prepared, resume_latest: bool) -> dict[str, str]:
+def first_attempt_terms(prepared: Prepared, resume_latest: bool, max_attempts: int) -> dict[str, str]:
     """What every node's first attempt must share (launcher.plan.consensus.launch_terms): the trainer's
-    options as given here, the planned strategy, the processes per node, --resume-latest."""
+    options as given here (a config file's values under the command line's: each node may read its own
+    copy of the file), the planned strategy, the processes per node, --resume-latest, --max-attempts."""
     from launcher.plan.consensus import launch_terms  # several nodes only
 
     swift = prepared.swift
-    options = {swift.key_of(flag): " ".join(values) for flag, values in swift.items if flag.startswith("--")}
-    return launch_terms(options, prepared.plan.strategy, prepared.plan.topology.nproc_per_node.value, resume_latest)
+    given = {swift.key_of(flag): " ".join(values) for flag, values in swift.items if flag.startswith("--")}
+    options = {**swift.config_values, **given}
+    topology = prepared.plan.topology
+    return launch_terms(options, prepared.plan.strategy, topology.nproc_per_node.value, resume_latest, max_attempts)
 
 
 def refuse_assumptions(options: LaunchOptions) -> None:

@@ -40,15 +40,17 @@ class ProtocolError(SafeSftError):
 
 
 def launch_terms(
-    options: Mapping[str, str], strategy: str | None, nproc_per_node: int, resume_latest: bool
+    options: Mapping[str, str], strategy: str | None, nproc_per_node: int, resume_latest: bool, max_attempts: int
 ) -> dict[str, str]:
     """What the nodes' first attempts must agree on: the trainer's options as each node was given them, the
-    ZeRO strategy its plan chose (free memory differs between nodes), its processes per node, and whether
+    ZeRO strategy its plan chose (free memory differs between nodes), its processes per node, whether
     it resumes from the newest checkpoint (one node at step 8 and one at 0 would hang at the first
-    collective that differs)."""
+    collective that differs), and how many attempts it makes (a node that stops after fewer than node 0
+    decides leaves node 0's next attempt waiting at the rendezvous)."""
     return {**{f"--{key}": value for key, value in options.items()},
             "the planned strategy": strategy or "none", "processes per node": str(nproc_per_node),
-            "safe-sft's --resume-latest": "given" if resume_latest else "not given"}  # fmt: skip
+            "safe-sft's --resume-latest": "given" if resume_latest else "not given",
+            "safe-sft's --max-attempts": str(max_attempts)}  # fmt: skip
 
 
 def terms_difference(node: int, terms: Mapping[str, str], node0: Mapping[str, str]) -> str | None:

@@ -311,14 +311,20 @@ class Coordinator:
         attempt: int,
         report: NodeReport,
         decide: Callable[[list[NodeReport]], Decision],
+        report_timeout: float | None = None,
     ) -> Decision:
-        """Publish this node's report; node 0 decides from all of them; every node returns that decision."""
+        """Publish this node's report; node 0 decides from all of them; every node returns that decision.
+        `report_timeout`: node 0's wait for the reports, where shorter than --node-timeout (the whole wait,
+        not one per node)."""
         self._set(self._key(attempt, f"report-{self.node}"), encode(report))
         if self.node == 0:
             reports = []
+            patience = self.report_timeout if report_timeout is None else min(report_timeout, self.report_timeout)
+            deadline = time.monotonic() + patience
             for node in range(self.nnodes):
                 key = self._key(attempt, f"report-{node}")
-                if self._wait_for(key, self.report_timeout, f"node {node}'s report of attempt {attempt}"):
+                left = max(deadline - time.monotonic(), 0.0)
+                if self._wait_for(key, left, f"node {node}'s report of attempt {attempt}"):
                     reports.append(decode_report(self._get(key), self.run_id, attempt, self.nnodes))
             self.silent = set(range(self.nnodes)) - {r.node for r in reports}  # lost: they never reported
             self.departed = {r.node for r in reports if r.kind == "interrupted"} | self.silent

@@ -80,6 +80,9 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR
 LOAD_SUSPECTS = frozenset({FailureKind.USER_ERROR, FailureKind.UNKNOWN, FailureKind.CRASH})
 
 
+INTERRUPTED_REPORT_SLACK = 15.0  # seconds beyond the grace period for a signalled peer's report
+
+
 class Supervisor:
     def __init__(
         self,
@@ -335,7 +338,10 @@ class Supervisor:
                 memory=memory,
             )  # fmt: skip
 
-        decision = coordinator.exchange(number, report, decide_next)
+        # Interrupted, node 0 stops every node whatever they report: it waits only as long as a peer signalled
+        # with it takes to stop its training and report, not --node-timeout for a peer that is gone.
+        patience = self.config.grace_seconds + INTERRUPTED_REPORT_SLACK if interrupted else None
+        decision = coordinator.exchange(number, report, decide_next, report_timeout=patience)
         record.decision = {
             "action": decision.action, "reason": decision.reason, "root_node": decision.root_node,
             "root_kind": decision.root_kind, "change": decision.change,

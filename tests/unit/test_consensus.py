@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -234,19 +235,46 @@ def test_guided_ladder_decides_on_the_worst_nodes_figures() -> None:
 def test_the_first_attempts_terms_name_the_first_option_two_nodes_differ_in() -> None:
     from launcher.plan.consensus import launch_terms, terms_difference
 
-    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False)
+    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 5)
     assert terms_difference(1, dict(node0), node0) is None
-    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8, False)
+    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8, False, 5)
     assert terms_difference(1, node1, node0) == (
         "the nodes would start differently: --per_device_train_batch_size is '2' on node 0, '4' on node 1"
     )
-    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8, False)
+    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8, False, 5)
     assert terms_difference(2, extra, node0) == (
         "the nodes would start differently: --max_steps is not given on node 0, '30' on node 2"
     )
-    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8, False)
+    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8, False, 5)
     assert "the planned strategy is 'zero2' on node 0, 'zero3' on node 1" in str(terms_difference(1, planned, node0))
-    resuming = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, True)
+    resuming = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, True, 5)
     assert terms_difference(1, resuming, node0) == (
         "the nodes would start differently: safe-sft's --resume-latest is 'not given' on node 0, 'given' on node 1"
     )
+    # a node that gives up after one attempt left node 0's retry waiting at the rendezvous (hostile43mn F3)
+    fewer = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 1)
+    assert terms_difference(1, fewer, node0) == (
+        "the nodes would start differently: safe-sft's --max-attempts is '5' on node 0, '1' on node 1"
+    )
+
+
+def test_a_config_files_values_are_terms_as_the_command_lines_are(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each node ran `safe-sft train.yaml` from its own home, the two files giving different batches: the
+    terms held only the argv (`train.yaml` on both), and each node trained its own (hostile43mn F2)."""
+    from launcher.model import Source, Sourced
+    from launcher.plan.consensus import terms_difference
+    from launcher.plan.swift_args import parse_swift_argv
+    from launcher.prepare import first_attempt_terms
+
+    def terms(batch: str, *cli: str) -> dict[str, str]:
+        swift = parse_swift_argv(["train.yaml", *cli], config={"model": "m", "per_device_train_batch_size": batch})
+        topology = SimpleNamespace(nproc_per_node=Sourced(1, Source.AUTO))
+        prepared = SimpleNamespace(swift=swift, plan=SimpleNamespace(strategy="zero2", topology=topology))
+        return first_attempt_terms(prepared, False, 5)  # type: ignore[arg-type]
+
+    node0 = terms("2")
+    assert node0["--per_device_train_batch_size"] == "2"
+    assert terms_difference(1, terms("4"), node0) == (
+        "the nodes would start differently: --per_device_train_batch_size is '2' on node 0, '4' on node 1"
+    )
+    assert terms_difference(1, terms("4", "--per_device_train_batch_size", "2"), node0) is None  # the CLI wins

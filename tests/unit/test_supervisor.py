@@ -487,13 +487,15 @@ class OneNodeChannel:
     def __init__(self) -> None:
         self.silent: set[int] = set()
         self.signals = None
+        self.report_timeouts: list[float | None] = []
 
     def request_stop(self, attempt: int) -> None: ...
     def stop_requested(self, attempt: int) -> bool:
         return False
 
     def acknowledge(self, attempt: int) -> None: ...
-    def exchange(self, attempt: int, report: object, decide):  # type: ignore[no-untyped-def]
+    def exchange(self, attempt: int, report: object, decide, report_timeout=None):  # type: ignore[no-untyped-def]
+        self.report_timeouts.append(report_timeout)
         return decide([report])
 
 
@@ -1005,3 +1007,31 @@ def test_a_checkpoint_missing_a_ranks_random_state_is_said_when_resumed(
     (checkpoint / "rng_state_2.pth").write_bytes(b"x")  # a gap below the highest, whatever args.json says
     (tmp_path / "v0-earlier" / "args.json").write_text("{}")
     assert missing_rng_states(checkpoint) == [0]
+
+
+def test_node_0_interrupted_waits_for_the_other_reports_only_as_long_as_a_peer_takes_to_stop(tmp_path: Path) -> None:
+    """Interrupted, node 0 stops every node whatever they report: it had waited --node-timeout (300 s) for the
+    report of a node that was gone (hostile43mn F3); now its grace period and some slack."""
+    from launcher.run.supervisor import INTERRUPTED_REPORT_SLACK
+
+    channel = OneNodeChannel()
+    process = FakeProcess(0, "", polls_before_exit=1000)
+    spawned: list[list[str]] = []
+
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        return process
+
+    sup = Supervisor(
+        prepared(tmp_path), RunConfig(grace_seconds=2.0), {}, run_dir=tmp_path / "safe-sft" / "run", spawn=spawn,
+        sleep=lambda _: None, coordinator=channel,  # type: ignore[arg-type]
+    )  # fmt: skip
+    original_poll = process.poll
+
+    def poll_then_signal() -> int | None:
+        sup.received = signal.SIGTERM
+        return original_poll()
+
+    process.poll = poll_then_signal  # type: ignore[method-assign]
+    assert sup.run().outcome == "interrupted"
+    assert channel.report_timeouts == [2.0 + INTERRUPTED_REPORT_SLACK]
