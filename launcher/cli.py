@@ -657,6 +657,8 @@ def _supervise(
             raise _unwritable(output_dir, err) from None
         except SafeSftError as err:  # node 0 unreachable, a node that never started, a dir not shared, a signal
             _print_error(err)
+            if coordinator is not None:  # reached node 0's store: say why, or node 0 waits --node-timeout for us
+                coordinator.leave(err.message)
             code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
             save([], RunResult("interrupted" if code > 128 else "failed", [], code, err.message))
             return code

@@ -18,7 +18,9 @@ then every 30 s), and ends within about a second when a signal arrives (`signals
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
 import sys
 import time
@@ -40,6 +42,7 @@ from launcher.run.poll import wait_until
 
 POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
+MAX_WHY = 500  # characters of a node's reason for leaving that node 0 prints
 PROBE_SECONDS = 1.0  # one TCP connect try to node 0's store; a signal waits at most this long
 VERDICT_READ_SECONDS = 10.0  # node 0 keeps its store up this long for the nodes to read why none starts
 DIFFERENT_TERMS_FIX = (
@@ -249,10 +252,12 @@ class Coordinator:
         go = f"safe-sft/{self.run_id}/all-joined"
         if self.node == 0:
             missing = list(range(1, self.nnodes))
+            left: dict[int, str] = {}
 
             def everyone() -> bool:
+                left.update((n, self._get(self._left(n))) for n in missing if self._check(self._left(n)))
                 missing[:] = [n for n in missing if not self._check(self._joined(n))]
-                return not missing
+                return not missing or bool(left)
 
             def what() -> str:
                 waiting = ",".join(map(str, missing))
@@ -264,6 +269,13 @@ class Coordinator:
                     "start safe-sft on every node with the same MASTER_ADDR, MASTER_PORT and run id "
                     "(srun --ntasks-per-node=1 does); raise --node-timeout when nodes start late",
                 )
+            if left:
+                node, why = min(left.items())
+                stopped = f"node {node} stopped before training: {why}"
+                self._set(go, stopped)
+                for peer in (n for n in range(1, self.nnodes) if n not in left and n not in missing):
+                    self._wait_for(f"{go}-read-{peer}", VERDICT_READ_SECONDS, f"node {peer} to read why")
+                raise CoordinationLost(stopped, f"see node {node}'s terminal")
             differ = self._first_disagreement(terms)
             self._set(go, differ or "1")
             if differ:
@@ -281,7 +293,20 @@ class Coordinator:
         verdict = self._get(go)
         if verdict != "1":
             self._set(f"{go}-read-{self.node}", "1")
-            raise CoordinationLost(verdict, DIFFERENT_TERMS_FIX)
+            leaver = re.match(r"node (\d+) stopped before training", verdict)
+            raise CoordinationLost(verdict, f"see node {leaver[1]}'s terminal" if leaver else DIFFERENT_TERMS_FIX)
+
+    def leave(self, why: str) -> None:
+        """A node that stops before it checked in (its output dir not node 0's, a signal) tells node 0 why, so
+        that node 0 stops at once with that line, not --node-timeout later for a node it thinks never started.
+        Node 0 itself, or a store already gone, has no one to tell."""
+        if self.node == 0:
+            return
+        with contextlib.suppress(CoordinationLost):
+            self._set(self._left(self.node), why[:MAX_WHY])
+
+    def _left(self, node: int) -> str:  # why the node stopped before it checked in
+        return f"safe-sft/{self.run_id}/left-{node}"
 
     def _joined(self, node: int) -> str:  # the node's terms, once it checked in
         return f"safe-sft/{self.run_id}/joined-{node}"

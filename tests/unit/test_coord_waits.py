@@ -31,3 +31,32 @@ def test_node_0_waits_for_a_gone_peers_report_only_as_long_as_it_is_told() -> No
     decision = node0.exchange(1, report, decide, report_timeout=1.0)
     assert time.monotonic() - start < 10
     assert decision.action == "stop" and seen == [[0]] and node0.silent == {1}
+
+
+def test_a_node_that_stops_before_it_checks_in_stops_node_0_at_once_with_its_reason() -> None:
+    """Node 1 given another --output_dir stopped at once with a clear line; node 0 had waited --node-timeout
+    (300 s) for it 'to start safe-sft' and then blamed a node that never started (hostile43mn F1)."""
+    import threading
+
+    import pytest
+
+    from launcher.run.coord import CoordinationLost
+
+    port = free_port()
+    node0 = Coordinator(host="127.0.0.1", port=port, node=0, nnodes=2, run_id="run", report_timeout=300.0,
+                        say=lambda _: None)  # fmt: skip
+    why = "the output dir /b/out is not the one node 0 writes to (/b/out/safe-sft/shared-run.token is missing)"
+
+    def node1_leaves() -> None:
+        node1 = Coordinator(host="127.0.0.1", port=port, node=1, nnodes=2, run_id="run", say=lambda _: None)
+        node1.leave(why)
+
+    peer = threading.Thread(target=node1_leaves)
+    peer.start()
+    start = time.monotonic()
+    with pytest.raises(CoordinationLost) as err:
+        node0.gather({"--model": "m"})
+    peer.join()
+    assert time.monotonic() - start < 20
+    assert err.value.message == f"node 1 stopped before training: {why}"
+    assert err.value.hint == "see node 1's terminal"
