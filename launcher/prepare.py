@@ -287,14 +287,17 @@ def read_named_inputs(
 def first_attempt_terms(prepared: Prepared, resume_latest: bool, max_attempts: int) -> dict[str, str]:
     """What every node's first attempt must share (launcher.plan.consensus.launch_terms): the trainer's
     options as given here (a config file's values under the command line's: each node may read its own
-    copy of the file), the planned strategy, the processes per node, --resume-latest, --max-attempts."""
+    copy of the file), the planned strategy, the processes per node, --resume-latest, --max-attempts, NNODES."""
     from launcher.plan.consensus import launch_terms  # several nodes only
 
     swift = prepared.swift
     given = {swift.key_of(flag): " ".join(values) for flag, values in swift.items if flag.startswith("--")}
     options = {**swift.config_values, **given}
     topology = prepared.plan.topology
-    return launch_terms(options, prepared.plan.strategy, topology.nproc_per_node.value, resume_latest, max_attempts)
+    return launch_terms(
+        options, prepared.plan.strategy, topology.nproc_per_node.value, resume_latest, max_attempts,
+        topology.nnodes.value,
+    )  # fmt: skip
 
 
 def refuse_assumptions(options: LaunchOptions) -> None:

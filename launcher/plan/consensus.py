@@ -9,6 +9,7 @@ run (a different run id or attempt) is rejected. The rule: the most severe failu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -40,17 +41,23 @@ class ProtocolError(SafeSftError):
 
 
 def launch_terms(
-    options: Mapping[str, str], strategy: str | None, nproc_per_node: int, resume_latest: bool, max_attempts: int
+    options: Mapping[str, str],
+    strategy: str | None,
+    nproc_per_node: int,
+    resume_latest: bool,
+    max_attempts: int,
+    nnodes: int,
 ) -> dict[str, str]:
     """What the nodes' first attempts must agree on: the trainer's options as each node was given them, the
     ZeRO strategy its plan chose (free memory differs between nodes), its processes per node, whether
     it resumes from the newest checkpoint (one node at step 8 and one at 0 would hang at the first
-    collective that differs), and how many attempts it makes (a node that stops after fewer than node 0
-    decides leaves node 0's next attempt waiting at the rendezvous)."""
+    collective that differs), how many attempts it makes (a node that stops after fewer than node 0
+    decides leaves node 0's next attempt waiting at the rendezvous), and how many nodes it was told of
+    (NNODES: its plan's global batch and torchrun's world size follow it)."""
     return {**{f"--{key}": value for key, value in options.items()},
             "the planned strategy": strategy or "none", "processes per node": str(nproc_per_node),
             "safe-sft's --resume-latest": "given" if resume_latest else "not given",
-            "safe-sft's --max-attempts": str(max_attempts)}  # fmt: skip
+            "safe-sft's --max-attempts": str(max_attempts), "NNODES": str(nnodes)}  # fmt: skip
 
 
 def terms_difference(node: int, terms: Mapping[str, str], node0: Mapping[str, str]) -> str | None:
@@ -128,7 +135,8 @@ def decide(
     kind = FailureKind(root.kind)
     base = dict(root_node=root.node, root_kind=root.kind)
     if kind is FailureKind.INTERRUPTED:
-        return Decision(run_id, attempt, "stop", f"node {root.node} was interrupted", **base)  # type: ignore[arg-type]
+        said = f" ({root.evidence[0]})" if root.evidence else ""  # `safe-sft received SIGINT`: peer_signal reads it
+        return Decision(run_id, attempt, "stop", f"node {root.node} was interrupted{said}", **base)  # type: ignore[arg-type]
     if attempt >= max_attempts:
         return Decision(run_id, attempt, "stop", f"--max-attempts {max_attempts} reached", **base)  # type: ignore[arg-type]
     if root.load_failed:  # not the settings' fault: the same settings, from a checkpoint before that one
@@ -146,6 +154,13 @@ def decide(
         run_id, attempt, "retry", step.reason, root.node, root.kind, step.settings, step.change, resume,
         step.predicted_need_bytes,
     )  # fmt: skip
+
+
+def peer_signal(decision: Decision) -> str:
+    """The signal that interrupted the node a `stop` decision names (its report's `safe-sft received SIGINT`,
+    as `decide` quotes it), for the other nodes to exit as it did; SIGTERM where the decision does not say."""
+    found = re.search(r"received (SIG[A-Z]+)", decision.reason)
+    return found[1] if found else "SIGTERM"
 
 
 def _past_an_unloadable_checkpoint(

@@ -201,7 +201,7 @@ class AttemptRunner:
                     self._stop(process, signal.SIGTERM)
                     raise
                 if peer_stop:
-                    sys.stderr.write("safe-sft: another node failed; stopping this node's attempt\n")
+                    sys.stderr.write("safe-sft: another node stopped its attempt; stopping this node's\n")
                     self._stop(process, signal.SIGTERM)
                     return None
             finding = watch.poll(self.clock())

@@ -21,7 +21,7 @@ from launcher.configs import config_dir, load_templates, write_config
 from launcher.errors import EXIT_LOST_NODE, EXIT_TRAINING_FAILED, SafeSftError
 from launcher.masking import mask_value
 from launcher.model import FailureKind, Strategy
-from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide
+from launcher.plan.consensus import MAX_EVIDENCE, MAX_TEXT, Decision, NodeReport, decide, peer_signal
 from launcher.plan.degrade import (
     DOWNLOAD_ENV,
     MAX_REBALANCES,
@@ -354,6 +354,9 @@ class Supervisor:
                 return self._interrupted(attempts)
             if decision.action == "finish":
                 return RunResult("succeeded", attempts, 0)
+            if decision.root_kind == FailureKind.INTERRUPTED.value:  # a peer's Ctrl-C or scancel: no failure here
+                signum = signal.Signals.__members__.get(peer_signal(decision), signal.SIGTERM)
+                return RunResult("interrupted", attempts, 128 + signum, f"stopped: {decision.reason}")
             lost = bool(coordinator.silent)  # a node whose report never came is lost, as a node that never answered
             return RunResult("failed", attempts, EXIT_LOST_NODE if lost else EXIT_TRAINING_FAILED, decision.reason)
         kind = FailureKind(decision.root_kind) if decision.root_kind else FailureKind.UNKNOWN

@@ -235,26 +235,31 @@ def test_guided_ladder_decides_on_the_worst_nodes_figures() -> None:
 def test_the_first_attempts_terms_name_the_first_option_two_nodes_differ_in() -> None:
     from launcher.plan.consensus import launch_terms, terms_difference
 
-    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 5)
+    node0 = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 5, 2)
     assert terms_difference(1, dict(node0), node0) is None
-    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8, False, 5)
+    node1 = launch_terms({"per_device_train_batch_size": "4", "model": "m"}, "zero2", 8, False, 5, 2)
     assert terms_difference(1, node1, node0) == (
         "the nodes would start differently: --per_device_train_batch_size is '2' on node 0, '4' on node 1"
     )
-    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8, False, 5)
+    extra = launch_terms({"per_device_train_batch_size": "2", "model": "m", "max_steps": "30"}, "zero2", 8, False, 5, 2)
     assert terms_difference(2, extra, node0) == (
         "the nodes would start differently: --max_steps is not given on node 0, '30' on node 2"
     )
-    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8, False, 5)
+    planned = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero3", 8, False, 5, 2)
     assert "the planned strategy is 'zero2' on node 0, 'zero3' on node 1" in str(terms_difference(1, planned, node0))
-    resuming = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, True, 5)
+    resuming = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, True, 5, 2)
     assert terms_difference(1, resuming, node0) == (
         "the nodes would start differently: safe-sft's --resume-latest is 'not given' on node 0, 'given' on node 1"
     )
     # a node that gives up after one attempt left node 0's retry waiting at the rendezvous (hostile43mn F3)
-    fewer = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 1)
+    fewer = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 1, 2)
     assert terms_difference(1, fewer, node0) == (
         "the nodes would start differently: safe-sft's --max-attempts is '5' on node 0, '1' on node 1"
+    )
+    # NNODES=3 on node 1 beside 2 on node 0: both trained, each reporting its own global batch (hostile43mn F2)
+    three = launch_terms({"per_device_train_batch_size": "2", "model": "m"}, "zero2", 8, False, 5, 3)
+    assert (
+        terms_difference(1, three, node0) == "the nodes would start differently: NNODES is '2' on node 0, '3' on node 1"
     )
 
 
@@ -268,7 +273,7 @@ def test_a_config_files_values_are_terms_as_the_command_lines_are(tmp_path) -> N
 
     def terms(batch: str, *cli: str) -> dict[str, str]:
         swift = parse_swift_argv(["train.yaml", *cli], config={"model": "m", "per_device_train_batch_size": batch})
-        topology = SimpleNamespace(nproc_per_node=Sourced(1, Source.AUTO))
+        topology = SimpleNamespace(nproc_per_node=Sourced(1, Source.AUTO), nnodes=Sourced(2, Source.ENV))
         prepared = SimpleNamespace(swift=swift, plan=SimpleNamespace(strategy="zero2", topology=topology))
         return first_attempt_terms(prepared, False, 5)  # type: ignore[arg-type]
 
@@ -278,3 +283,15 @@ def test_a_config_files_values_are_terms_as_the_command_lines_are(tmp_path) -> N
         "the nodes would start differently: --per_device_train_batch_size is '2' on node 0, '4' on node 1"
     )
     assert terms_difference(1, terms("4", "--per_device_train_batch_size", "2"), node0) is None  # the CLI wins
+
+
+def test_a_stop_for_a_peers_interrupt_quotes_its_signal_for_the_other_nodes_to_exit_with() -> None:
+    """A node whose peer got Ctrl-C had said `another node failed`, exited 1 and recorded `failed`
+    (hostile43mn F5): the decision quotes the signal, and the other nodes exit 128 + it as interrupted."""
+    from launcher.plan.consensus import peer_signal
+
+    interrupted = replace(report(1, K.INTERRUPTED), evidence=("safe-sft received SIGINT",))
+    decision = run([report(0, K.COMM_ERROR), interrupted], nnodes=2)
+    assert (decision.action, decision.reason) == ("stop", "node 1 was interrupted (safe-sft received SIGINT)")
+    assert peer_signal(decision) == "SIGINT"
+    assert peer_signal(replace(decision, reason="node 1 was interrupted")) == "SIGTERM"  # not said: scancel's

@@ -1035,3 +1035,23 @@ def test_node_0_interrupted_waits_for_the_other_reports_only_as_long_as_a_peer_t
     process.poll = poll_then_signal  # type: ignore[method-assign]
     assert sup.run().outcome == "interrupted"
     assert channel.report_timeouts == [2.0 + INTERRUPTED_REPORT_SLACK]
+
+
+def test_a_peers_interrupt_ends_this_node_interrupted_not_failed(tmp_path: Path) -> None:
+    """Node 0 decided stop because node 1 got Ctrl-C: this node's ranks lost their peers (comm_error), but
+    the run was interrupted, and it exits as node 1 did (hostile43mn F5)."""
+    from launcher.plan.consensus import Decision
+
+    class PeerInterrupted(OneNodeChannel):
+        def exchange(self, attempt: int, report: object, decide, report_timeout=None):  # type: ignore[no-untyped-def]
+            why = "node 1 was interrupted (safe-sft received SIGINT)"
+            return Decision("test", attempt, "stop", why, 1, "interrupted")
+
+    sup = Supervisor(
+        prepared(tmp_path), RunConfig(), {}, run_dir=tmp_path / "safe-sft" / "run",
+        spawn=lambda argv, env, log: FakeProcess(1, "RuntimeError: Connection reset by peer"),
+        sleep=lambda _: None, coordinator=PeerInterrupted(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    result = sup.run()
+    assert (result.outcome, result.exit_code) == ("interrupted", 130)
+    assert result.give_up_reason == "stopped: node 1 was interrupted (safe-sft received SIGINT)"
