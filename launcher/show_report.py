@@ -47,7 +47,7 @@ def _find_report(path: Path) -> Path:
     if direct.is_file():
         return direct
     records = path / "safe-sft"
-    found = [c for c in (*records.glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
+    found = _reports_below(path)
     if not found:  # the trainer's run dir the summary prints (swift's v<N>-<time>): the report that ran there
         found = [c for c in (path.parent / "safe-sft").glob("*/report.json") if _ran_in(c, path)]
     if not found and records.is_dir() and not os.access(records, os.R_OK | os.X_OK):  # glob skips it silently
@@ -59,12 +59,17 @@ def _find_report(path: Path) -> Path:
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
+def _reports_below(path: Path) -> list[Path]:
+    """The runs' report.json files of an output dir (in its safe-sft folder) or of that folder itself."""
+    return [c for c in (*(path / "safe-sft").glob("*/report.json"), *path.glob("*/report.json")) if c.is_file()]
+
+
 def other_runs(path: Path, shown: Path) -> str | None:
     """Where `path` is an output dir (or its safe-sft folder) that holds more runs than the one `shown`: one
     line naming them, oldest first, with their outcomes, and how to show one. None otherwise."""
     records = path / "safe-sft" if (path / "safe-sft").is_dir() else path
     try:
-        found = [c for c in records.glob("*/report.json") if c.is_file() and c.resolve() != shown.resolve()]
+        found = [c for c in _reports_below(path) if c.resolve() != shown.resolve()]
         found.sort(key=lambda p: p.stat().st_mtime)
     except OSError:
         return None

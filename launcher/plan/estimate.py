@@ -667,12 +667,13 @@ def estimate(
 ) -> Estimate:
     """The estimate of one strategy; `zero` is the config's ZeRO settings (None for plain DDP)."""
     calibration = calibration or Calibration()
-    parts = weight_parts(strategy, shape, zero if strategy is not Strategy.DDP else None)
+    runs_zero = zero if strategy is not Strategy.DDP else None
+    parts = weight_parts(strategy, shape, runs_zero)
     data = activation_parts(shape)
     if shape.grad_accum == 1:
         # The logits' peak is the loss's backward, the first thing the backward runs: without accumulation
         # no gradient exists yet (the step set them to None); those made after it find the logits freed.
-        fresh = backward_gradient_bytes(strategy, shape, zero if strategy is not Strategy.DDP else None)
+        fresh = backward_gradient_bytes(strategy, shape, runs_zero)
         data["gpu_logits"] = max(data["gpu_logits"] - fresh, 0)
     parts.update(data)
     parts["gpu_cuda_context"] = calibration.cuda_context_bytes

@@ -20,7 +20,7 @@ import math
 import re
 import struct
 import zipfile
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,8 +254,8 @@ def missing_rng_states(path: Path) -> list[int]:
         ranks = {int(m.group(1)) for f in path.iterdir() if (m := _RNG_STATE.match(f.name))}
     except OSError:
         return []
-    world = saved_args(path).get("global_world_size")
-    wrote = world if isinstance(world, int) and not isinstance(world, bool) and world > 1 else 0
+    world = saved_count(saved_args(path), "global_world_size") or 0
+    wrote = world if world > 1 else 0
     if not ranks and not wrote:
         return []  # one process saves rng_state.pth, or nothing told of several
     return [r for r in range(max(wrote, max(ranks, default=-1) + 1)) if r not in ranks]
@@ -300,6 +300,13 @@ def saved_args(path: Path) -> dict[str, object]:
                 return {}
             return args if isinstance(args, dict) else {}
     return {}
+
+
+def saved_count(args: Mapping[str, object], key: str) -> int | None:
+    """A positive whole number in a run's args.json (saved_args): a batch size, a world size; None where it is
+    missing or not one (a bool is no count)."""
+    value = args.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _deepspeed_of(path: Path) -> str | None:

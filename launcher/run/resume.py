@@ -29,6 +29,7 @@ from launcher.run.checkpoints import (
     is_complete,
     latest_complete,
     saved_args,
+    saved_count,
     zero_stage,
 )
 
@@ -304,10 +305,9 @@ def batch_change(checkpoint: Path, settings: Settings) -> str | None:
     checkpoint's args.json does not tell (per_device_train_batch_size, gradient_accumulation_steps and
     global_world_size, as swift writes them)."""
     saved = saved_args(checkpoint)
-    sizes = [n for n in (saved.get(key) for key in BATCH_FIELDS) if isinstance(n, int) and not isinstance(n, bool)]
-    if len(sizes) < len(BATCH_FIELDS) or min(sizes) < 1:
+    micro, accum, world = (saved_count(saved, key) for key in BATCH_FIELDS)
+    if micro is None or accum is None or world is None:
         return None
-    micro, accum, world = sizes
     then, now = micro * accum * world, settings.global_batch
     if then == now:
         return None
