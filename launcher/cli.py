@@ -545,20 +545,21 @@ def check_newest_checkpoint(prepared: Prepared) -> str | None:
     found = latest_complete(prepared.output_dir.resolve())[0]
     if found is None:
         return None
-    why = other_experiment(found.path, prepared.swift)
+    saved = saved_args(found.path)
+    why = other_experiment(saved, prepared.swift)
     if why:
         raise SafeSftError(
             f"--resume-latest would go on from {found.path}, another experiment's: {why}",
             "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
         )
-    if not isinstance(saved_args(found.path).get("model"), str):
+    if not isinstance(saved.get("model"), str):
         click.echo(
             f"safe-sft: warning: --resume-latest goes on from {found.path} unchecked: no readable args.json (in "
             "it or its run dir) names the model it trained, so it cannot be told apart from another experiment's; "
             "stop now (Ctrl-C) if it is not this one's, and name the checkpoint with --resume_from_checkpoint",
             err=True,
         )
-    return already_finished(found.path, prepared.swift)
+    return already_finished(found.path, saved, prepared.swift)
 
 
 def _unwritable(output_dir: Path, err: OSError) -> SafeSftError:

@@ -190,11 +190,11 @@ SWIFT_DEFAULTS = {
 }  # fmt: skip
 
 
-def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
-    """How the run that saved `checkpoint` differs from this one in IDENTITY_FIELDS (the first difference,
-    from its args.json, as swift wrote it), or None: the same, or nothing to compare. A field this run does
-    not give is compared as swift's default (SWIFT_DEFAULTS), where it has a fixed one."""
-    saved = saved_args(checkpoint)
+def other_experiment(saved: Mapping[str, object], swift: SwiftArgs) -> str | None:
+    """How the run that saved a checkpoint differs from this one in IDENTITY_FIELDS (the first difference,
+    from `saved`, its args.json as swift wrote it: checkpoints.saved_args), or None: the same, or nothing to
+    compare. A field this run does not give is compared as swift's default (SWIFT_DEFAULTS), where it has a
+    fixed one."""
     for key in IDENTITY_FIELDS:
         given = swift.get(key) if swift.has(key) else _swift_default(key, swift)
         if key not in saved or given is None:
@@ -210,12 +210,11 @@ def other_experiment(checkpoint: Path, swift: SwiftArgs) -> str | None:
 LENGTH_DEFAULTS = {"max_steps": "-1", "num_train_epochs": "3"}
 
 
-def already_finished(checkpoint: Path, swift: SwiftArgs) -> str | None:
+def already_finished(checkpoint: Path, saved: Mapping[str, object], swift: SwiftArgs) -> str | None:
     """Where `checkpoint` is the last step of a run as long as this one (the same max_steps and
-    num_train_epochs in its args.json): what to tell the user, as nothing is left to train. A trainer
-    resumed there trains past the end instead (a step `7/6` and a new final model). None otherwise, or where
-    its args.json or trainer_state.json cannot tell."""
-    saved = saved_args(checkpoint)
+    num_train_epochs in `saved`, its run's args.json: checkpoints.saved_args): what to tell the user, as
+    nothing is left to train. A trainer resumed there trains past the end instead (a step `7/6` and a new
+    final model). None otherwise, or where its args.json or trainer_state.json cannot tell."""
     try:
         state = json.loads((checkpoint / "trainer_state.json").read_bytes())
         step, last = int(state["global_step"]), int(state["max_steps"])

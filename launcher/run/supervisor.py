@@ -51,6 +51,7 @@ from launcher.run.checkpoints import (
     checkpoint_step,
     is_complete,
     missing_rng_states,
+    saved_args,
     snapshot,
 )
 from launcher.run.child import TrainingProcess
@@ -486,7 +487,7 @@ class Supervisor:
             started_from=attempts[0].resumed_from,
             earlier=None if self._users_own_start() else self.output_dir,
             set_aside=self.set_aside,
-            same_experiment=lambda checkpoint: other_experiment(checkpoint, swift) is None,
+            same_experiment=lambda checkpoint: other_experiment(saved_args(checkpoint), swift) is None,
             only_model=only_model,
         )
 

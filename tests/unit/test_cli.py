@@ -627,11 +627,14 @@ def test_resume_latest_after_the_run_finished_says_so_and_trains_nothing(tmp_pat
     assert f"safe-sft: the run already finished: {checkpoint} is its last step (6 of 6)" in result.stderr
     assert not list(out.glob("safe-sft/*/attempt-*"))
     from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.checkpoints import saved_args
     from launcher.run.resume import already_finished
 
-    assert already_finished(checkpoint, parse_swift_argv(["--model", "m", "--max_steps", "10"])) is None
+    finished = saved_args(checkpoint)
+    assert already_finished(checkpoint, finished, parse_swift_argv(["--model", "m", "--max_steps", "10"])) is None
     (out / "v0-a" / "args.json").write_text("[]")  # nothing to tell the run's length by: resumed as before
-    assert already_finished(checkpoint, parse_swift_argv(["--model", "m", "--max_steps", "6"])) is None
+    unreadable = saved_args(checkpoint)
+    assert already_finished(checkpoint, unreadable, parse_swift_argv(["--model", "m", "--max_steps", "6"])) is None
 
 
 def test_a_run_dir_given_for_a_checkpoint_is_told_its_newest_one(tmp_path: Path) -> None:

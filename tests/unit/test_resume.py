@@ -127,6 +127,7 @@ def test_another_experiments_checkpoint_is_told_by_its_args(
     A's checkpoint for experiment B, with A's weights and optimizer state."""
     from launcher.backends.swift import swift_options, swift_value_kinds
     from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.checkpoints import saved_args
     from launcher.run.resume import other_experiment
 
     monkeypatch.chdir(tmp_path)
@@ -136,7 +137,7 @@ def test_another_experiments_checkpoint_is_told_by_its_args(
     checkpoint = _saved_by(tmp_path / "v0-a", **saved, lr_scheduler_type="cosine", lora_rank=8)
     argv = ["--model", "m", "--dataset", "data.jsonl", *given]  # relative here, absolute in args.json: the same
     swift = parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
-    found = other_experiment(checkpoint, swift)
+    found = other_experiment(saved_args(checkpoint), swift)
     assert found == (differs.format(data=data) if differs else None)
 
 
@@ -156,12 +157,13 @@ def test_a_field_left_to_swifts_default_is_compared_as_that_default(
     that had set another one: a field not given was not compared at all."""
     from launcher.backends.swift import swift_options, swift_value_kinds
     from launcher.plan.swift_args import parse_swift_argv
+    from launcher.run.checkpoints import saved_args
     from launcher.run.resume import other_experiment
 
     tuner = "full" if "full" in given else "lora"
     checkpoint = _saved_by(tmp_path / "v0-a", model="m", tuner_type=tuner, learning_rate=5e-05, seed=7, lora_rank=8)
     swift = parse_swift_argv(["--model", "m", *given], None, swift_options(), swift_value_kinds())
-    assert other_experiment(checkpoint, swift) == differs
+    assert other_experiment(saved_args(checkpoint), swift) == differs
 
 
 def test_resume_only_model_holds_for_a_checkpoint_this_run_did_not_write(tmp_path: Path) -> None:
