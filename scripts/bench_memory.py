@@ -1,6 +1,6 @@
 """Hold the memory estimates against tables of published, measured runs.
 
-    python scripts/bench_memory.py [TABLE ...] [--summary]
+    python scripts/bench_memory.py [TABLE ...] [--summary | --scales]
 
 For each table (default: the joined table, tests/data/calibration/*.jsonl as one) and each estimator (the
 new estimate in launcher/plan/estimate.py, the estimate at commit 566cec5, DeepSpeed's estimate_zero2/zero3 functions,
@@ -10,6 +10,9 @@ with a peak below the card), and the at-the-limit rows (peak >= 95 % of the card
 more than 10 % low. Then, for the new estimate, the same per source group and the rows it calls wrong.
 Markdown, for BENCHMARKS.md. Measurement only: nothing is fitted here (scripts/fit_memory.py fits).
 --summary prints only the estimators' lines (for a held-out table whose rows stay out of the repository).
+--scales prints the new estimate multiplied by one factor for every row (SCALES), and the factor each OOM row
+would need to be called OOM: what no uniform correction of the estimate can reach, since a constant is
+what a fit could change.
 Rows without a card size, a model size, a GPU count or a figure are counted in the title and not scored.
 """
 
@@ -23,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fit_memory import HEADER, line
-from memory_calibration import ESTIMATORS, JOINED, estimate_new, load, load_all, score
+from memory_calibration import ESTIMATORS, JOINED, Row, estimate_new, load, load_all, score
 
 
 def report(paths: Sequence[Path], summary: bool = False) -> str:
@@ -59,16 +62,46 @@ def report(paths: Sequence[Path], summary: bool = False) -> str:
     return "\n".join(out)
 
 
+# the uniform factors --scales holds the estimate to: a margin a fit could take, a few times over
+SCALES = (0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
+
+
+def scales(paths: Sequence[Path]) -> str:
+    """The new estimate times each factor in SCALES, scored; then how many OOM rows each factor calls OOM."""
+    rows = load(paths)
+    out = [HEADER]
+    for factor in SCALES:
+
+        def scaled(row: Row, factor: float = factor) -> float | None:
+            est = estimate_new(row)
+            return None if est is None else est * factor
+
+        out.append(line(f"new x {factor:g}", score(rows, scaled)))
+    needed = sorted(row.card_gib / est for row in rows if row.oom and (est := estimate_new(row)))
+    above = [f for f in needed if f > 1]
+    out += [
+        "",
+        f"The factor each of the {len(needed)} OOM rows needs before the estimate exceeds its card: "
+        f"{len(above)} need more than 1, the largest {max(above, default=1):.2f}; "
+        + ", ".join(f"{f:.2f}" for f in above),
+    ]
+    return "\n".join(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", nargs="*", type=Path, help="JSON Lines tables (default: the joined table)")
     parser.add_argument("--summary", action="store_true", help="only the estimators' lines")
+    parser.add_argument("--scales", action="store_true", help="the new estimate under uniform factors")
     args = parser.parse_args()
     missing = [str(path) for path in args.tables if not path.is_file()]
     if missing:
         parser.error(f"no such table: {', '.join(missing)}")
     summary = args.summary
     tables = [[path] for path in args.tables] or [list(JOINED)]
+    if args.scales:
+        print("\n\n".join(scales(table) for table in tables))
+        return 0
     print("\n\n".join(report(table, summary) for table in tables))
     return 0
 
