@@ -71,11 +71,13 @@ class AttemptRunner:
         self.notice = notice  # a notice safe-sft got: the ranks save a checkpoint and stop (launcher/run/notice.py)
         self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
 
-    def _interrupted_by(self) -> str | None:
-        """The signal that ended the attempt from outside: the user's or scheduler's, or a SIGTERM notice (the
-        ranks were stopped, saved or not, before the SIGKILL that follows it; a SIGUSR1 notice stops none)."""
+    def _interrupted_by(self, signalled: bool) -> str | None:
+        """The signal that ended the attempt from outside: the user's or scheduler's where it came while the
+        attempt ran (`signalled`; one that came after the training process had ended by itself stopped nothing
+        of it: the run stops after it), or a SIGTERM notice (the ranks were stopped, saved or not, before the
+        SIGKILL that follows it; a SIGUSR1 notice stops none)."""
         received, notice = self.received(), self.notice()
-        if received is not None:
+        if received is not None and signalled:
             return signal.Signals(received).name
         return "SIGTERM" if notice == signal.SIGTERM else None
 
@@ -100,9 +102,9 @@ class AttemptRunner:
         )
         lost: CoordinationLost | None = None
         try:
-            hang = self._wait(process, watch, attempt_dir, record)
+            hang, signalled = self._wait(process, watch, attempt_dir, record)
         except CoordinationLost as err:  # the attempt was stopped: record how far it got, then end the run
-            hang, lost = None, err
+            hang, signalled, lost = None, self.received() is not None, err
         code, tail = process.finish()
         record.memory = monitor.stop() if monitor else None
         record.duration_s = round(self.clock() - start, 3)
@@ -137,7 +139,7 @@ class AttemptRunner:
                 rank_failures=rank_failures,
                 log_tail=tuple(tail_lines[-400:]),
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
-                interrupted_by=self._interrupted_by(),
+                interrupted_by=self._interrupted_by(signalled),
                 hang=hang,
                 hang_cause=oom_retry_in_stacks(attempt_dir) if hang else None,
                 steps_seen=steps_seen,
@@ -165,18 +167,23 @@ class AttemptRunner:
         monitor.start()
         return monitor
 
-    def _wait(self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord) -> str | None:
-        """Until the attempt ends; the watchdog's finding when it stopped a hung attempt, else None."""
+    def _wait(
+        self, process: Process, watch: ProgressWatch, attempt_dir: Path, record: AttemptRecord
+    ) -> tuple[str | None, bool]:
+        """Until the attempt ends: the watchdog's finding when it stopped a hung attempt, else None; and whether
+        a signal to safe-sft stopped it."""
         noticed_at: float | None = None
         while True:
-            code = process.poll()
+            # the signal is read before the process: one seen only after the process had ended (a Ctrl-C just
+            # after a rank died and torchrun gave up) stopped nothing, and the failure stays the attempt's
             received = self.received()
+            code = process.poll()
             if received is not None:
                 name, log = signal.Signals(received).name, attempt_dir / "console.log"
                 process.mute_terminal()  # first: it ends a progress bar's open line
                 sys.stderr.write(f"safe-sft: {name}: stopping the training processes (their last words: {log})\n")
                 self._stop(process, received)
-                return None
+                return None, True
             notice = self.notice()
             if notice is not None and noticed_at is None:
                 noticed_at = self.clock()
@@ -188,12 +195,12 @@ class AttemptRunner:
             late = noticed_at is not None and self.clock() > noticed_at + self.config.grace_seconds
             if notice == signal.SIGTERM and late and code is None:  # SIGKILL comes now: stop first
                 self._stop(process, signal.SIGTERM)
-                return None
+                return None, False
             if code is not None:
                 # torchrun is gone; anything it left behind goes too.
                 if process.alive_descendants():
                     self._stop(process, signal.SIGTERM)
-                return None
+                return None, False
             if self.coordinator is not None:
                 try:
                     peer_stop = self.coordinator.stop_requested(record.number)
@@ -203,14 +210,14 @@ class AttemptRunner:
                 if peer_stop:
                     sys.stderr.write("safe-sft: another node stopped its attempt; stopping this node's\n")
                     self._stop(process, signal.SIGTERM)
-                    return None
+                    return None, False
             finding = watch.poll(self.clock())
             if finding is not None:
                 record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
                 found = "".join(f"safe-sft:   {line}\n" for line in record.diagnostics)
                 sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n{found}")
                 self._stop(process, signal.SIGTERM)
-                return finding
+                return finding, False
             self.sleep(POLL_SECONDS)
 
     def _stop(self, process: Process, signum: int) -> None:

@@ -188,6 +188,12 @@ class Supervisor:
         predicted: int | None = None
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
+            if number > 1 and self.received is not None and self.coordinator is None:
+                # the signal came after the attempt before had ended by itself: no attempt starts. (On several
+                # nodes the agreed attempt starts and stops at once, so that node 0 hears of the signal.)
+                why = f"{signal.Signals(self.received).name} received after attempt {number - 1} ended; stopped"
+                sys.stderr.write(f"safe-sft: {why}\n")
+                return self._interrupted(attempts, why)
             skipped: dict[str, str] = {}
             if self.coordinator is not None and number > 1:
                 resume = shared_resume(decided_resume, self._swift_output_dir(attempts), self._users_own_start())

@@ -211,6 +211,43 @@ def test_signal_is_forwarded_and_never_restarted(tmp_path: Path) -> None:
     assert process.muted  # the ranks' tracebacks of the signal go to console.log, not the terminal
 
 
+KILLED_SUMMARY = """
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-28_22:02:16
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 3595)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 3595
+============================================================
+"""
+
+
+def test_a_signal_after_the_attempt_ended_by_itself_keeps_its_failure(tmp_path: Path) -> None:
+    """A Ctrl-C 0.2 s after a rank was killed, once torchrun had given up, had been reported as the
+    attempt's cause (interrupted), the rank's death nowhere (hostile42sig F6). The failure stays the
+    attempt's; the run stops before another attempt starts, exit 130."""
+    spawned: list[list[str]] = []
+    process = FakeProcess(1, KILLED_SUMMARY, polls_before_exit=2)
+    sup = supervisor(tmp_path, [process, FakeProcess(0, "")], spawned, grace_seconds=0.0)
+    original_poll = process.poll
+
+    def exit_then_signal() -> int | None:
+        code = original_poll()
+        if code is not None:  # the Ctrl-C lands just after torchrun has ended
+            sup.received = signal.SIGINT
+        return code
+
+    process.poll = exit_then_signal  # type: ignore[method-assign]
+    result = sup.run()
+    assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 130, 1)
+    failure = result.attempts[0].failure
+    assert failure is not None and (failure.kind, failure.rank) == (FailureKind.KILLED, 1)
+    assert result.give_up_reason == "SIGINT received after attempt 1 ended; stopped"
+    assert not process.signals  # nothing was left to stop
+
+
 def test_report_masks_secret_looking_env_values(tmp_path: Path) -> None:
     from launcher.run.report import report_json
 
