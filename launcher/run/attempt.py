@@ -58,6 +58,7 @@ class AttemptRunner:
         node_rank: int,
         nproc_per_node: int,
         received: Callable[[], int | None],
+        received_at: Callable[[], float | None] = lambda: None,
         notice: Callable[[], int | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -68,6 +69,7 @@ class AttemptRunner:
         self.output_dir, self.gpus = output_dir, gpus
         self.node_rank, self.nproc_per_node = node_rank, nproc_per_node
         self.received = received  # the signal safe-sft got, if any: the attempt stops and is not retried
+        self.received_at = received_at  # when (epoch seconds)
         self.notice = notice  # a notice safe-sft got: the ranks save a checkpoint and stop (launcher/run/notice.py)
         self.clock, self.sleep, self.nvml, self.coordinator = clock, sleep, nvml, coordinator
 
@@ -140,6 +142,7 @@ class AttemptRunner:
                 log_tail=tuple(tail_lines[-400:]),
                 kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
                 interrupted_by=self._interrupted_by(signalled),
+                interrupted_at=self.received_at(),
                 hang=hang,
                 hang_cause=oom_retry_in_stacks(attempt_dir) if hang else None,
                 steps_seen=steps_seen,

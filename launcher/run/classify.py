@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from launcher.model import Confidence, Failure, FailureKind
 from launcher.plan.severity import CONSEQUENCE, PRIMARY, SECONDARY, SIGKILLED, STOPPED, strength
@@ -372,6 +372,7 @@ class AttemptEvidence:
     kernel_oom: tuple[str, ...] = ()  # lines proving a kernel OOM kill happened during the attempt
     kernel_checked: bool = True  # False: nobody read the kernel's OOM counter (a saved log), so no proof of none
     interrupted_by: str | None = None  # SIGINT/SIGTERM/SIGHUP that the user or scheduler sent safe-sft
+    interrupted_at: float | None = None  # when safe-sft received it (epoch seconds, as torchrun's `time`)
     stopped_by: str | None = None  # a log's word that the launcher was signalled or the job cancelled
     hang: str | None = None  # the watchdog's finding
     hang_cause: str | None = None  # what the hung ranks' stacks show caused it (launcher.run.diagnose)
@@ -645,11 +646,40 @@ def _after_own_failure(strong: float, first_failure: bool) -> float:
     return CONSEQUENCE if first_failure and strong <= SECONDARY else strong
 
 
+# what a signal to the ranks leaves (a KeyboardInterrupt, its peers' lost connections, nothing named)
+_SIGNAL_SEQUELS = (
+    FailureKind.INTERRUPTED, FailureKind.KILLED, FailureKind.COMM_ERROR, FailureKind.COMM_TIMEOUT, FailureKind.UNKNOWN
+)  # fmt: skip
+
+
+def _failed_before_signal(evidence: AttemptEvidence) -> Failure | None:
+    """A rank's failure that torchrun observed before safe-sft received the signal (its `time`, cut to the
+    second, is at or before it) and that no signal causes: the attempt's own root cause, the signal only
+    what stopped the run after it (a Ctrl-C just after a rank died, while torchrun wound down). A rank's
+    SIGKILL counts: safe-sft's own comes only after --grace-period."""
+    at = evidence.interrupted_at
+    first = tuple(
+        failure
+        for failure in evidence.rank_failures
+        if at is not None and failure.timestamp is not None and failure.timestamp <= at
+        and failure.exit_code not in _SENT_SIGNALS
+    )  # fmt: skip
+    if not first:
+        return None
+    found = classify(AttemptEvidence(exit_code=1, rank_failures=first, kernel_oom=evidence.kernel_oom))
+    if found is None or (found.kind in _SIGNAL_SEQUELS and found.exit_code != -9):
+        return None
+    return found
+
+
 def classify(evidence: AttemptEvidence) -> Failure | None:
     """None when the attempt succeeded; otherwise the root cause with its evidence."""
     if evidence.interrupted_by:
         interrupted = FailureKind.INTERRUPTED
-        return Failure(interrupted, (f"safe-sft received {evidence.interrupted_by}",), summary=_summary(interrupted))
+        said = f"safe-sft received {evidence.interrupted_by}"
+        if (first := _failed_before_signal(evidence)) is not None:
+            return replace(first, evidence=(*first.evidence, f"then {said}"))
+        return Failure(interrupted, (said,), summary=_summary(interrupted))
     if evidence.hang and evidence.hang_cause:  # an OOM that one rank's retry hid from the log
         oom = FailureKind.CUDA_OOM
         return Failure(oom, (evidence.hang_cause, evidence.hang), exit_code=evidence.exit_code, summary=_summary(oom))

@@ -113,6 +113,7 @@ class Supervisor:
         err = stderr or sys.stderr.buffer
         spawn = spawn or (lambda argv, env, log: TrainingProcess(argv, env, log, out, err))
         self.received: int | None = None
+        self.received_at: float | None = None  # when (epoch seconds): a rank's failure before it stays the cause
         self.signal_count = 0  # every signal, so that a wait can tell a new one from the one it began after
         self.notice: int | None = None  # SIGUSR1, or a SIGTERM with time to checkpoint (plan/notice.py)
         self.requeued = requeued  # a requeued Slurm job: the checkpoint its preempted run saved
@@ -135,6 +136,7 @@ class Supervisor:
             node_rank=topology.node_rank.value,
             nproc_per_node=topology.nproc_per_node.value,
             received=lambda: self.received,
+            received_at=lambda: self.received_at,
             notice=lambda: self.notice,
             clock=clock,
             sleep=sleep,
@@ -150,6 +152,8 @@ class Supervisor:
             return
         if signum == signal.SIGUSR1:  # a repeated notice; a SIGUSR1 never stops training at once
             return
+        if self.received is None:
+            self.received_at = time.time()
         self.received = signum
         self.signal_count += 1
 
@@ -189,9 +193,10 @@ class Supervisor:
         decided_resume: Resume | None = None
         for number in range(1, self.config.max_attempts + 1):
             if number > 1 and self.received is not None and self.coordinator is None:
-                # the signal came after the attempt before had ended by itself: no attempt starts. (On several
-                # nodes the agreed attempt starts and stops at once, so that node 0 hears of the signal.)
-                why = f"{signal.Signals(self.received).name} received after attempt {number - 1} ended; stopped"
+                # the signal came after the attempt before had failed: no attempt starts. (On several nodes the
+                # agreed attempt starts and stops at once, so that node 0 hears of the signal.)
+                name = signal.Signals(self.received).name
+                why = f"{name} received after attempt {number - 1} failed: no attempt follows"
                 sys.stderr.write(f"safe-sft: {why}\n")
                 return self._interrupted(attempts, why)
             skipped: dict[str, str] = {}

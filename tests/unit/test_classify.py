@@ -660,3 +660,35 @@ def test_srun_killing_the_other_tasks_after_one_failed_is_neither_a_stop_nor_the
     assert [(f.rank, f.exit_code) for f in output.rank_failures] == [(5, 1)]
     alone = parse_launcher_output(lines[1:])  # a cancel with no failure before it is the user's (or a limit's)
     assert alone.scheduler_stop is not None and alone.rank_failures[0].exit_code == -9
+
+
+KEYBOARD_INTERRUPT = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nKeyboardInterrupt'
+OOM_TRACEBACK = (
+    "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+)
+
+
+@pytest.mark.parametrize(
+    ("failure", "at", "kind"),
+    [
+        (RankFailure(1, -9, "", 1000.0), 1000.2, K.KILLED),  # a rank SIGKILLed, then the Ctrl-C (hostile42sig F6)
+        (RankFailure(1, 1, OOM_TRACEBACK, 1000.0), 1000.9, K.CUDA_OOM),  # an OOM, then the Ctrl-C
+        (RankFailure(1, -9, "", 1031.0), 1000.2, K.INTERRUPTED),  # safe-sft's own SIGKILL after --grace-period
+        (RankFailure(1, -2, "", 1000.0), 1000.2, K.INTERRUPTED),  # the Ctrl-C itself
+        (RankFailure(1, -15, "", 1000.0), 1000.2, K.INTERRUPTED),  # torchrun passing a signal on
+        (RankFailure(1, 1, KEYBOARD_INTERRUPT, 1000.0), 1000.2, K.INTERRUPTED),  # the ranks' KeyboardInterrupt
+        (RankFailure(1, -9, "", 1000.0), None, K.INTERRUPTED),  # no time for the signal: nothing to compare
+        (RankFailure(1, -9, "", None), 1000.2, K.INTERRUPTED),  # no time for the failure
+    ],
+)
+def test_a_failure_before_the_signal_stays_the_root_cause(failure: RankFailure, at: float | None, kind: K) -> None:
+    """A Ctrl-C 0.2 s after a rank was killed, while torchrun wound down, had been reported as the cause
+    (interrupted), the rank's death nowhere (hostile42sig F6)."""
+    found = classify(
+        AttemptEvidence(exit_code=-2, rank_failures=(failure,), interrupted_by="SIGINT", interrupted_at=at)
+    )
+    assert found is not None and found.kind is kind
+    if kind is K.INTERRUPTED:
+        assert (found.evidence, found.rank) == (("safe-sft received SIGINT",), None)
+    else:
+        assert (found.evidence[-1], found.rank) == ("then safe-sft received SIGINT", 1)

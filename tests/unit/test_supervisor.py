@@ -244,7 +244,7 @@ def test_a_signal_after_the_attempt_ended_by_itself_keeps_its_failure(tmp_path: 
     assert (result.outcome, result.exit_code, len(spawned)) == ("interrupted", 130, 1)
     failure = result.attempts[0].failure
     assert failure is not None and (failure.kind, failure.rank) == (FailureKind.KILLED, 1)
-    assert result.give_up_reason == "SIGINT received after attempt 1 ended; stopped"
+    assert result.give_up_reason == "SIGINT received after attempt 1 failed: no attempt follows"
     assert not process.signals  # nothing was left to stop
 
 
