@@ -83,3 +83,13 @@ def test_the_summary_line_names_an_interrupts_unsaved_steps_as_its_own() -> None
     assert lost_line(lost, interrupted=True) == "  not saved when interrupted: 10 steps, 10 s"
     both = {"failures": 2, "steps": 13, "seconds": 50.0, "gpu_hours": 0.0556}
     assert lost_line(both, interrupted=True) == "  lost to failures and the interrupt: 13 steps, 50 s, 0.06 GPU-hours"
+
+
+def test_a_checkpoint_between_two_looks_is_reached_in_proportion_to_the_steps() -> None:
+    """safe-sft saw steps 4 (at 15.3 s) and 65 (at 18.6 s) of a fast run that died at 65 with checkpoint-50:
+    the lost time had been read from step 65's look, 0 s (hostile42sig F8)."""
+    last = attempt(1, failure=OOM, last_step=65, duration_s=18.6, step_seen_s={4: 15.3, 65: 18.6}, saved_step=50)
+    (lost,) = lost_work([last])
+    assert (lost.steps, lost.seconds) == (15, round(18.6 - (15.3 + 3.3 * 46 / 61), 3))
+    assert lost_line({"failures": 1, "steps": 15, "seconds": 0.2}, interrupted=True).endswith("15 steps, <1 s")
+    assert lost_line({"failures": 1, "steps": 0, "seconds": 0.0}, interrupted=True).endswith("0 steps, 0 s")
