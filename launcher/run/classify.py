@@ -38,6 +38,9 @@ _OOM = re.compile(
     r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
     r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory|"  # the driver API's code 2 (tinygrad)
     r"Ran out of memory trying to allocate|"  # TensorFlow's BFC allocator, the GPU's
+    # the occupancy map the BFC allocator logs only once an allocation has failed (its chunks in use `*`,
+    # free `_`, the one that did not fit `x`), where the log was cut before its first words
+    r"bfc_allocator\.cc:\d+\] [*_]{8,}x+\s*$|"
     r"Check failed: .*cudaSuccess.*out of memory"  # a glog CHECK on a CUDA call (Caffe): error 2
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
@@ -50,8 +53,9 @@ _MEMLOCK = (
     r"pin_memory.*(?:mlock|locked)|mlock\(\) failed|failed to mlock|cannot lock memory|"
     r"register(?:ation)? (?:failed|memory)|registeration failed|umem_reg|[Uu]nable to register memory|"
     r"[Ff]ailed to register|"
-    # a verbs completion queue is pinned memory too: its ENOMEM is the locked-memory limit (NCCL, Open MPI)
-    r"ibv_create_cq\S* failed with error Cannot allocate memory|[Ff]ailed to create a completion queue|"
+    # a verbs queue or region is pinned memory too: a verbs call's ENOMEM is the locked-memory limit (NCCL,
+    # Open MPI, UCX: `ibv_create_cq(cqe=4096) failed: Cannot allocate memory`)
+    r"ibv_\w+\S*\s+failed(?: with error|:)\s*Cannot allocate memory|[Ff]ailed to create a completion queue|"
     # libfabric's own ENOMEM (-FI_ENOMEM): its providers (EFA, verbs) post registered, i.e. locked, buffers
     r"Libfabric error: \(-12\)"
 )
@@ -200,7 +204,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p(
         FailureKind.DISK_FULL,
         r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC|"
-        r"Not enough disk space\. Needed:",  # datasets' check before it downloads and prepares
+        r"Not enough disk space\. Needed:|"  # datasets' check before it downloads and prepares
+        r"There is not enough space on the disk",  # Windows' ERROR_DISK_FULL, as Python and libraries word it
     ),
     # the kubelet evicting a pod over its disk limit: the same limit stops a retry
     _p(FailureKind.DISK_FULL, r"ephemeral local storage usage exceeds|low on resource: ephemeral-storage"),
@@ -275,7 +280,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"terminate called (?:after throwing|without an active exception)|free\(\): invalid|"
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): |"
-        r"Error .+ at line \d+ in file /",  # a native extension's own error report
+        r"Error .+ at line \d+ in file /|"  # a native extension's own error report
+        r"\*\*\* Check failure stack trace: \*\*\*",  # glog's (absl's) fatal CHECK: the process aborts
         exclude=_NCCL_TERMINATE
         + r"|could be caused by|may be caused by|might be caused by|potential root causes|c10::CUDAError",
     ),
@@ -290,7 +296,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         # NCCL's generic notice, printed for errors too; a web request's timeout is a download's
         # and a collective's own error (`WorkNCCL(..., Timeout(ms)=600000) raised the following async exception:
         # NCCL error: remote process exited`), whose description names the timeout it did not reach
-        exclude=rf"have failed or timed out|{_DOWNLOAD.pattern}|"
+        exclude=rf"have failed or timed out|\bnot (?:yet )?timed out|n't timed out|{_DOWNLOAD.pattern}|"
         r"raised the following async exception: (?!.*(?:[Tt]imed out|[Tt]imeout\b|before timing out))",
     ),
     _p(
@@ -300,13 +306,17 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"RendezvousConnectionError|RendezvousClosedError|Broken pipe|Gloo connectFullMesh failed|"
         r"ProcessGroupGloo.*failed|DistBackendError|Connection refused|NCCL WARN|HCCL.*(?:error|fail)|"
         r"RCCL.*error|unhandled system error|socketStartConnect|ProcessGroupNCCL.*(?:error|Error)|"
-        r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|"
+        r"Failed to recv|Failed to send|connect\(\) failed|Network is unreachable|No route to host|"
         r"RuntimeError: \[\.\./third_party/gloo|NCCL failure|unhandled cuda error|"
         r"NCCL communicator was aborted",  # torch's own abort of a communicator: a peer or its watchdog gave up
         exclude=_DOWNLOAD.pattern,  # a web request's lost network (an HTTP client's retry notice) is a download's
     ),
     # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
-    _p(FailureKind.INTERRUPTED, r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$"),
+    _p(
+        FailureKind.INTERRUPTED,
+        r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$|"
+        r"\b(?:CRITICAL|ERROR|WARNING|INFO)\b.*\b[Kk]eyboard [Ii]nterrupt\b",  # a program's own log of its Ctrl-C
+    ),
     # Lightning catches the Ctrl-C and says so in a warning of its own, then shuts down without a traceback
     _Pattern(
         FailureKind.INTERRUPTED,
@@ -343,6 +353,8 @@ _ERROR_LINE = re.compile(
     r"Error|Exception|error:|ERROR|Traceback|Signal \d+|NCCL WARN|out of memory|Killed|Segmentation|fault|"
     r"terminate called|Aborted|Timeout|timeout|timed out|[Ff]ailed|Interrupt|No space left|Bus error|"
     r"Permission denied|Cannot allocate|corruption|Xid|\berror\b|segmentation fault|NVRM|fallen off|times out|"
+    r"No route to host|"  # NCCL's retries of a connect, logged at INFO, are all a worker cut off says
+    r"bfc_allocator\.cc:\d+\] [*_]{8,}x|"  # TensorFlow's map of a failed allocation
     r"failure|unexpected pos|memory pressure|\bOOM\b|in use|[Tt]erminat|Cannot access gated repo|"
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
     r"free\(\): |malloc\(\): |"  # glibc's heap checks, which abort the process
@@ -575,9 +587,19 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     hits = [(pattern, hit) for pattern in patterns if (hit := _first(pattern, lines)) is not None]
     if not hits:
         return None
-    pattern, (_, line) = hits[0]
+    pattern, (at, line) = hits[0]
+    stop = next(((i, text) for p, (i, text) in hits if p.kind is FailureKind.INTERRUPTED and i < at), None)
+    if stop is not None and pattern.kind in _INTERRUPT_SEQUELS:  # raised while the program shut down
+        return _Found(FailureKind.INTERRUPTED, (_clean(stop[1]),), _rank_of(stop[1]), runner_up=pattern.kind)
     runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
     return _Found(pattern.kind, (_clean(line),), _rank_of(line), runner_up=runner_up)
+
+
+# what a program's own shutdown after a Ctrl-C raises (a cleanup's KeyError, a handler's NameError, its
+# peers' lost connections, a kill): the interrupt logged before it is the cause
+_INTERRUPT_SEQUELS = frozenset(
+    {FailureKind.USER_ERROR, FailureKind.CRASH, FailureKind.COMM_ERROR, FailureKind.COMM_TIMEOUT, FailureKind.KILLED}
+)
 
 
 _ENOMEM_ONLY = re.compile(r"Cannot allocate memory|ENOMEM")

@@ -179,7 +179,8 @@ _SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_
 _SCHEDULER_STOP = re.compile(
     r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+.*\*\*\*|DUE TO (?:TIME LIMIT|PREEMPTION)|"
     r"^\s*TERM_(?:(?:FORCE_|REQUEUE_)?(?:OWNER|ADMIN)|RUNLIMIT|CPULIMIT|PREEMPT|WINDOW|DEADLINE|BUCKET_KILL|LOAD): |"
-    r"PBS: job killed: walltime \d+ exceeded limit|job exceeded wallclock limit|[Jj]ob deleted at request of"
+    r"PBS: job killed: walltime \d+ exceeded limit|job exceeded wallclock limit|[Jj]ob deleted at request of|"
+    r"\b[Jj]ob (?:is|was|has been) preempted"  # a job's own handler (submitit's) saying why it stops
 )
 _KERNEL_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|oom[-_]kill event|"

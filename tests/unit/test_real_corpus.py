@@ -17,6 +17,8 @@ INDEX = [json.loads(line) for line in (CORPUS / "index.jsonl").read_text().split
 OOM_KINDS = {"cuda_oom", "cuda_oom_load", "cuda_oom_save", "host_oom"}
 # Known misses, each with why: the log lacks the line that would prove its label.
 KNOWN_MISSES = {
+    "cuda_oom_eval__amitshaked-resmatch-5.log": "a Lua torch7 OOM whose evaluation shows only in the script's own "
+    "`===> testing...` line, no frame of an evaluation",
     "shm__Plachtaa-VITS-fast-fine-tuning-397.log": "the traceback is cut before its exception line; the only "
     "`No space left on device` is inside a joblib UserWarning",
     "user_error__ostris-ai-toolkit-288.log": "`No module named 'torchao'` on a job runner's line, not an exception's; "
