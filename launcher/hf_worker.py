@@ -6,9 +6,14 @@ module (`-m MODULE ARGS`, as `python -m MODULE ARGS` runs it) under torchelastic
 classifier get every failed rank's traceback. Local rank 0 writes the TrainingArguments the script
 built (output dir, batch sizes, save settings) to SAFE_SFT_RESOLVED_ARGS, in the format
 launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. Every rank
-sets the watchdog's ddp_timeout (SAFE_SFT_DDP_TIMEOUT) in the TrainingArguments a script builds, where
-the script leaves transformers' default: a script's own argparse may refuse `--ddp_timeout`. The
-checkpoint-on-notice callback joins every Trainer as under swift (launcher/worker_notice.py).
+sets what safe-sft chose (SAFE_SFT_TRAINING_ARGS: the DeepSpeed config, the batch, checkpointing,
+save_only_model, the resume point, a fresh output dir; launcher/plan/script_args.py) in every
+TrainingArguments the script builds, and the watchdog's ddp_timeout (SAFE_SFT_DDP_TIMEOUT) where the
+script leaves transformers' default: a script's own argparse may refuse such options on its command line.
+Trainer.train resumes from safe-sft's resume point, whatever the script passes it (a bare
+`trainer.train()`, or transformers' examples' own search of the output dir, which takes a half-written
+checkpoint too). The checkpoint-on-notice callback joins every Trainer as under swift
+(launcher/worker_notice.py).
 
 This file runs in the training processes only; the launcher never imports it.
 """
@@ -44,6 +49,7 @@ record: Callable[[Entry], Entry] = _sibling("worker").record  # torchelastic's, 
 
 RESOLVED_ENV = "SAFE_SFT_RESOLVED_ARGS"
 DDP_TIMEOUT_ENV = "SAFE_SFT_DDP_TIMEOUT"  # launcher/plan/watchdog.py sets it for a script with its own parser
+CHOSEN_ENV = "SAFE_SFT_TRAINING_ARGS"  # launcher/plan/script_args.py writes it: field -> value, as JSON
 VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attempt would save over a checkpoint
 
 
@@ -83,7 +89,8 @@ def patch_training_arguments() -> None:
     a script may change them after parsing (`args.output_dir = ...`), and the Trainer's are the ones it uses."""
     path = os.environ.get(RESOLVED_ENV) if os.environ.get("LOCAL_RANK", "0") == "0" else None
     timeout = os.environ.get(DDP_TIMEOUT_ENV)
-    if not path and not timeout:
+    chosen: dict[str, Any] = json.loads(os.environ.get(CHOSEN_ENV) or "{}")
+    if not path and not timeout and not chosen:
         return
     import transformers
     from transformers import TrainingArguments
@@ -94,11 +101,15 @@ def patch_training_arguments() -> None:
     def post_init_and_report(self: Any) -> None:
         if timeout and self.ddp_timeout == default:
             self.ddp_timeout = int(timeout)
+        for name, value in chosen.items():  # before transformers reads them (the DeepSpeed config, the steps)
+            setattr(self, name, value)
         original(self)  # type: ignore[no-untyped-call]
         if path:
             _report(path, self)
 
     TrainingArguments.__post_init__ = post_init_and_report  # type: ignore[method-assign]
+    if "resume_from_checkpoint" in chosen:
+        resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"])
     if not path:
         return
     built = transformers.Trainer.__init__
@@ -109,6 +120,23 @@ def patch_training_arguments() -> None:
         _report(path, self.args)
 
     transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
+
+
+def resume_where_told(trainer: Any, checkpoint: str) -> None:
+    """Trainer.train resumes from `checkpoint`, safe-sft's resume point (the newest complete checkpoint, or
+    the user's), whatever the script passes it: None (a bare `trainer.train()` would train from step 0 and
+    save over the checkpoints), or a checkpoint of its own search (which takes a half-written one too)."""
+    original = trainer.train
+
+    @functools.wraps(original)
+    def train(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (checkpoint, *args[1:])
+        else:
+            kwargs["resume_from_checkpoint"] = checkpoint
+        return original(self, *args, **kwargs)
+
+    trainer.train = train
 
 
 def log_steps() -> None:

@@ -44,6 +44,7 @@ from launcher.plan.estimate import (
 )
 from launcher.plan.features import is_lora
 from launcher.plan.nccl import nccl_settings
+from launcher.plan.script_args import script_args_env
 from launcher.plan.sizing import (
     checkpoint_floor_bytes,
     device_map_plan_estimate,
@@ -89,7 +90,9 @@ class PlanOptions:
     watchdog: Watchdog = field(default_factory=Watchdog)
     layout: str | None = None  # --layout: device_map | processes | auto (None: auto)
     nproc_given: bool = False  # safe-sft's --nproc was given: one process per GPU, as asked
-    own_parser: bool = False  # the trainer is a user's script, which may set use_cpu in its own code
+    # the trainer is a user's script, which may set use_cpu in its own code, and whose own parser may refuse
+    # what safe-sft adds: that goes to its TrainingArguments through the worker (plan/script_args.py)
+    own_parser: bool = False
     backend: str = "swift"  # the trainer (launcher/backends), named in the plan
     device_map_allowed: bool = True  # the trainer can run one process over several GPUs
     # the knobs the ladder leaves alone for this trainer, and what the plan assumes of it that its arguments
@@ -347,7 +350,11 @@ def build_plan(
     allocator, allocator_notes = allocator_settings(env, uses_gpus and not backend_sets & set(ALLOC_CONF_NAMES))
     notes.extend(allocator_notes)
     launch_env = _topology_env(topology) + nccl + allocator + options.backend_env + timeout_env
-    command = torchrun_command(topology, paths) + swift_final.argv()
+    # a user's script gets what the plan adds in its TrainingArguments, its command line as typed
+    trainer_argv = swift.argv() if options.own_parser else swift_final.argv()
+    if options.own_parser:
+        launch_env += script_args_env(swift, swift_final)
+    command = torchrun_command(topology, paths) + trainer_argv
     plan = Plan(
         topology=topology,
         strategy=choice.strategy,
@@ -357,7 +364,7 @@ def build_plan(
         ddp_timeout_arg=str(ddp_timeout) if ddp_timeout else None,
         estimates=estimates,
         env=launch_env,
-        swift_argv=swift_final.argv(),
+        swift_argv=trainer_argv,
         command=command,
         warnings=tuple(warnings),
         notes=tuple(notes),

@@ -37,6 +37,7 @@ from launcher.plan.ds_config import zero_settings
 from launcher.plan.estimate import corrected, estimate, measured_correction
 from launcher.plan.guided import Memory
 from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
+from launcher.plan.script_args import SCRIPT_ARGS_ENV, script_args_env
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
@@ -240,9 +241,6 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
                 return self._interrupted(attempts)
-            refused = self._refused_arguments(record, base, attempts)
-            if refused is not None:
-                return RunResult("failed", attempts, 1, refused)
             if number == 1:  # a script's batch as it ran it, where its own code set it
                 initial = settings = self._as_run(settings, record)
             aside = self._set_aside_if_unloadable(record)
@@ -519,25 +517,6 @@ class Supervisor:
             grad_accum=accum if accum and accum > 0 else settings.grad_accum,
         )
 
-    def _refused_arguments(self, record: AttemptRecord, base: SwiftArgs, attempts: list[AttemptRecord]) -> str | None:
-        """Why the run ends where a script's own parser (argparse) stopped on arguments safe-sft added to change
-        its settings after a failure: the user's code is not at fault, and no retry can pass them."""
-        failure = record.failure
-        if failure is None or failure.kind is not FailureKind.USER_ERROR or len(attempts) < 2:
-            return None
-        added = {arg for arg in record.command if arg.startswith("--")} - set(base.argv())
-        line = next((line for line in failure.evidence if "unrecognized arguments:" in line), "")
-        named = sorted(flag for flag in added if flag in line.split("unrecognized arguments:", 1)[-1].split())
-        if not named:
-            return None
-        before = attempts[-2].failure
-        why = f"attempt {len(attempts) - 1}'s {before.kind.value}" if before is not None else "the last attempt"
-        return (
-            f"the script's own parser does not take {', '.join(named)}, which safe-sft passed to change its settings "
-            f"after {why}: safe-sft cannot change them for this script (give it those options, or parse "
-            "TrainingArguments with HfArgumentParser)"
-        )
-
     def _nothing_to_go_on_from(self, given: str) -> str:
         # still complete, yet not resumed: set aside here, or by node 0 after another node failed loading it
         aside = canonical(Path(given)) in self.set_aside or is_complete(Path(given))
@@ -669,6 +648,11 @@ class Supervisor:
             written = str(write_config(Path(args.deepspeed_file[0]), args.deepspeed_file[1]))
         swift = args.swift
         env_set = {**plan.env_dict(), **args.env}
+        trainer_argv = swift.argv()
+        if self.prepared.backend.own_parser:  # a user's script: its TrainingArguments get it, through the worker
+            env_set.pop(SCRIPT_ARGS_ENV, None)
+            env_set.update({setting.name: setting.value for setting in script_args_env(self.prepared.swift, swift)})
+            trainer_argv = self.prepared.swift.argv()
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
         env = {
@@ -680,7 +664,7 @@ class Supervisor:
             NOTICE_DIR_ENV: str(attempt_dir),
             LAUNCHER_PID_ENV: str(os.getpid()),  # a rank whose torchrun died before it tied itself stops
         }
-        argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *swift.argv()]
+        argv = [*plan.command[: len(plan.command) - len(plan.swift_argv)], *trainer_argv]
         ds_config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
         record = AttemptRecord(
             number=number,

@@ -873,3 +873,23 @@ def test_an_ambiguous_prefix_is_refused_with_its_options_even_where_unknown_word
         "stops on it in every rank as ambiguous, --ignore_args_error or not"
     )
     check_swift_options(read(["--model", "m", "--max_len", "512", *let_through]).args, SWIFT)
+
+
+def test_a_scripts_plan_leaves_its_command_line_as_typed_and_sends_the_deepspeed_config_to_its_worker(
+    tmp_path: Path,
+) -> None:
+    """A script's own argparse stops on an option it does not know: the plan's --deepspeed on its command line
+    had ended every rank at once. It goes to the script's TrainingArguments through the worker instead."""
+    import json
+
+    from launcher.plan.script_args import SCRIPT_ARGS_ENV
+
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never run by plan')\n")
+    argv = ["plan", "--json", "--backend", "torchrun", "--assume-gpus", "2x80GiB", "--model-params", "7e9",
+            str(script), "--model_name_or_path", "Qwen/Qwen2.5-7B", "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    plan = plan_importing_nothing_heavy(argv)
+    worker = plan["command"].index(str(Path("launcher/hf_worker.py").resolve()))
+    assert plan["command"][worker + 2 :] == argv[-4:]  # the script's options, as typed
+    chosen = json.loads(plan["env"][SCRIPT_ARGS_ENV])
+    assert plan["strategy"] and chosen["deepspeed"].endswith(f"{plan['strategy']}.json")

@@ -17,7 +17,7 @@ from launcher.plan.swift_args import parse_swift_argv
 from launcher.plan.topology import TopologyRequest, resolve_topology
 from launcher.prepare import Prepared
 from launcher.run.lost_work import lost_work
-from launcher.run.records import RunConfig
+from launcher.run.records import AttemptRecord, RunConfig
 from launcher.run.supervisor import Supervisor
 from tests.conftest import host
 from tests.unit.test_checkpoints import make
@@ -628,8 +628,18 @@ def test_a_users_script_that_may_ignore_its_resume_point_never_retries_into_its_
     first, second = result.attempts  # type: ignore[attr-defined]
     assert value(spawned[0], "--output_dir") == str(tmp_path) and first.versioned_because is None
     assert second.versioned_because == f"it would save over {tmp_path / 'checkpoint-3'}"
-    assert value(spawned[1], "--output_dir") != str(tmp_path)
-    assert value(spawned[1], "--resume_from_checkpoint") == str(tmp_path / "checkpoint-3")
+    assert spawned[1] == spawned[0]  # the script's command line as typed: its TrainingArguments get the rest
+    chosen = script_chosen(second)
+    assert chosen["output_dir"] != str(tmp_path)
+    assert chosen["resume_from_checkpoint"] == str(tmp_path / "checkpoint-3")
+    assert (chosen["per_device_train_batch_size"], chosen["gradient_accumulation_steps"]) == (2, 4)
+
+
+def script_chosen(record: AttemptRecord) -> dict[str, object]:
+    """What safe-sft set in a script's TrainingArguments for this attempt (launcher/plan/script_args.py)."""
+    from launcher.plan.script_args import SCRIPT_ARGS_ENV
+
+    return json.loads(record.env_set[SCRIPT_ARGS_ENV])  # type: ignore[no-any-return]
 
 
 def test_the_dir_guarded_against_overwriting_is_where_the_trainer_said_it_writes(tmp_path: Path) -> None:
@@ -647,7 +657,8 @@ def test_the_dir_guarded_against_overwriting_is_where_the_trainer_said_it_writes
     )
     second = result.attempts[1]  # type: ignore[attr-defined]
     assert second.versioned_because == f"it would save over {real / 'checkpoint-3'}"
-    assert value(spawned[1], "--output_dir") == str(real / "v2-run")
+    assert spawned[1] == spawned[0]
+    assert script_chosen(second)["output_dir"] == str(real / "v2-run")
 
 
 def test_a_script_that_trained_from_step_0_when_told_to_resume_is_reported_so(tmp_path: Path) -> None:
