@@ -153,6 +153,19 @@ def resolve_topology(
         )
     kind = _only_here(master_addr.value)
     if nnodes.value > 1 and kind and not request.allow_loopback_master:
+        if (
+            slurm is not None
+            and not slurm.nodelist
+            and nnodes.source is Source.SLURM
+            and master_addr.source is Source.DEFAULT
+        ):
+            raise SafeSftError(  # Slurm's variables without its node list: set by hand, or left by an sbatch
+                f"{slurm.nnodes_var}={nnodes.value} with no node list ({slurm.nodelist_var} is not set) to take "
+                f"node 0's address from: MASTER_ADDR is the default {master_addr.value}, which other nodes "
+                "cannot reach",
+                "run it as a step of the job (`srun safe-sft ...` sets the node list); outside a step, unset the "
+                "SLURM_* variables left in this shell, or set MASTER_ADDR to node 0's address",
+            )
         raise SafeSftError(
             f"MASTER_ADDR={master_addr.value} ({master_addr.source.value}) with NNODES={nnodes.value}: "
             f"other nodes cannot reach {kind}",

@@ -186,6 +186,12 @@ def test_cpu_training_takes_nproc_from_env() -> None:
         pytest.param(TopologyRequest(gpus="0,9"), {}, "GPU '9'", id="gpu-index-missing"),
         pytest.param(TopologyRequest(), {"CUDA_VISIBLE_DEVICES": "5"}, "GPU '5'", id="visible-missing"),
         pytest.param(TopologyRequest(nnodes=2), {}, "MASTER_ADDR=127.0.0.1", id="loopback-multinode"),
+        pytest.param(  # Slurm's variables set by hand, no node list: the message had named MASTER_ADDR alone
+            TopologyRequest(),
+            {"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2"},
+            "SLURM_STEP_NUM_NODES=2 with no node list",
+            id="slurm-without-a-node-list",
+        ),
         *(
             pytest.param(TopologyRequest(nnodes=2, master_addr=a), {}, f"MASTER_ADDR={a} (flag)", id=f"here-{a}")
             for a in ("127.0.0.2", "127.1.2.3", "0.0.0.0", "::", "[::1]", "LOCALHOST")
