@@ -745,7 +745,7 @@ class Supervisor:
         if record.versioned_because and self.prepared.backend.has("add_version"):
             lines.append(f"safe-sft:   --add_version true for this attempt: {record.versioned_because}")
         elif record.versioned_because:
-            lines.append(f"safe-sft:   a fresh --output_dir for this attempt: {record.versioned_because}")
+            lines.append(f"safe-sft:   a fresh output dir for this attempt: {record.versioned_because}")
         if record.deepspeed_config_written:
             lines.append(f"safe-sft:   deepspeed config written: {record.deepspeed_config_written}")
         lines.append(f"safe-sft:   log: {record.log_path}")
