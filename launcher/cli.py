@@ -32,6 +32,7 @@ from launcher.errors import (
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
     from launcher.plan.notice import NoticeMark, SlurmJob
+    from launcher.plan.swift_args import SwiftArgs
     from launcher.prepare import Prepared
     from launcher.run.records import AttemptRecord, RunConfig, RunResult
 
@@ -442,7 +443,7 @@ def run_command(
     from launcher.plan.notice import slurm_job
 
     job = slurm_job(os.environ)
-    requeued = requeued_mark(prepared.output_dir.resolve(), job)
+    requeued = requeued_mark(prepared.output_dir.resolve(), job, prepared.swift)
     if resume_latest and not resume_arg and requeued is None:
         done = check_newest_checkpoint(prepared)
         if done is not None:  # a rerun or requeue after the end: exit 0, as the run it continues did
@@ -491,19 +492,29 @@ def run_command(
     sys.exit(code)
 
 
-def requeued_mark(output_dir: Path, job: SlurmJob | None) -> NoticeMark | None:
+def requeued_mark(output_dir: Path, job: SlurmJob | None, swift: SwiftArgs | None = None) -> NoticeMark | None:
     """The mark a requeued Slurm job resumes from (its earlier run saved a checkpoint on notice), or None.
     Its checkpoint must be complete: a requeued job never resumes from an incomplete one, so it is refused
-    here, before anything starts."""
+    here, before anything starts. One whose run was another experiment than `swift` (the same job id on
+    another cluster, or after the controller's ids began again) is left aside, with a warning."""
     if job is None:
         return None
     from dataclasses import replace
 
     from launcher.plan.notice import requeued_resume
-    from launcher.run.checkpoints import checkpoint_at, saved_after
+    from launcher.run.checkpoints import checkpoint_at, saved_after, saved_args
     from launcher.run.notice import mark_path, read_mark
+    from launcher.run.resume import other_experiment
 
-    mark = requeued_resume(read_mark(output_dir, job.job_id), job.job_id, job.restarts)
+    mark = requeued_resume(read_mark(output_dir, job.job_id), job)
+    why = other_experiment(saved_args(Path(mark.checkpoint)), swift) if mark is not None and swift else None
+    if mark is not None and why:
+        click.echo(
+            f"safe-sft: warning: {mark_path(output_dir, job.job_id)} names {mark.checkpoint}, another "
+            f"experiment's ({why}): not resumed from; job {job.job_id} starts as a new run",
+            err=True,
+        )
+        return None
     if mark is not None and checkpoint_at(Path(mark.checkpoint), mark.step) is None:
         raise SafeSftError(
             f"the checkpoint {mark.checkpoint} that job {job.job_id} saved on notice is not complete",
@@ -705,7 +716,7 @@ def _supervise(
     save(result.attempts, result)
     click.echo(summary(result, report_path, batch, unsaved=unsaved[0] if unsaved else None), err=True)
     if result.outcome == "preempted" and job is not None:
-        _after_preemption(output_dir, job, result, requeue)
+        _after_preemption(output_dir, job, result, requeue, supervisor.notice)
     return int(result.exit_code)
 
 
@@ -718,19 +729,38 @@ def _internal_error(err: Exception, attempts: list[AttemptRecord]) -> RunResult:
     return RunResult("failed", attempts, EXIT_TRAINING_FAILED, what)
 
 
-def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool | None) -> None:
-    """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes)."""
+def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool | None, notice: int | None) -> None:
+    """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes). Not
+    after a SIGTERM (`notice`): that asks the job to stop (a plain scancel, a time limit); requeued, a
+    cancelled job had come back. Slurm requeues a preempted job itself, and the mark serves it then."""
+    import signal
+
     from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted
     from launcher.run.notice import requeue as scontrol_requeue
     from launcher.run.notice import show_job, write_mark
 
     job_id = job.job_id
     saved = result.attempts[-1].preempted
-    mark = NoticeMark(job_id, job.restarts, saved["checkpoint"], saved["step"])
-    click.echo(f"safe-sft: the requeued job resumes from step {mark.step}: {write_mark(output_dir, mark)}", err=True)
+    mark = NoticeMark(job_id, job.restarts, saved["checkpoint"], saved["step"], cluster=job.cluster)
+    where = write_mark(output_dir, mark)
+    if notice == signal.SIGTERM:
+        click.echo(
+            f"safe-sft: job {job_id} is not requeued: a SIGTERM (scancel, a time limit) asks it to stop; should "
+            f"Slurm requeue it itself (a preemption), it resumes from step {mark.step} ({where}); else rerun "
+            "with --resume-latest",
+            err=True,
+        )
+        return
     allows = job_allows_requeue(show_job(job_id)) if requeue is None else None
     if not requeue_wanted(requeue, job_id, allows):
+        why = "--no-requeue" if requeue is False else "the job does not allow it (Requeue=0)"
+        click.echo(
+            f"safe-sft: job {job_id} is not requeued ({why}): rerun with --resume-latest, or requeue it yourself "
+            f"(scontrol requeue {job_id}): it resumes from step {mark.step} ({where})",
+            err=True,
+        )
         return
+    click.echo(f"safe-sft: the requeued job resumes from step {mark.step}: {where}", err=True)
     click.echo(f"safe-sft: scontrol requeue {job_id}", err=True)
     sys.stderr.flush()
     failed = scontrol_requeue(job_id)

@@ -51,6 +51,7 @@ class NoticeMark:
     restart_count: int
     checkpoint: str
     step: int
+    cluster: str | None = None  # SLURM_CLUSTER_NAME: job ids restart on a new controller, and differ per cluster
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,15 +59,18 @@ class NoticeMark:
             "restart_count": self.restart_count,
             "checkpoint": self.checkpoint,
             "step": self.step,
+            "cluster": self.cluster,
         }
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> NoticeMark | None:
         """None for anything that is not a mark this code wrote."""
         try:
+            cluster = data.get("cluster")
             mark = NoticeMark(
-                str(data["job_id"]), int(data["restart_count"]), str(data["checkpoint"]), int(data["step"])
-            )
+                str(data["job_id"]), int(data["restart_count"]), str(data["checkpoint"]), int(data["step"]),
+                str(cluster) if cluster is not None else None,
+            )  # fmt: skip
         except (KeyError, TypeError, ValueError):
             return None
         return mark if mark.step >= 0 and mark.restart_count >= 0 else None
@@ -78,16 +82,19 @@ class SlurmJob:
 
     job_id: str
     restarts: int
+    cluster: str | None = None
 
 
 def slurm_job(env: Mapping[str, str]) -> SlurmJob | None:
-    """SLURM_JOB_ID and SLURM_RESTART_COUNT, read once; None outside a Slurm job."""
+    """SLURM_JOB_ID, SLURM_RESTART_COUNT and SLURM_CLUSTER_NAME, read once; None outside a Slurm job."""
     job_id = env.get("SLURM_JOB_ID") or None
-    return SlurmJob(job_id, int_var(env, "SLURM_RESTART_COUNT") or 0) if job_id else None
+    cluster = env.get("SLURM_CLUSTER_NAME") or None
+    return SlurmJob(job_id, int_var(env, "SLURM_RESTART_COUNT") or 0, cluster) if job_id else None
 
 
-def requeued_resume(mark: NoticeMark | None, job_id: str | None, restarts: int) -> NoticeMark | None:
-    """The mark a requeued job resumes from: written by the same job in an earlier run of it."""
-    if mark is None or job_id is None or mark.job_id != job_id:
+def requeued_resume(mark: NoticeMark | None, job: SlurmJob) -> NoticeMark | None:
+    """The mark a requeued job resumes from: written by the same job (its id, on the same cluster) in an
+    earlier run of it."""
+    if mark is None or mark.job_id != job.job_id or mark.cluster != job.cluster:
         return None
-    return mark if restarts > mark.restart_count else None
+    return mark if job.restarts > mark.restart_count else None

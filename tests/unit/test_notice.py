@@ -68,9 +68,14 @@ def test_restart_count_and_the_requeued_jobs_mark(tmp_path: Path) -> None:
     (tmp_path / "safe-sft").mkdir()
     write_mark(tmp_path, mark)
     assert read_mark(tmp_path, "77") == mark and read_mark(tmp_path, "78") is None
-    assert requeued_resume(mark, "77", 1) == mark
-    assert requeued_resume(mark, "77", 0) is None  # the job's own first run, not a requeued one
-    assert requeued_resume(mark, "78", 1) is None  # another job's mark
+    assert requeued_resume(mark, SlurmJob("77", 1)) == mark
+    assert requeued_resume(mark, SlurmJob("77", 0)) is None  # the job's own first run, not a requeued one
+    assert requeued_resume(mark, SlurmJob("78", 1)) is None  # another job's mark
+    # job ids begin again on a new controller and differ per cluster: a mark is its cluster's (hostile44slurm F6)
+    ours = NoticeMark("77", 0, mark.checkpoint, 5, cluster="a")
+    assert requeued_resume(ours, SlurmJob("77", 1, "a")) == ours
+    assert requeued_resume(ours, SlurmJob("77", 1, "b")) is None
+    assert NoticeMark.from_json(ours.to_json()) == ours and NoticeMark.from_json(mark.to_json()) == mark
     assert NoticeMark.from_json({"job_id": "77", "step": "five"}) is None
 
 
@@ -267,6 +272,67 @@ def test_a_later_restart_goes_on_from_what_the_jobs_later_runs_saved_after_the_m
     assert restart2 is not None and (restart2.checkpoint, restart2.step) == (str(tmp_path / "v1-b/checkpoint-12"), 12)
 
 
+def test_a_mark_of_another_experiment_is_left_aside_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Job 1 of an earlier controller left notice-1.json; another experiment, job 1 again on a fresh one, was
+    requeued and resumed from the first one's checkpoint, without the check --resume-latest makes
+    (hostile44slurm F6)."""
+    from launcher.backends.swift import swift_options, swift_value_kinds
+    from launcher.cli import requeued_mark
+    from launcher.plan.swift_args import parse_swift_argv
+
+    write_checkpoint(tmp_path, "v0-a", 4)
+    (tmp_path / "v0-a" / "args.json").write_text(json.dumps({"model": "m", "learning_rate": 1e-05}))
+    (tmp_path / "safe-sft").mkdir()
+    write_mark(tmp_path, NoticeMark("1", 0, str(tmp_path / "v0-a" / "checkpoint-4"), 4))
+
+    def swift(lr: str):  # type: ignore[no-untyped-def]
+        argv = ["--model", "m", "--learning_rate", lr]
+        return parse_swift_argv(argv, None, swift_options(), swift_value_kinds())
+
+    assert requeued_mark(tmp_path, SlurmJob("1", 1), swift("5e-5")) is None
+    warning = capsys.readouterr().err
+    assert "another experiment's (its run had learning_rate 1e-05, this one 5e-5): not resumed from" in warning
+    same = requeued_mark(tmp_path, SlurmJob("1", 1), swift("1e-5"))
+    assert same is not None and same.step == 4
+
+
+@pytest.mark.parametrize(
+    ("notice", "requeue", "requeued", "said"),
+    [
+        (signal.SIGUSR1, True, True, "the requeued job resumes from step 4"),
+        # a plain scancel's SIGTERM with time to save: the cancelled job had come back (hostile44slurm F1)
+        (signal.SIGTERM, True, False, "job 9 is not requeued: a SIGTERM (scancel, a time limit) asks it to stop"),
+        # --no-requeue had still said "the requeued job resumes" (F2)
+        (signal.SIGUSR1, False, False, "job 9 is not requeued (--no-requeue): rerun with --resume-latest"),
+    ],
+)
+def test_after_a_checkpoint_on_notice_only_a_sigusr1_requeues(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    notice: int,
+    requeue: bool,
+    requeued: bool,
+    said: str,
+) -> None:
+    from types import SimpleNamespace
+
+    import launcher.run.notice as run_notice
+    from launcher.cli import _after_preemption
+
+    asked: list[str] = []
+    monkeypatch.setattr(run_notice, "requeue", lambda job_id: asked.append(job_id))
+    (tmp_path / "safe-sft").mkdir()
+    checkpoint = str(tmp_path / "v0-a" / "checkpoint-4")
+    result = SimpleNamespace(attempts=[SimpleNamespace(preempted={"step": 4, "checkpoint": checkpoint})])
+    _after_preemption(tmp_path, SlurmJob("9", 0, "c"), result, requeue, notice)
+    assert asked == (["9"] if requeued else [])
+    assert said in capsys.readouterr().err
+    assert read_mark(tmp_path, "9") == NoticeMark("9", 0, checkpoint, 4, cluster="c")  # kept for Slurm's requeue
+
+
 def test_the_training_tree_starts_with_sigusr1_ignored(tmp_path: Path) -> None:
     """torchrun and the swift process would die of a notice Slurm sends to every process of the step."""
     import sys
@@ -287,6 +353,7 @@ def test_the_slurm_job_is_read_once_from_its_two_variables() -> None:
     assert slurm_job({"SLURM_JOB_ID": "4243"}) == SlurmJob("4243", 0)
     assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": "2"}) == SlurmJob("4243", 2)
     assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": ""}) == SlurmJob("4243", 0)
+    assert slurm_job({"SLURM_JOB_ID": "4243", "SLURM_CLUSTER_NAME": "c1"}) == SlurmJob("4243", 0, "c1")
     for bad, what in (("two", "not an integer"), ("-1", "negative")):
         with pytest.raises(SafeSftError, match=f"SLURM_RESTART_COUNT='{bad}' is {what}"):
             slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": bad})
