@@ -211,12 +211,14 @@ class AttemptRunner:
                     self._stop(process, signal.SIGTERM)
                     raise
                 if peer_stop:
+                    process.mute_terminal()  # first: it ends a progress bar's open line
                     sys.stderr.write("safe-sft: another node stopped its attempt; stopping this node's\n")
                     self._stop(process, signal.SIGTERM)
                     return None, False
             finding = watch.poll(self.clock())
             if finding is not None:
                 record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
+                process.mute_terminal()
                 found = "".join(f"safe-sft:   {line}\n" for line in record.diagnostics)
                 sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n{found}")
                 self._stop(process, signal.SIGTERM)
@@ -224,7 +226,10 @@ class AttemptRunner:
             self.sleep(POLL_SECONDS)
 
     def _stop(self, process: Process, signum: int) -> None:
-        """Forward the signal to every training process; SIGKILL what is left after the grace period."""
+        """Forward the signal to every training process; SIGKILL what is left after the grace period. What
+        they print of a stop safe-sft made (torchrun's `Received 15 death signal` traceback) goes to the
+        attempt's console.log only."""
+        process.mute_terminal()
         process.signal_all(signum)
         process.signal_all(signal.SIGCONT)  # a stopped process only acts on SIGTERM once it runs again
         deadline = self.clock() + self.config.grace_seconds

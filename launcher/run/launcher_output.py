@@ -248,14 +248,16 @@ def _launcher_signal(lines: Sequence[str]) -> tuple[str, str] | None:
 
 
 def _merge_one_liners(summary: Sequence[RankFailure], others: Iterable[RankFailure]) -> tuple[RankFailure, ...]:
-    """The summary's ranks first; a one-line report adds only a signal death the summary does not hold."""
+    """The summary's ranks first; a one-line report adds only a signal death the summary does not hold. The
+    agent's line names a local rank (`local_rank: 0` on node 1 is the summary's rank 1): a signal death the
+    summary holds is that one, whatever rank the line names."""
     merged = list(summary)
     known = {(f.rank, f.exit_code) for f in summary}
     signalled = {f.exit_code for f in summary if f.exit_code is not None and f.exit_code < 0}
     for failure in others:
         if failure.exit_code is None or (failure.rank, failure.exit_code) in known:
             continue
-        if failure.rank is None and failure.exit_code in signalled:
+        if failure.exit_code in signalled:
             continue
         known.add((failure.rank, failure.exit_code))
         signalled.add(failure.exit_code)

@@ -264,3 +264,23 @@ def test_exit_codes_with_a_conventional_meaning(code: int, kind: K, confidence: 
                              "local_rank: 0 (pid: 1) of binary: /usr/bin/python3"])  # fmt: skip
     assert failure is not None
     assert (failure.kind, failure.confidence) == (kind, confidence)
+
+
+def test_node_1s_killed_rank_is_named_by_its_global_rank() -> None:
+    """torchrun's agent line names the local rank (`local_rank: 0` on node 1), its summary the global one
+    (`rank : 1 (local_rank: 0)`): node 1 had reported the death of rank 1 as rank 0's (hostile44slurm F5)."""
+    lines = [
+        "W1129 05:20:00.1 api.py:900] failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: /usr/bin/python3",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-11-29_05:20:00",
+        "  host      : n2",
+        "  rank      : 1 (local_rank: 0)",
+        "  exitcode  : -9 (pid: 123)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 123",
+        "============================================================",
+    ]
+    failures = parse_launcher_output(lines).rank_failures
+    assert [(f.rank, f.exit_code) for f in failures] == [(1, -9)]
