@@ -69,7 +69,9 @@ def test_sigusr1_saves_the_step_in_progress_and_the_requeued_job_resumes_there(t
     assert sorted(p.name for p in out.glob("v*/checkpoint-*")) == [f"checkpoint-{step}"]
     assert max(_logged_steps(out)) == step
     mark = json.loads((out / "safe-sft" / f"notice-{job['SLURM_JOB_ID']}.json").read_text())
-    assert mark == {"job_id": job["SLURM_JOB_ID"], "restart_count": 0, "checkpoint": str(checkpoint), "step": step}
+    assert mark == {
+        "job_id": job["SLURM_JOB_ID"], "restart_count": 0, "checkpoint": str(checkpoint), "step": step, "cluster": None
+    }  # fmt: skip
 
     before = set((out / "safe-sft").glob("*/report.json"))
     requeued = env | {"SLURM_RESTART_COUNT": "1", "SAFE_SFT_STEP_SLEEP": "0"}
