@@ -5,14 +5,15 @@ module (`-m MODULE ARGS`, as `python -m MODULE ARGS` runs it) under torchelastic
 `@record` writes the rank's exception to TORCHELASTIC_ERROR_FILE, so torchrun's summary and safe-sft's
 classifier get every failed rank's traceback. Local rank 0 writes the TrainingArguments the script
 built (output dir, batch sizes, save settings) to SAFE_SFT_RESOLVED_ARGS, in the format
-launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. Every rank
-sets what safe-sft chose (SAFE_SFT_TRAINING_ARGS: the DeepSpeed config, the batch, checkpointing,
-save_only_model, the resume point, a fresh output dir; launcher/plan/script_args.py) in every
-TrainingArguments the script builds, and the watchdog's ddp_timeout (SAFE_SFT_DDP_TIMEOUT) where the
-script leaves transformers' default: a script's own argparse may refuse such options on its command line.
-Trainer.train resumes from safe-sft's resume point, whatever the script passes it (a bare
-`trainer.train()`, or transformers' examples' own search of the output dir, which takes a half-written
-checkpoint too). The checkpoint-on-notice callback joins every Trainer as under swift
+launcher/run/resolved.py reads, so safe-sft finds the checkpoints where the trainer put them. safe-sft
+supervises the script's first Trainer: every rank sets what safe-sft chose (SAFE_SFT_TRAINING_ARGS: the
+DeepSpeed config, the batch, checkpointing, save_only_model, the resume point, a fresh output dir;
+launcher/plan/script_args.py) in the first TrainingArguments the script builds and again in that
+Trainer's, and its first train() resumes from safe-sft's resume point, whatever the script passes it (a
+bare `trainer.train()`, or transformers' examples' own search of the output dir, which takes a half-written
+checkpoint too); and the watchdog's ddp_timeout (SAFE_SFT_DDP_TIMEOUT) in every TrainingArguments where
+the script leaves transformers' default. A script's own argparse may refuse such options on its command
+line. The checkpoint-on-notice callback joins every Trainer as under swift
 (launcher/worker_notice.py).
 
 This file runs in the training processes only; the launcher never imports it.
@@ -82,11 +83,25 @@ def _report(path: str, args: Any) -> None:
     os.replace(tmp, path)  # a reader never sees half a file
 
 
+# what the first Trainer's arguments get again when it is built: the fields a script may set after building its
+# TrainingArguments (`args.per_device_train_batch_size = cli.bs`, `args.output_dir = ...`); the DeepSpeed config
+# is read in __post_init__ alone, and the resume point goes to Trainer.train
+REAPPLIED = (
+    "per_device_train_batch_size", "gradient_accumulation_steps", "per_device_eval_batch_size",
+    "dataloader_num_workers", "gradient_checkpointing", "save_only_model", "dataloader_pin_memory", "ignore_data_skip",
+    "output_dir",
+)  # fmt: skip
+
+
 def patch_training_arguments() -> None:
-    """Each time the script builds a TrainingArguments: the watchdog's ddp_timeout (DDP_TIMEOUT_ENV) where the
-    script left transformers' default, in every rank, since a script's own parser may refuse the argument;
-    then local rank 0 writes the arguments (the last one built wins). Again when a Trainer is built with them:
-    a script may change them after parsing (`args.output_dir = ...`), and the Trainer's are the ones it uses."""
+    """safe-sft supervises the script's first Trainer. The watchdog's ddp_timeout (DDP_TIMEOUT_ENV) goes into
+    every TrainingArguments where the script left transformers' default (a script's own parser may refuse the
+    argument). What safe-sft chose (CHOSEN_ENV) goes into the first TrainingArguments the script builds, before
+    transformers reads it, and again into the first Trainer's arguments when it is built; its resume point to
+    that Trainer's first train(). A second stage's TrainingArguments, Trainer and train() stay the script's own
+    (they had been given the first stage's output dir and resume point). Local rank 0 writes the arguments
+    until the first Trainer is built, then that Trainer's (a script may change them after parsing:
+    `args.output_dir = ...`), then no more."""
     path = os.environ.get(RESOLVED_ENV) if os.environ.get("LOCAL_RANK", "0") == "0" else None
     timeout = os.environ.get(DDP_TIMEOUT_ENV)
     chosen: dict[str, Any] = json.loads(os.environ.get(CHOSEN_ENV) or "{}")
@@ -97,43 +112,56 @@ def patch_training_arguments() -> None:
 
     original = TrainingArguments.__post_init__
     default = TrainingArguments.__dataclass_fields__["ddp_timeout"].default
+    supervised: list[Any] = []  # the first Trainer, once built
+    pending = dict(chosen)  # for the first TrainingArguments
 
     def post_init_and_report(self: Any) -> None:
         if timeout and self.ddp_timeout == default:
             self.ddp_timeout = int(timeout)
-        for name, value in chosen.items():  # before transformers reads them (the DeepSpeed config, the steps)
+        for name, value in pending.items():  # before transformers reads them (the DeepSpeed config, the steps)
             setattr(self, name, value)
+        pending.clear()
         original(self)  # type: ignore[no-untyped-call]
-        if path:
+        if path and not supervised:
             _report(path, self)
 
     TrainingArguments.__post_init__ = post_init_and_report  # type: ignore[method-assign]
-    if "resume_from_checkpoint" in chosen:
-        resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"])
-    if not path:
-        return
     built = transformers.Trainer.__init__
 
     @functools.wraps(built)
     def init_and_report(self: Any, *args: Any, **kwargs: Any) -> None:
+        first = not supervised
+        if first:
+            supervised.append(self)
+            given = kwargs.get("args", args[1] if len(args) > 1 else None)
+            for name in REAPPLIED:
+                if name in chosen and given is not None and getattr(given, name, None) != chosen[name]:
+                    setattr(given, name, chosen[name])
         built(self, *args, **kwargs)
-        _report(path, self.args)
+        if first and path:
+            _report(path, self.args)
 
     transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
+    if "resume_from_checkpoint" in chosen:
+        resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"], supervised)
 
 
-def resume_where_told(trainer: Any, checkpoint: str) -> None:
-    """Trainer.train resumes from `checkpoint`, safe-sft's resume point (the newest complete checkpoint, or
-    the user's), whatever the script passes it: None (a bare `trainer.train()` would train from step 0 and
-    save over the checkpoints), or a checkpoint of its own search (which takes a half-written one too)."""
+def resume_where_told(trainer: Any, checkpoint: str, supervised: list[Any]) -> None:
+    """The supervised (first) Trainer's first train() resumes from `checkpoint`, safe-sft's resume point (the
+    newest complete checkpoint, or the user's), whatever the script passes it: None (a bare `trainer.train()`
+    would train from step 0 and save over the checkpoints), or a checkpoint of its own search (which takes a
+    half-written one too). Another Trainer's, or a later call, is the script's own."""
     original = trainer.train
+    pending = [checkpoint]
 
     @functools.wraps(original)
     def train(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if args:
-            args = (checkpoint, *args[1:])
-        else:
-            kwargs["resume_from_checkpoint"] = checkpoint
+        if pending and supervised and self is supervised[0]:
+            told = pending.pop()
+            if args:
+                args = (told, *args[1:])
+            else:
+                kwargs["resume_from_checkpoint"] = told
         return original(self, *args, **kwargs)
 
     trainer.train = train
