@@ -62,7 +62,7 @@ def resolved_args(args: Any) -> dict[str, Any]:
     names = (
         "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
         "save_strategy", "save_steps", "save_only_model", "eval_strategy", "eval_steps",
-        "resume_from_checkpoint", "ddp_timeout",
+        "resume_from_checkpoint", "ddp_timeout", "gradient_checkpointing",
     )  # fmt: skip
     return {
         "output_dir": os.path.dirname(run_dir) if versioned else run_dir,

@@ -36,6 +36,7 @@ class ResolvedArgs:
     max_length: int | None
     ddp_timeout: int | None
     deepspeed: Any  # swift's parsed config (a dict), or None
+    gradient_checkpointing: bool | None = None  # where the worker reports it (a script's TrainingArguments)
 
     def to_json(self) -> dict[str, Any]:
         """As report.json shows it: what swift itself ran with."""
@@ -54,6 +55,7 @@ class ResolvedArgs:
             "resume_only_model": self.resume_only_model,
             "max_length": self.max_length,
             "ddp_timeout": self.ddp_timeout,
+            "gradient_checkpointing": self.gradient_checkpointing,
             "deepspeed_stage": (self.deepspeed.get("zero_optimization") or {}).get("stage")
             if isinstance(self.deepspeed, dict)
             else None,
@@ -93,6 +95,7 @@ def parse(data: Any) -> ResolvedArgs | None:
         max_length=_int(data.get("max_length")),
         ddp_timeout=_int(data.get("ddp_timeout")),
         deepspeed=data.get("deepspeed"),
+        gradient_checkpointing=gc if isinstance(gc := data.get("gradient_checkpointing"), bool) else None,
     )
 
 

@@ -502,19 +502,22 @@ class Supervisor:
 
     def _as_run(self, settings: Settings, record: AttemptRecord) -> Settings:
         """A script (the torchrun backend) may set its batch in its own code, or take it from options of its
-        own: the micro-batch and accumulation the worker reported are the ones the ladder changes, not the
-        argv's defaults (it had halved transformers' 8 for a script that ran 2). Given on the command line,
-        they are the argv's."""
+        own, and its arguments' class may have defaults of its own (trl's SFTConfig checkpoints): the
+        micro-batch, accumulation and checkpointing the worker reported are the ones the ladder changes, not
+        the argv's defaults (it had halved transformers' 8 for a script that ran 2, and spent an attempt
+        turning on checkpointing that was on). Given on the command line, they are the argv's."""
         ran = record.resolved
         swift = self.prepared.swift
         if not self.prepared.backend.own_parser or ran is None:
             return settings
         micro = ran.per_device_train_batch_size if not swift.has("per_device_train_batch_size") else None
         accum = ran.gradient_accumulation_steps if not swift.has("gradient_accumulation_steps") else None
+        checkpointing = ran.gradient_checkpointing if not swift.has("gradient_checkpointing") else None
         return replace(
             settings,
             micro_batch=micro if micro and micro > 0 else settings.micro_batch,
             grad_accum=accum if accum and accum > 0 else settings.grad_accum,
+            gradient_checkpointing=settings.gradient_checkpointing if checkpointing is None else checkpointing,
         )
 
     def _nothing_to_go_on_from(self, given: str) -> str:

@@ -1103,3 +1103,31 @@ def test_a_peers_interrupt_ends_this_node_interrupted_not_failed(tmp_path: Path)
     result = sup.run()
     assert (result.outcome, result.exit_code) == ("interrupted", 130)
     assert result.give_up_reason == "stopped: node 1 was interrupted (safe-sft received SIGINT)"
+
+
+def test_a_scripts_own_checkpointing_is_the_one_the_ladder_turns(tmp_path: Path) -> None:
+    """trl's SFTConfig checkpoints by default: the ladder had read transformers' default (off) and spent an
+    attempt turning on what was on (hostile44tr F6). The worker's report of what the script ran is the start."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+
+    spawned: list[list[str]] = []
+
+    def spawn(argv: list[str], env: dict[str, str], log: Path) -> FakeProcess:
+        spawned.append(argv)
+        ran = {"output_dir": str(tmp_path), "run_dir": str(tmp_path), "add_version": False,
+               "per_device_train_batch_size": 1, "gradient_checkpointing": True}  # fmt: skip
+        Path(env["SAFE_SFT_RESOLVED_ARGS"]).write_text(json.dumps(ran))
+        return FakeProcess(1, OOM_SUMMARY)
+
+    from launcher.backends.hf_trainer import DEFAULTS
+
+    one = prepared(tmp_path, "--add_version", "false", "--per_device_train_batch_size", "1")
+    prep = replace(one, backend=HF_TRAINER, swift=one.swift.with_defaults(DEFAULTS))  # transformers' defaults
+    sup = Supervisor(prep, RunConfig(max_attempts=3), {}, run_dir=tmp_path / "safe-sft" / "run", spawn=spawn,
+                     sleep=lambda _: None)  # fmt: skip
+    result = sup.run()
+    assert result.attempts[0].settings.gradient_checkpointing is False  # read before the script ran
+    assert all("gradient_checkpointing" not in (a.change or "") for a in result.attempts)
+    assert len(spawned) < 3 or result.attempts[1].settings.gradient_checkpointing is True
