@@ -14,12 +14,13 @@ attempt into a dir that holds any checkpoint gets the fresh dir.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 from launcher.backends.base import WORKER_DIR, Backend, BackendArgs, read_option_table
 from launcher.errors import SafeSftError
-from launcher.plan.swift_args import SwiftArgs, parse_swift_argv
+from launcher.plan.swift_args import SwiftArgs, normalize_key, parse_swift_argv
 
 # transformers 5.x TrainingArguments' defaults, where they differ from swift's; and a full fine-tune, since what
 # a script trains is its own code's (an HF-Trainer script trains every parameter unless it wraps the model
@@ -43,7 +44,27 @@ def training_options() -> frozenset[str]:
     """TrainingArguments' option names (transformers 5.x), read without importing transformers: a script's
     HfArgumentParser takes an unambiguous prefix of one (`--output_d`), and so does safe-sft. The script's
     own fields are unknown here; a flag that is a prefix of one of them alone stays itself."""
-    return frozenset(read_option_table(OPTIONS_FILE)[1])
+    return frozenset(_option_kinds())
+
+
+@cache
+def _option_kinds() -> dict[str, tuple[str, ...]]:
+    return read_option_table(OPTIONS_FILE)[1]
+
+
+def _own_flags(args: SwiftArgs) -> frozenset[str]:
+    """Abbreviated flags given no value where the option they are a prefix of takes one: HfArgumentParser
+    would stop on them ("expected one argument"), so they are the script's own options (argparse's
+    `--resume` store_true), not TrainingArguments' (`--resume` had been read as --resume_from_checkpoint true
+    and refused: the checkpoint `true` does not exist)."""
+    kinds = _option_kinds()
+    own = set()
+    for flag, values in args.items:
+        key = args.key_of(flag)
+        abbreviated = flag.startswith("--") and key != normalize_key(flag) and key in kinds
+        if not values and abbreviated and kinds[key][:1] not in (("bool",), ("flag",)):
+            own.add(flag)
+    return frozenset(own)
 
 
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"
@@ -100,7 +121,9 @@ def _script_args(rest: list[str], script: str) -> SwiftArgs:
             f"{script} {rest[0]}: a script's JSON/YAML argument file is not read by safe-sft yet",
             "pass the script's arguments as --key value on the command line",
         )
-    return parse_swift_argv(rest, None, training_options()).with_defaults(DEFAULTS)
+    args = parse_swift_argv(rest, None, training_options()).with_defaults(DEFAULTS)
+    own = _own_flags(args)
+    return replace(args, own_flags=own) if own else args
 
 
 def _read_module(argv: list[str]) -> BackendArgs:

@@ -214,10 +214,15 @@ class SwiftArgs:
     # the items given as `--flag=value`, by their place in `items`: argparse gives such a flag that one value
     # and leaves the words after it over, where safe-sft would read them as more of its values
     joined: frozenset[int] = frozenset()
+    # flags the trainer's parser cannot be reading as the option they are a prefix of (a script's own
+    # `--resume`, given no value, where resume_from_checkpoint takes one): they stay themselves
+    own_flags: frozenset[str] = frozenset()
 
     def key_of(self, flag: str) -> str:
         """The field a flag sets: its name, or the one option it is a prefix of (`--max_len` is max_length),
         as argparse reads it; an unknown or ambiguous flag stays itself (swift refuses it)."""
+        if flag in self.own_flags:
+            return normalize_key(flag)
         return option_key(flag, self.options)
 
     def get(self, key: str) -> str | None:

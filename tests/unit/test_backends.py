@@ -893,3 +893,17 @@ def test_a_scripts_plan_leaves_its_command_line_as_typed_and_sends_the_deepspeed
     assert plan["command"][worker + 2 :] == argv[-4:]  # the script's options, as typed
     chosen = json.loads(plan["env"][SCRIPT_ARGS_ENV])
     assert plan["strategy"] and chosen["deepspeed"].endswith(f"{plan['strategy']}.json")
+
+
+def test_a_scripts_own_flag_that_prefixes_an_option_taking_a_value_is_its_own(tmp_path: Path) -> None:
+    """An argparse script's `--resume` (store_true) had been read as --resume_from_checkpoint true and refused
+    before anything ran ("--resume_from_checkpoint true does not exist"; hostile44tr F9): HfArgumentParser
+    would stop on a value-taking option given none, so the flag is the script's own. A prefix with a value
+    is still read as HfArgumentParser reads it."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    own = HF_TRAINER.read([str(script), "--ckpt_dir", "ck", "--resume", "--out", "m.json"]).args
+    assert not own.has("resume_from_checkpoint") and own.given("resume") == "true"
+    assert own.argv() == ("--ckpt_dir", "ck", "--resume", "--out", "m.json")  # as typed
+    hf = HF_TRAINER.read([str(script), "--output_d", "o", "--resume_from", "o/checkpoint-2"]).args
+    assert (hf.get("output_dir"), hf.get("resume_from_checkpoint")) == ("o", "o/checkpoint-2")
