@@ -563,7 +563,7 @@ def check_newest_checkpoint(prepared: Prepared) -> str | None:
             f"--resume-latest would go on from {found.path}, another experiment's: {why}",
             "name the checkpoint to resume with --resume_from_checkpoint, or give this experiment its own --output_dir",
         )
-    if not isinstance(saved.get("model"), str):
+    if prepared.backend.writes_args_json and not isinstance(saved.get("model"), str):
         click.echo(
             f"safe-sft: warning: --resume-latest goes on from {found.path} unchecked: no readable args.json (in "
             "it or its run dir) names the model it trained, so it cannot be told apart from another experiment's; "

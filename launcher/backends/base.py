@@ -96,6 +96,9 @@ class Backend:
     # its command line may be a parser of its own (a script's argparse) that refuses what safe-sft would add
     # unasked (--ddp_timeout): the worker sets that in the TrainingArguments instead
     own_parser: bool = False
+    # the trainer writes swift's args.json beside its checkpoints, which tells one experiment from another
+    # (--resume-latest's check); without it, that check has nothing to read and says nothing
+    writes_args_json: bool = True
 
     def resumes_by_itself(self, args: SwiftArgs) -> bool:
         """The trainer will resume from the newest checkpoint-N in its output dir, complete or not: LLaMA-Factory,

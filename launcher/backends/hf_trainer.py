@@ -161,4 +161,5 @@ HF_TRAINER = Backend(
     assumed="what the script trains is its own code's: planned as a full fine-tune (every parameter with "
     "gradients and optimizer states), an upper bound for a script that trains adapters",
     own_parser=True,
+    writes_args_json=False,
 )

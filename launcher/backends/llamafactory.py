@@ -208,4 +208,5 @@ LLAMAFACTORY = Backend(
     resumes_latest=True,
     launch_env=launch_env,
     trainer=("llamafactory", "llamafactory"),
+    writes_args_json=False,
 )

@@ -212,7 +212,8 @@ LENGTH_DEFAULTS = {"max_steps": "-1", "num_train_epochs": "3"}
 
 def already_finished(checkpoint: Path, saved: Mapping[str, object], swift: SwiftArgs) -> str | None:
     """Where `checkpoint` is the last step of a run as long as this one (the same max_steps and
-    num_train_epochs in `saved`, its run's args.json: checkpoints.saved_args): what to tell the user, as
+    num_train_epochs in `saved`, its run's args.json: checkpoints.saved_args; without one, a script's run,
+    the --max_steps given here is the one its trainer_state.json ends at): what to tell the user, as
     nothing is left to train. A trainer resumed there trains past the end instead (a step `7/6` and a new
     final model). None otherwise, or where its args.json or trainer_state.json cannot tell."""
     try:
@@ -222,10 +223,15 @@ def already_finished(checkpoint: Path, saved: Mapping[str, object], swift: Swift
         return None
     if last <= 0 or step < last:
         return None
-    for key, default in LENGTH_DEFAULTS.items():
-        given = swift.get(key) if swift.has(key) else default
-        if key not in saved or given is None or not _same_number(given, saved[key]):
-            return None
+    steps_given = swift.get("max_steps") if swift.has("max_steps") else None
+    if not saved and steps_given is not None and _same_number(steps_given, last):
+        pass  # no args.json (a script's run): the trainer's own state holds the max_steps given again
+    elif any(
+        key not in saved or given is None or not _same_number(given, saved[key])
+        for key, default in LENGTH_DEFAULTS.items()
+        for given in (swift.get(key) if swift.has(key) else default,)
+    ):
+        return None
     return (
         f"the run already finished: {checkpoint} is its last step ({step} of {last}), so nothing is left to "
         "resume (raise --max_steps or --num_train_epochs to train further)"

@@ -632,9 +632,13 @@ def test_resume_latest_after_the_run_finished_says_so_and_trains_nothing(tmp_pat
 
     finished = saved_args(checkpoint)
     assert already_finished(checkpoint, finished, parse_swift_argv(["--model", "m", "--max_steps", "10"])) is None
-    (out / "v0-a" / "args.json").write_text("[]")  # nothing to tell the run's length by: resumed as before
+    # no args.json (an HF script's run writes none): the trainer's own state ends at the --max_steps given
+    # again, and resuming there would train past it (hostile44tr F7); another max_steps, or none given, goes on
+    (out / "v0-a" / "args.json").write_text("[]")
     unreadable = saved_args(checkpoint)
-    assert already_finished(checkpoint, unreadable, parse_swift_argv(["--model", "m", "--max_steps", "6"])) is None
+    assert already_finished(checkpoint, unreadable, parse_swift_argv(["--model", "m", "--max_steps", "6"]))
+    assert already_finished(checkpoint, unreadable, parse_swift_argv(["--model", "m", "--max_steps", "9"])) is None
+    assert already_finished(checkpoint, unreadable, parse_swift_argv(["--model", "m"])) is None
 
 
 def test_a_run_dir_given_for_a_checkpoint_is_told_its_newest_one(tmp_path: Path) -> None:
@@ -906,3 +910,23 @@ def test_no_arguments_at_all_fail_as_swift_sft_alone_does(tmp_path: Path) -> Non
         [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert helped.returncode == 0 and "safe-sft [OPTIONS] SWIFT_ARGS" in helped.stdout
+
+
+def test_resume_latest_names_no_missing_args_json_for_a_trainer_that_writes_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """args.json is swift's: every --resume-latest of an HF script had warned that none named the model it
+    trained (hostile44tr M5). swift's own run without one is still warned of."""
+    from dataclasses import replace
+
+    from launcher.backends.hf_trainer import HF_TRAINER
+    from launcher.cli import check_newest_checkpoint
+    from tests.unit.test_checkpoints import make
+    from tests.unit.test_supervisor import prepared
+
+    make(tmp_path / "checkpoint-3")
+    swift_run = prepared(tmp_path)
+    assert check_newest_checkpoint(replace(swift_run, backend=HF_TRAINER)) is None
+    assert "unchecked" not in capsys.readouterr().err
+    assert check_newest_checkpoint(swift_run) is None
+    assert "unchecked: no readable args.json" in capsys.readouterr().err
