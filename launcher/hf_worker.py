@@ -137,6 +137,8 @@ def patch_training_arguments() -> None:
             for name in REAPPLIED:
                 if name in chosen and given is not None and getattr(given, name, None) != chosen[name]:
                     setattr(given, name, chosen[name])
+            if given is not None and "output_dir" not in chosen:
+                keep_earlier_checkpoints(given, chosen.get("resume_from_checkpoint"))
         built(self, *args, **kwargs)
         if first and path:
             _report(path, self.args)
@@ -144,6 +146,36 @@ def patch_training_arguments() -> None:
     transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
     if "resume_from_checkpoint" in chosen:
         resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"], supervised)
+
+
+FRESH_DIR_ENV = "SAFE_SFT_FRESH_DIR"  # the name of this attempt's own dir, should it need one (v<N>-<run>)
+CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
+
+
+def keep_earlier_checkpoints(args: Any, resume: str | None) -> None:
+    """An output dir the script chose in its own code, which safe-sft did not know, that holds an earlier
+    run's checkpoint-N: this attempt writes to a fresh dir inside it (FRESH_DIR_ENV), never over them (a
+    rerun had trained from step 0 there and saved over the earlier run's checkpoints). Not where it resumes
+    from one of them, as safe-sft told it."""
+    name = os.environ.get(FRESH_DIR_ENV)
+    out = os.path.abspath(str(args.output_dir))
+    if not name or (resume and os.path.dirname(os.path.abspath(resume)) == out):
+        return
+    try:
+        earlier = sorted(entry for entry in os.listdir(out) if CHECKPOINT_DIR.match(entry))
+    except OSError:
+        return
+    if not earlier:
+        return
+    args.output_dir = os.path.join(out, name)
+    if os.environ.get("RANK", "0") == "0":
+        print(
+            f"safe-sft: {out} holds an earlier run's {earlier[-1]}"
+            f"{f' (and {len(earlier) - 1} more)' if len(earlier) > 1 else ''}: this attempt writes to "
+            f"{args.output_dir}, never over it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def resume_where_told(trainer: Any, checkpoint: str, supervised: list[Any]) -> None:

@@ -15,6 +15,8 @@ from launcher.model import EnvSetting
 from launcher.plan.swift_args import SwiftArgs
 
 SCRIPT_ARGS_ENV = "SAFE_SFT_TRAINING_ARGS"  # launcher/hf_worker.py reads it
+# the name of the dir the worker writes to inside a script's own output dir that holds earlier checkpoints
+FRESH_DIR_ENV = "SAFE_SFT_FRESH_DIR"
 
 # the TrainingArguments fields safe-sft writes for a script, with their types
 FIELDS: dict[str, type] = {

@@ -37,7 +37,7 @@ from launcher.plan.ds_config import zero_settings
 from launcher.plan.estimate import corrected, estimate, measured_correction
 from launcher.plan.guided import Memory
 from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
-from launcher.plan.script_args import SCRIPT_ARGS_ENV, script_args_env
+from launcher.plan.script_args import FRESH_DIR_ENV, SCRIPT_ARGS_ENV, script_args_env
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
@@ -655,6 +655,8 @@ class Supervisor:
         if self.prepared.backend.own_parser:  # a user's script: its TrainingArguments get it, through the worker
             env_set.pop(SCRIPT_ARGS_ENV, None)
             env_set.update({setting.name: setting.value for setting in script_args_env(self.prepared.swift, swift)})
+            # the name of a dir of this attempt's own, where the script's own output dir holds earlier checkpoints
+            env_set[FRESH_DIR_ENV] = f"v{number}-{self.run_dir.name}"
             trainer_argv = self.prepared.swift.argv()
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}

@@ -288,6 +288,30 @@ def test_a_script_that_sets_its_output_dir_in_code_resumes_from_the_checkpoint_i
     assert state_of(fresh / "checkpoint-6")["global_step"] == 6 and not list(out.glob("**/checkpoint-*"))
 
 
+def test_a_script_writing_to_its_own_dir_that_holds_an_earlier_runs_checkpoints_never_saves_over_them(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """A script that sets its output dir in its code, where an earlier run left checkpoint-3 and checkpoint-6:
+    safe-sft knew only the --output_dir given, and the run saved its own checkpoint-3 and -6 over them
+    (hostile44tr F2, F3). The worker sends this attempt to a fresh dir inside it and says so."""
+    entry, out, real = ENTRIES["torchrun"], tmp_path / "out", tmp_path / "real"
+    for step in (3, 6):
+        (real / f"checkpoint-{step}").mkdir(parents=True)
+        (real / f"checkpoint-{step}" / "earlier.txt").write_text(f"the earlier run's step {step}")
+    argv = [*entry.safe_sft(tiny, out, tmp_path), "--output_dir_in_code", str(real)]
+    result = run(argv, env_for(entry, tmp_path, "ranks"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [attempt] = report(out)["attempts"]
+    fresh = Path(attempt["run_dir"])
+    assert fresh.parent == real and fresh.name.startswith("v1-")
+    assert f"safe-sft: {real} holds an earlier run's checkpoint-6 (and 1 more): this attempt writes to {fresh}" in (
+        result.stderr
+    )
+    for step in (3, 6):  # as they were
+        assert sorted(p.name for p in (real / f"checkpoint-{step}").iterdir()) == ["earlier.txt"]
+    assert state_of(fresh / "checkpoint-6")["global_step"] == 6
+
+
 def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training_arguments(
     tiny: dict[str, object], tmp_path: Path
 ) -> None:
