@@ -350,9 +350,9 @@ def build_plan(
     allocator, allocator_notes = allocator_settings(env, uses_gpus and not backend_sets & set(ALLOC_CONF_NAMES))
     notes.extend(allocator_notes)
     launch_env = _topology_env(topology) + nccl + allocator + options.backend_env + timeout_env
-    # a user's script gets what the plan adds in its TrainingArguments, its command line as typed
-    trainer_argv = swift.argv() if options.own_parser else swift_final.argv()
-    if options.own_parser:
+    trainer_argv = swift_final.argv()
+    if options.own_parser:  # a user's script gets what the plan adds in its TrainingArguments, its command as typed
+        trainer_argv = swift.argv()
         launch_env += script_args_env(swift, swift_final)
     command = torchrun_command(topology, paths) + trainer_argv
     plan = Plan(
