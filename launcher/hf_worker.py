@@ -70,7 +70,7 @@ def resolved_args(args: Any) -> dict[str, Any]:
         "add_version": versioned,
         "world_size": int(os.environ.get("WORLD_SIZE", "1")),  # torchrun's; args.world_size would set up devices
         **{name: plain(getattr(args, name, None)) for name in names},
-        "resume_only_model": False,
+        "resume_only_model": None,  # no such field: the Trainer loads what the checkpoint holds
         "max_length": None,
         "deepspeed": plain(getattr(args, "hf_deepspeed_config", None) and args.hf_deepspeed_config.config),
     }

@@ -68,10 +68,11 @@ class AttemptRecord:
 
     def optimizer_state_reset(self) -> bool | None:
         """Whether swift loaded only the weights of the checkpoint it resumed from: what swift reported
-        (a config file's resume_only_model counts), else what safe-sft asked for; None without a resume."""
+        (a config file's resume_only_model counts), else what safe-sft found: a script's Trainer has no such
+        field and loads what the checkpoint holds, so one without optimizer state resets it; None without a resume."""
         if self.resumed_from is None:
             return None
-        if self.resolved is not None:
+        if self.resolved is not None and self.resolved.resume_only_model is not None:
             return self.resolved.resume_only_model
         return self.resumed_from.weights_only
 

@@ -32,7 +32,7 @@ class ResolvedArgs:
     save_steps: float | None
     save_only_model: bool
     resume_from_checkpoint: str | None
-    resume_only_model: bool
+    resume_only_model: bool | None  # None: no such field (transformers loads whatever the checkpoint holds)
     max_length: int | None
     ddp_timeout: int | None
     deepspeed: Any  # swift's parsed config (a dict), or None
@@ -91,7 +91,7 @@ def parse(data: Any) -> ResolvedArgs | None:
         save_steps=float(steps) if isinstance(steps, int | float) and not isinstance(steps, bool) else None,
         save_only_model=data.get("save_only_model") is True,
         resume_from_checkpoint=_text(data.get("resume_from_checkpoint")),
-        resume_only_model=data.get("resume_only_model") is True,
+        resume_only_model=only if isinstance(only := data.get("resume_only_model"), bool) else None,
         max_length=_int(data.get("max_length")),
         ddp_timeout=_int(data.get("ddp_timeout")),
         deepspeed=data.get("deepspeed"),

@@ -287,8 +287,35 @@ def test_the_hf_worker_reports_the_scripts_training_arguments_as_resolved_reads_
         expected_output_dir, output_dir, add_version
     )  # fmt: skip
     assert (parsed.world_size, parsed.per_device_train_batch_size, parsed.gradient_accumulation_steps) == (2, 2, 4)
-    assert (parsed.save_strategy, parsed.save_only_model, parsed.resume_only_model) == ("steps", True, False)
+    assert (parsed.save_strategy, parsed.save_only_model, parsed.resume_only_model) == ("steps", True, None)
     assert parsed.resume_from_checkpoint == "/out/checkpoint-3"
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+def test_a_scripts_resume_is_reported_weights_only_where_safe_sft_found_no_optimizer_state(
+    weights_only: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a script's Trainer has no resume_only_model: it loads what the checkpoint holds, so report.json says
+    # what the console said (a checkpoint without optimizer state resets it), not the worker's missing field
+    from types import SimpleNamespace
+
+    from launcher.plan.degrade import Settings
+    from launcher.plan.settings import Resume
+    from launcher.run import resolved
+    from launcher.run.records import AttemptRecord
+    from launcher.run.report import attempt_json
+
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    args = SimpleNamespace(output_dir="/out/v2-1", resume_from_checkpoint="/out/checkpoint-6")
+    reported = resolved.parse(json.loads(json.dumps(_hf_worker().resolved_args(args))))
+    why = "the checkpoint holds no optimizer state" if weights_only else ""
+    record = AttemptRecord(
+        2, Settings(micro_batch=2, grad_accum=2, world_size=1), [], {}, "l", "s",
+        resumed_from=Resume("/out/checkpoint-6", 6, weights_only, why), resolved=reported,
+    )  # fmt: skip
+    shown = attempt_json(record)["resumed_from"]
+    assert (shown["weights_only"], shown["optimizer_state_reset"]) == (weights_only, weights_only)
+    assert shown["why_weights_only"] == why
 
 
 LF_CONFIG = """\
