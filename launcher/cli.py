@@ -31,6 +31,7 @@ from launcher.errors import (
 )
 
 if TYPE_CHECKING:  # the run path's modules load only when a command needs them
+    from launcher.model import GlobalBatch
     from launcher.plan.notice import NoticeMark, SlurmJob
     from launcher.plan.swift_args import SwiftArgs
     from launcher.prepare import Prepared
@@ -603,6 +604,7 @@ def _supervise(
     import socket
     from datetime import datetime
 
+    from launcher.plan.batch import as_ran
     from launcher.probe.disk import free_words
     from launcher.run.child import become_subreaper
     from launcher.run.ports import coord_port_of
@@ -627,8 +629,14 @@ def _supervise(
     said: set[str] = set()
     unsaved: list[str] = []  # why the latest write of the report failed, if it did
 
+    def ran(attempts: list[AttemptRecord]) -> GlobalBatch | None:  # a script may set its batch in its code
+        first = attempts[0].settings if attempts else None
+        return batch if batch is None or first is None else as_ran(batch, first.micro_batch, first.grad_accum)
+
     def save(attempts: list[AttemptRecord], result: RunResult | None = None) -> None:
-        reason = save_report(report_path, report_json(attempts, result, argv, process, batch, prepared.backend.name))
+        reason = save_report(
+            report_path, report_json(attempts, result, argv, process, ran(attempts), prepared.backend.name)
+        )
         unsaved[:] = [reason] if reason else []
         if reason and reason not in said:
             said.add(reason)
@@ -714,7 +722,7 @@ def _supervise(
         save(supervisor.attempts, _internal_error(err, supervisor.attempts))
         raise
     save(result.attempts, result)
-    click.echo(summary(result, report_path, batch, unsaved=unsaved[0] if unsaved else None), err=True)
+    click.echo(summary(result, report_path, ran(result.attempts), unsaved=unsaved[0] if unsaved else None), err=True)
     if result.outcome == "preempted" and job is not None:
         _after_preemption(output_dir, job, result, requeue, supervisor.notice)
     return int(result.exit_code)

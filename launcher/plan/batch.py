@@ -15,6 +15,7 @@ are always asked for, by flag, env or Slurm); processes per node as swift would 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from launcher.model import GlobalBatch
 
@@ -33,6 +34,16 @@ def keep_global_batch(micro_batch: int, accum_given: int | None, world_size: int
     exact, rest = divmod(swift_accum * swift_world_size, world_size)
     accum = exact if rest == 0 and exact >= 1 else max(1, round(swift_accum * swift_world_size / world_size))
     return GlobalBatch(micro_batch, accum, world_size, swift_accum, swift_world_size, accum_given)
+
+
+def as_ran(batch: GlobalBatch, micro_batch: int, grad_accum: int) -> GlobalBatch:
+    """The batch as the first attempt ran it. A script (the torchrun backend) may set its micro-batch and
+    accumulation in its own code, where the plan, reading its command line, saw transformers' defaults; the
+    script alone runs them too, so where safe-sft kept the accumulation, so would it."""
+    if (micro_batch, grad_accum) == (batch.micro_batch, batch.grad_accum):
+        return batch
+    alone = grad_accum if batch.swift_accum == batch.grad_accum else batch.swift_accum
+    return replace(batch, micro_batch=micro_batch, grad_accum=grad_accum, swift_accum=alone)
 
 
 def accum_to_pass(batch: GlobalBatch) -> str | None:

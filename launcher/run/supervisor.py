@@ -213,6 +213,8 @@ class Supervisor:
             record = self._run_attempt(
                 number, base, initial, settings, resume, change, skipped, attempts, correction, predicted
             )
+            if number == 1:  # a script's batch as it ran it, where its own code set it
+                record.settings = initial = settings = self._as_run(settings, record)
             attempts.append(record)
             self.on_attempt(attempts)
             if record.preempted is not None:  # every node sees its ranks stop at the same step
@@ -241,8 +243,6 @@ class Supervisor:
                 return RunResult("succeeded", attempts, 0)
             if failure.kind is FailureKind.INTERRUPTED:
                 return self._interrupted(attempts)
-            if number == 1:  # a script's batch as it ran it, where its own code set it
-                initial = settings = self._as_run(settings, record)
             aside = self._set_aside_if_unloadable(record)
             if aside is not None:  # not the settings' fault: the same settings, from the checkpoint before it
                 before_it = self._resume_point(number + 1, settings, attempts)[0]

@@ -329,6 +329,9 @@ def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training
     assert ours.returncode == 0, ours.stderr[-3000:]
     assert (out / "ddp_timeout.txt").read_text() == "7200"  # twice the startup timeout, as for swift
     assert (out / "checkpoint-4").is_dir()
+    # the report holds the batch its own code set (2), not transformers' default its command line implies (8)
+    data = report(out)
+    assert (data["global_batch"]["value"], data["attempts"][0]["settings"]["per_device_train_batch_size"]) == (2, 2)
 
 
 def test_a_script_with_its_own_parser_is_retried_from_its_own_batch_through_its_training_arguments(

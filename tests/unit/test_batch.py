@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.model import GpuInfo
-from launcher.plan.batch import keep_global_batch
+from launcher.plan.batch import as_ran, keep_global_batch
 from launcher.plan.build import LaunchPaths, build_plan
 from launcher.plan.settings import initial_settings, plan_swift_args
 from launcher.plan.swift_args import parse_swift_argv
@@ -84,3 +84,16 @@ def test_the_plan_prints_the_global_batch_and_what_plain_swift_would_have_used()
 )
 def test_keep_global_batch_table(micro: int, given: int | None, world: int, swift_world: int, accum: int) -> None:
     assert keep_global_batch(micro, given, world, swift_world).grad_accum == accum
+
+
+def test_the_batch_as_a_script_ran_it_replaces_the_defaults_its_command_line_implied() -> None:
+    # a script set micro-batch 2 in its own code where its argv implied transformers' 8
+    planned = keep_global_batch(8, None, 2, 2)  # accumulation 1, 2 processes
+    ran = as_ran(planned, 2, 1)
+    assert (ran.global_batch, ran.swift_global_batch, ran.kept) == (4, 4, True)
+    assert as_ran(planned, 8, planned.grad_accum) is planned
+    # where safe-sft changed the accumulation (another world size than the script's alone), the script alone
+    # keeps its own: only safe-sft's side takes what ran
+    changed = keep_global_batch(2, 4, 4, 2)
+    ran = as_ran(changed, 1, changed.grad_accum)
+    assert (ran.micro_batch, ran.swift_accum, ran.grad_accum) == (1, 4, changed.grad_accum)
