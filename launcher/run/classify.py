@@ -38,6 +38,8 @@ _OOM = re.compile(
     r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
     r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory|"  # the driver API's code 2 (tinygrad)
     r"Ran out of memory trying to allocate|"  # TensorFlow's BFC allocator, the GPU's
+    r"OOM when allocating tensor(?!.*(?:device:CPU|allocator cpu))|"  # TensorFlow's op, on a GPU's allocator
+    r"Ran out of memory in memory space hbm|Exceeded hbm capacity|"  # XLA's, a TPU's (or a GPU's) HBM
     # the occupancy map the BFC allocator logs only once an allocation has failed (its chunks in use `*`,
     # free `_`, the one that did not fit `x`), where the log was cut before its first words
     r"bfc_allocator\.cc:\d+\] [*_]{8,}x+\s*$|"
@@ -103,12 +105,15 @@ _EVAL_PROGRESS = re.compile(
 _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+|^\s*\S+ at \S+\.py:\d+|^\s*at \S+')
 # IPython's (Jupyter's) frames: `File /x/trainer.py:2113, in Trainer.evaluate(self, ...)`, and before IPython 8
 # `/x/request.py in do_open(self, ...)`; read as Python's own frame line
+# IPython prints a frame's source lines around the call, numbered; the call's own is marked `--> 619`
+_IPYTHON_CONTEXT = re.compile(r"^\s*\d+ {2,}\S")
 _IPYTHON_FRAME = re.compile(r"^\s*(?:File )?(?P<path>\S+\.py)(?::(?P<line>\d+),)? in (?:\w+\.)*(?P<func>\w+)\(")
 
 _HOST_ALLOC = re.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|\bMemoryError\b|"
     r"Cannot allocate memory|not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
-    r"running low on memory|killed due to memory pressure|low on resource: memory"  # the last: a kubelet's eviction
+    r"running low on memory|killed due to memory pressure|low on resource: memory|"  # the last: a kubelet's eviction
+    r"after using all available RAM"  # a notebook runtime's (Colab's) end of a session
 )
 # A web request that failed for the network's or the server's reason (a 4xx other than 429 is the user's:
 # a wrong id, a gated repo). Either a failure only HTTP clients raise, or a network failure on a line that
@@ -182,6 +187,12 @@ def _p(kind: FailureKind, pattern: str, exception_only: bool = False, exclude: s
 
 
 _NCCL_TERMINATE = r"terminate called after throwing.*(?:DistBackendError|NCCL|c10::Error|gloo)"
+# A FATAL-level log line, after which the library aborts (glog's `F0423 20:35:34.618070 1234 x.cc:9]`,
+# TensorFlow's and XLA's `2025-04-23 20:35:34.618070: F x.cc:9]`), and a native backtrace's frames of an abort
+_NATIVE_ABORT = (
+    r"^F\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] |\d: F \S+\.(?:cc|h):\d+\] |"
+    r"\(abort\+0x[0-9a-f]+\)|__verbose_terminate_handler"
+)
 
 
 _PATTERNS: tuple[_Pattern, ...] = (
@@ -203,7 +214,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     # line (`unexpected pos 368960 vs 368848`) says less to a user than `[Errno 28] No space left on device`.
     _p(
         FailureKind.DISK_FULL,
-        r"No space left on device|\[Errno 28\]|Errno 122|Disk quota exceeded|ENOSPC|"
+        r"No space left on device|\[Errno 28\]|Errno 122|[Dd]isk quota exceeded|ENOSPC|"
         r"Not enough disk space\. Needed:|"  # datasets' check before it downloads and prepares
         r"There is not enough space on the disk",  # Windows' ERROR_DISK_FULL, as Python and libraries word it
     ),
@@ -257,7 +268,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"error: unrecognized arguments|error: argument|error: the following arguments are required|"
         r"error: invalid choice|remaining_argv|Batch job submission failed|Invalid account|invalid partition|"
         r"Unable to allocate resources|Unable to create step|Invalid generic resource|Invalid (?:gres|qos)|"
-        r"validation errors? for|ValidationError|MisconfigurationException|ConfigurationError|You requested gpu|"
+        r"validation errors? for|ValidationError|MisconfigurationException|"
+        r"Extra inputs are not permitted|\[type=\w+, input_value=|"  # pydantic's (v2) words for a config it refused
+        r"ConfigurationError|You requested gpu|"
         r"DDP expects same model across all ranks|"  # the nodes were given different models
         r"The server socket has failed to (?:listen|bind)|errno: 98\b|Errno 98\b|"
         r"Address already in use|EADDRINUSE|Failed to load JSON|JSON parse error|Cannot access gated repo|"
@@ -281,9 +294,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): |"
         r"Error .+ at line \d+ in file /|"  # a native extension's own error report
-        r"\*\*\* Check failure stack trace: \*\*\*",  # glog's (absl's) fatal CHECK: the process aborts
+        r"\*\*\* Check failure stack trace: \*\*\*|"  # glog's (absl's) fatal CHECK: the process aborts
+        r"Unhandled exception: \S+ what\(\):|"  # a C++ exception nothing caught (Ray's core logs it): an abort
+        + _NATIVE_ABORT,
         exclude=_NCCL_TERMINATE
-        + r"|could be caused by|may be caused by|might be caused by|potential root causes|c10::CUDAError",
+        + r"|could be caused by|may be caused by|might be caused by|potential root causes|common causes include|"
+        r"c10::CUDAError",
     ),
     _p(
         FailureKind.COMM_TIMEOUT,
@@ -359,7 +375,7 @@ _ERROR_LINE = re.compile(
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
     r"free\(\): |malloc\(\): |"  # glibc's heap checks, which abort the process
     r"[Ee]victed|low on resource|ephemeral local storage usage exceeds|"  # a kubelet's
-    r"^\s*\^C\s*$|is not compatible with the current PyTorch installation"
+    r"^\s*\^C\s*$|is not compatible with the current PyTorch installation|all available RAM|" + _NATIVE_ABORT
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
@@ -422,6 +438,8 @@ def _frame_text(line: str) -> str:
 
 def _frame_phase(line: str) -> FailureKind | None:
     text = _frame_text(line)
+    if _IPYTHON_CONTEXT.match(text):  # a line around the call, not the call: `623     skip_save_model=...`
+        return None
     if _SAVE_FRAME.search(text):
         return FailureKind.CUDA_OOM_SAVE
     if _is_eval(text):
