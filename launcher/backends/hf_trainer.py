@@ -52,19 +52,36 @@ def _option_kinds() -> dict[str, tuple[str, ...]]:
     return read_option_table(OPTIONS_FILE)[1]
 
 
+# what names a file, not a folder: a script's own `--out metrics.json` is no abbreviated --output_dir
+FILE_SUFFIXES = (
+    ".json", ".jsonl", ".txt", ".csv", ".tsv", ".log", ".yaml", ".yml", ".pt", ".pth", ".bin", ".safetensors",
+    ".npy", ".npz", ".pkl", ".pickle", ".parquet", ".h5", ".png", ".jpg", ".md", ".html",
+)  # fmt: skip
+
+
 def _own_flags(args: SwiftArgs) -> frozenset[str]:
-    """Abbreviated flags given no value where the option they are a prefix of takes one: HfArgumentParser
-    would stop on them ("expected one argument"), so they are the script's own options (argparse's
-    `--resume` store_true), not TrainingArguments' (`--resume` had been read as --resume_from_checkpoint true
-    and refused: the checkpoint `true` does not exist)."""
+    """Abbreviated flags HfArgumentParser cannot be reading as the option they are a prefix of, so they are
+    the script's own options: one given no value where that option takes one (HfArgumentParser would stop,
+    "expected one argument"; argparse's `--resume` store_true had been read as --resume_from_checkpoint true
+    and refused), and one for a folder (`--out` of --output_dir) whose value is a file, or is named as one
+    (safe-sft had made its records folder at the script's `--out metrics.json`, and the script then failed
+    writing it)."""
     kinds = _option_kinds()
     own = set()
     for flag, values in args.items:
         key = args.key_of(flag)
-        abbreviated = flag.startswith("--") and key != normalize_key(flag) and key in kinds
-        if not values and abbreviated and kinds[key][:1] not in (("bool",), ("flag",)):
+        if not flag.startswith("--") or key == normalize_key(flag) or key not in kinds:
+            continue  # not an abbreviation of TrainingArguments' option
+        given_none = not values and kinds[key][:1] not in (("bool",), ("flag",))
+        a_file = key.endswith("_dir") and bool(values) and _names_a_file(values[-1])
+        if given_none or a_file:
             own.add(flag)
     return frozenset(own)
+
+
+def _names_a_file(value: str) -> bool:
+    path = Path(value).expanduser()
+    return path.is_file() or (not path.is_dir() and path.suffix.lower() in FILE_SUFFIXES)
 
 
 USAGE = "use it as `safe-sft torchrun [OPTIONS] [--] train.py --output_dir OUT --per_device_train_batch_size 4 ...`"

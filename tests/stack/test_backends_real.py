@@ -334,6 +334,22 @@ def test_a_script_with_its_own_parser_gets_the_watchdogs_timeout_in_its_training
     assert (data["global_batch"]["value"], data["attempts"][0]["settings"]["per_device_train_batch_size"]) == (2, 2)
 
 
+def test_a_scripts_own_option_that_prefixes_output_dir_with_a_file_for_its_value_stays_its_own(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """`--out metrics.json`, the script's own file, had been read as an abbreviated --output_dir: safe-sft made
+    its records folder there, and the script, having trained, failed writing its file (plain torchrun ran it)."""
+    out, metrics = tmp_path / "out", tmp_path / "metrics.json"
+    script = STACK / "scripts" / "argparse_train.py"
+    argv = ["--model_name_or_path", str(tiny["model"]), "--data_path", str(tiny["dataset"]), "--output_dir", str(out)]
+    env = {**os.environ, "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    ours = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", str(script), *argv,
+                "--out", str(metrics)], env)  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert metrics.is_file() and json.loads(metrics.read_text()) == {"trained": True}
+    assert report(out)["outcome"] == "succeeded" and (out / "checkpoint-4").is_dir()
+
+
 def test_a_script_with_its_own_parser_is_retried_from_its_own_batch_through_its_training_arguments(
     tiny: dict[str, object], tmp_path: Path
 ) -> None:

@@ -934,3 +934,27 @@ def test_a_scripts_own_flag_that_prefixes_an_option_taking_a_value_is_its_own(tm
     assert own.argv() == ("--ckpt_dir", "ck", "--resume", "--out", "m.json")  # as typed
     hf = HF_TRAINER.read([str(script), "--output_d", "o", "--resume_from", "o/checkpoint-2"]).args
     assert (hf.get("output_dir"), hf.get("resume_from_checkpoint")) == ("o", "o/checkpoint-2")
+
+
+def test_a_scripts_own_flag_that_prefixes_a_folder_option_with_a_file_for_its_value_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An argparse script's `--out metrics.json` had been read as --output_dir (an unambiguous prefix), and
+    safe-sft made its records folder at that path; the script then failed writing its file there (hostile44tr
+    F8). A folder option's prefix whose value is a file, or is named as one, is the script's own."""
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "train.py"
+    script.write_text("")
+    (tmp_path / "scores").write_text("{}")  # an existing file, whatever its name
+
+    def output_dir(*argv: str) -> str | None:
+        return HF_TRAINER.read([str(script), "--output_dir", "ck", *argv]).args.get("output_dir")
+
+    assert output_dir("--out", "metrics.json") == "ck"
+    assert output_dir("--out", "Metrics.JSONL") == "ck"
+    assert output_dir("--out", "scores") == "ck"
+    # a folder's name, even with a dot in it, is still read as HfArgumentParser reads it
+    assert output_dir("--out", "runs") == "runs"
+    assert output_dir("--out", "runs/qwen2.5") == "runs/qwen2.5"
+    (tmp_path / "model.pt").mkdir()
+    assert output_dir("--out", "model.pt") == "model.pt"  # an existing folder

@@ -3,7 +3,7 @@ finetune.py are: it takes a few options, refuses any other, and builds its Train
 by handing hf_train.py's parser the arguments it chose. It also reports the ddp_timeout its TrainingArguments
 got, so a test sees what safe-sft's worker set in it.
 
-    argparse_train.py --model_name_or_path DIR --data_path rows.jsonl --output_dir OUT [--max_steps N]
+    argparse_train.py --model_name_or_path DIR --data_path rows.jsonl --output_dir OUT [--max_steps N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ parser.add_argument("--model_name_or_path", required=True)
 parser.add_argument("--data_path", required=True)
 parser.add_argument("--output_dir", required=True)
 parser.add_argument("--max_steps", type=int, default=4)
+parser.add_argument("--out", help="a JSON file the script writes after training (its own, not --output_dir)")
 given = parser.parse_args()  # an unknown option (--ddp_timeout) stops the script here, as argparse does
 
 import transformers  # noqa: E402 (after the parser: a refused option fails fast)
@@ -38,3 +39,5 @@ sys.argv = [
     "--per_device_train_batch_size", "2", "--report_to", "none", "--dataloader_num_workers", "0",
 ]  # fmt: skip
 runpy.run_path(str(Path(__file__).with_name("hf_train.py")), run_name="__main__")
+if given.out:
+    Path(given.out).write_text('{"trained": true}')
