@@ -721,6 +721,8 @@ def _supervise(
     except Exception as err:
         save(supervisor.attempts, _internal_error(err, supervisor.attempts))
         raise
+    if job is not None and result.outcome == "interrupted" and result.exit_code == 128 + 15:  # SIGTERM
+        result = _with_slurms_reason(result, job, config.resume_latest)
     save(result.attempts, result)
     click.echo(summary(result, report_path, ran(result.attempts), unsaved=unsaved[0] if unsaved else None), err=True)
     if result.outcome == "preempted" and job is not None:
@@ -735,6 +737,20 @@ def _internal_error(err: Exception, attempts: list[AttemptRecord]) -> RunResult:
 
     what = f"safe-sft stopped on an internal error ({type(err).__name__}: {err}); please report it with the traceback"
     return RunResult("failed", attempts, EXIT_TRAINING_FAILED, what)
+
+
+def _with_slurms_reason(result: RunResult, job: SlurmJob, resume_latest: bool) -> RunResult:
+    """A SIGTERM to a Slurm step says nothing of why: Slurm's own record of the job does (a node that
+    failed, the time limit, a scancel). Asked briefly: Slurm kills what is left after its KillWait."""
+    from dataclasses import replace
+
+    from launcher.plan.notice import why_slurm_stopped
+    from launcher.run.notice import show_job
+
+    said = why_slurm_stopped(show_job(job.job_id, timeout_s=5), job, resume_latest)
+    if said is None:
+        return result
+    return replace(result, give_up_reason=f"{result.give_up_reason}; {said}" if result.give_up_reason else said)
 
 
 def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool | None, notice: int | None) -> None:

@@ -37,9 +37,44 @@ def requeue_wanted(flag: bool | None, job_id: str | None, job_allows_requeue: bo
 
 def job_allows_requeue(scontrol_show_job: str) -> bool | None:
     """From `scontrol show job -o ID`: its Requeue=0|1 field, or None when the text has none."""
-    for field in scontrol_show_job.split():
-        if field.startswith("Requeue="):
-            return field == "Requeue=1"
+    requeue = _fields(scontrol_show_job).get("Requeue")
+    return None if requeue is None else requeue == "1"
+
+
+def _fields(scontrol_show_job: str) -> dict[str, str]:
+    return dict(f.split("=", 1) for f in scontrol_show_job.split() if "=" in f)
+
+
+def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool) -> str | None:
+    """Why Slurm is ending the job whose step got a SIGTERM, from `scontrol show job -o ID` (its JobState,
+    Reason and Restarts): a node that failed, a requeue, the time limit, a scancel, a preemption; None where it
+    does not say (a `scancel --signal=TERM` leaves the job RUNNING) or scontrol gave nothing."""
+    fields = _fields(scontrol_show_job)
+    state, reason = fields.get("JobState", ""), fields.get("Reason", "None")
+    said = f"JobState={state}" + (f", Reason={reason}" if reason != "None" else "")
+    job_id, restarts = job.job_id, fields.get("Restarts", "")
+    if restarts.isdigit() and int(restarts) > job.restarts:  # Slurm requeued it: a node failed, or scontrol
+        goes_on = (
+            "with --resume-latest it goes on from the newest complete checkpoint"
+            if resume_latest
+            else "it runs the same command again, from step 0: add --resume-latest to go on from the newest "
+            "complete checkpoint"
+        )
+        return f"Slurm requeued job {job_id} ({said}, Restarts={restarts}): {goes_on}"
+    if state == "NODE_FAIL" or reason in ("NodeDown", "NodeFail", "Node_Fail"):
+        return (
+            f"Slurm is ending job {job_id}: one of its nodes failed ({said}); `sinfo -R` says which and why, "
+            "and a requeued job waits for nodes that are up"
+        )
+    if state == "TIMEOUT":
+        return (
+            f"Slurm ended job {job_id} at its time limit ({said}): give it more time (--time), or add "
+            "`#SBATCH --signal=USR1@120` so that safe-sft saves a checkpoint before the limit"
+        )
+    if state == "CANCELLED":
+        return f"Slurm says job {job_id} was cancelled ({said}: scancel)"
+    if state == "PREEMPTED":
+        return f"Slurm preempted job {job_id} ({said})"
     return None
 
 

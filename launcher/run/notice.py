@@ -76,13 +76,12 @@ def write_mark(output_dir: Path, mark: NoticeMark) -> Path:
     return path
 
 
-def show_job(job_id: str) -> str:
+def show_job(job_id: str, timeout_s: float = SCONTROL_TIMEOUT_S) -> str:
     """`scontrol show job -o ID`, or "" where scontrol is missing or fails."""
     try:
         done = subprocess.run(
-            ["scontrol", "show", "job", "-o", job_id],
-            capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False,
-        )  # fmt: skip
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout if done.returncode == 0 else ""

@@ -107,6 +107,68 @@ def test_d_scancel_term_reaches_every_training_process_and_nothing_restarts(
     assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2  # no second attempt started
 
 
+def test_a_node_that_fails_mid_run_is_named_as_slurms_reason_for_the_sigterm(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The controller marks node n2 down mid-run and ends the job: every safe-sft got only a SIGTERM and said
+    "interrupted", where nothing named the node failure (the requeued job then waits for a node that is down).
+    safe-sft now asks Slurm why, and says it."""
+    out = tmp_path / "out"
+    # not requeued: Slurm requeues a job whose node failed where the job allows it
+    job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000), ("--no-requeue",))
+    deadline = time.monotonic() + 240
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
+    time.sleep(3)
+    try:
+        down = cluster.slurm("scontrol", "update", "nodename=n2", "state=down", "reason=safe-sft-test")
+        assert down.returncode == 0, down.stderr
+        wait_gone(cluster, job, 180)
+    finally:
+        cluster.slurm("scontrol", "update", "nodename=n2", "state=resume")
+    reports = [json.loads(p.read_text()) for p in (out / "safe-sft").glob("*-node*/report.json")]
+    assert reports, cluster.logs()
+    for report in reports:
+        assert report["outcome"] == "interrupted" and report["exit_code"] == 143
+        assert f"job {job}: one of its nodes failed" in report["give_up_reason"], report["give_up_reason"]
+    said = (tmp_path / "task-0.err").read_text()
+    assert "one of its nodes failed" in said and "sinfo -R" in said, said[-3000:]
+
+
+def test_a_job_slurm_requeues_after_a_node_failed_is_said_to_run_again_from_step_0_without_resume_latest(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Where the job allows a requeue (Slurm's default), a node failure requeues it: the requeued job runs the
+    same command, which without --resume-latest trains from step 0 again. The first run says so."""
+    out = tmp_path / "out"
+    job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000), ("--requeue",))
+    deadline = time.monotonic() + 240
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
+    time.sleep(3)
+    try:
+        down = cluster.slurm("scontrol", "update", "nodename=n2", "state=down", "reason=safe-sft-test")
+        assert down.returncode == 0, down.stderr
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len(list((out / "safe-sft").glob("*-node*/report.json"))) < 2:
+            time.sleep(1)
+        while time.monotonic() < deadline and not all(
+            json.loads(p.read_text())["outcome"] != "running" for p in (out / "safe-sft").glob("*-node*/report.json")
+        ):
+            time.sleep(1)
+    finally:
+        cluster.slurm("scancel", job)
+        wait_gone(cluster, job, 180)
+        cluster.slurm("scontrol", "update", "nodename=n2", "state=resume")
+    first = [json.loads(p.read_text()) for p in sorted((out / "safe-sft").glob("*-node*/report.json"))[:2]]
+    for report in first:
+        assert report["outcome"] == "interrupted" and report["exit_code"] == 143
+        assert f"Slurm requeued job {job}" in report["give_up_reason"], report["give_up_reason"]
+        assert "--resume-latest" in report["give_up_reason"]
+
+
 def test_scancel_usr1_checkpoints_on_both_nodes_requeues_and_resumes_from_that_step(
     cluster: SlurmCluster, tiny, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ from launcher.plan.notice import (
     requeued_resume,
     sigterm_is_notice,
     slurm_job,
+    why_slurm_stopped,
 )
 from launcher.run.notice import read_mark, write_mark
 from launcher.run.report import report_json
@@ -357,3 +358,55 @@ def test_the_slurm_job_is_read_once_from_its_two_variables() -> None:
     for bad, what in (("two", "not an integer"), ("-1", "negative")):
         with pytest.raises(SafeSftError, match=f"SLURM_RESTART_COUNT='{bad}' is {what}"):
             slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": bad})
+
+
+# `scontrol show job -o 1` from Slurm 22.05 (the stack tier's cluster) as a step's safe-sft got SIGTERM, cut
+# to the fields that matter and a few around them
+NODE_DOWN = (
+    "JobId=1 JobName=job.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState=COMPLETING Reason=NodeDown Dependency=(null) Requeue=0 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:00:33 TimeLimit=UNLIMITED NodeList=n1 BatchHost=n1\n"
+)
+REQUEUED = NODE_DOWN.replace("JobId=1", "JobId=2").replace("Reason=NodeDown", "Reason=None")
+REQUEUED = REQUEUED.replace("Requeue=0 Restarts=0", "Requeue=1 Restarts=1")
+
+
+@pytest.mark.parametrize(
+    ("text", "restarts", "resume_latest", "expected"),
+    [
+        (NODE_DOWN, 0, False, "one of its nodes failed (JobState=COMPLETING, Reason=NodeDown); `sinfo -R`"),
+        (
+            REQUEUED,
+            0,
+            False,
+            "Slurm requeued job 7 (JobState=COMPLETING, Restarts=1): it runs the same command "
+            "again, from step 0: add --resume-latest",
+        ),
+        (REQUEUED, 0, True, "with --resume-latest it goes on from the newest complete checkpoint"),
+        (REQUEUED, 1, False, None),  # this run is the requeued one: it was not requeued again
+        (
+            NODE_DOWN.replace("COMPLETING", "TIMEOUT").replace("NodeDown", "None"),
+            0,
+            False,
+            "at its time limit (JobState=TIMEOUT): give it more time (--time), or add `#SBATCH --signal=USR1@120`",
+        ),
+        (
+            NODE_DOWN.replace("COMPLETING", "CANCELLED").replace("NodeDown", "None"),
+            0,
+            False,
+            "was cancelled (JobState=CANCELLED: scancel)",
+        ),
+        (NODE_DOWN.replace("COMPLETING", "PREEMPTED").replace("NodeDown", "None"), 0, False, "Slurm preempted job 7"),
+        # `scancel --signal=TERM` signals the step and leaves the job running: Slurm says nothing of why
+        (NODE_DOWN.replace("COMPLETING", "RUNNING").replace("NodeDown", "None"), 0, False, None),
+        ("", 0, False, None),  # scontrol missing, or it failed
+    ],
+)
+def test_why_slurm_stopped_a_job_is_read_from_its_state_reason_and_restarts(
+    text: str, restarts: int, resume_latest: bool, expected: str | None
+) -> None:
+    said = why_slurm_stopped(text, SlurmJob("7", restarts, None), resume_latest)
+    if expected is None:
+        assert said is None
+    else:
+        assert said is not None and expected in said, said
