@@ -140,12 +140,52 @@ def patch_training_arguments() -> None:
             if given is not None and "output_dir" not in chosen:
                 keep_earlier_checkpoints(given, chosen.get("resume_from_checkpoint"))
         built(self, *args, **kwargs)
+        if first and "per_device_train_batch_size" in chosen:
+            batch_as_told(self, trainer_class)
         if first and path:
             _report(path, self.args)
 
+    trainer_class = transformers.Trainer  # transformers' own, before a script rebinds the name
     transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
     if "resume_from_checkpoint" in chosen:
         resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"], supervised)
+
+
+class BatchNotAppliedError(ValueError):
+    """The script's own train DataLoader keeps a batch of its own: the micro-batch safe-sft set cannot reach it."""
+
+
+def batch_as_told(trainer: Any, base: type) -> None:
+    """A Trainer subclass whose own get_train_dataloader batches by a value of the script's (`batch_size=
+    cli.bs`) keeps its batch when safe-sft halves per_device_train_batch_size, while the accumulation doubles:
+    the retry had trained on twice the global batch and said it was kept. The supervised Trainer's loader is
+    checked as its training loop builds it, and such an attempt stops there: nothing trained, nothing saved."""
+    own = type(trainer).get_train_dataloader
+    if own is base.get_train_dataloader:
+        return  # transformers' own loader batches by the arguments
+
+    @functools.wraps(own)
+    def get_train_dataloader(*args: Any, **kwargs: Any) -> Any:
+        loader = own(trainer, *args, **kwargs)
+        size, told = _loader_batch(loader), trainer.args.train_batch_size  # per process
+        if size is not None and size != told:
+            raise BatchNotAppliedError(
+                f"safe-sft: the script's own get_train_dataloader batches {size} per process, not the "
+                f"per_device_train_batch_size {told} safe-sft set: its smaller batch cannot reach this script, and "
+                "with the accumulation raised the global batch would change; nothing was trained in this attempt. "
+                "Run again with the script's own batch option smaller, or build the DataLoader from "
+                "self._train_batch_size"
+            )
+        return loader
+
+    trainer.get_train_dataloader = get_train_dataloader
+
+
+def _loader_batch(loader: Any) -> int | None:
+    size = getattr(loader, "batch_size", None)
+    if size is None:  # accelerate's prepared loader on several processes: its batch sampler's
+        size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
 FRESH_DIR_ENV = "SAFE_SFT_FRESH_DIR"  # the name of this attempt's own dir, should it need one (v<N>-<run>)

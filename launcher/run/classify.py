@@ -244,6 +244,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"cannot import name|No module named|requires the .* library|pip install|"
         r"JSONDecodeError|UnicodeDecodeError|ArrowInvalid|ArrowTypeError|KeyError|TypeError|AttributeError|NameError|"
         r"ZeroDivisionError|"  # swift's sample_dataset divides by a dataset's rows: a file none of whose rows it reads
+        r"BatchNotAppliedError|"  # safe-sft's worker: a script's own DataLoader keeps its batch (launcher/hf_worker.py)
         r"SyntaxError|IndentationError|NotImplementedError|yaml\.\w+Error|ScannerError|ParserError|"
         r"Address already in use|EADDRINUSE|No CUDA GPUs are available|Found no NVIDIA driver|"
         r"CUDA driver version is insufficient|no kernel image is available|not compiled with CUDA|"

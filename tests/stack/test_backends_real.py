@@ -350,6 +350,27 @@ def test_a_scripts_own_option_that_prefixes_output_dir_with_a_file_for_its_value
     assert report(out)["outcome"] == "succeeded" and (out / "checkpoint-4").is_dir()
 
 
+def test_a_script_whose_own_dataloader_keeps_its_batch_stops_before_training_on_another_global_batch(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """A Trainer subclass whose get_train_dataloader batches by the script's own value kept its batch when the
+    ladder halved per_device_train_batch_size and doubled the accumulation: the retry trained on twice the
+    global batch and said it was kept (hostile44tr F5). The retry now stops before its first step and says why."""
+    out = tmp_path / "out"
+    argv = [str(STACK / "scripts" / "hf_train.py"), "--model_name_or_path", str(tiny["model"]), "--data_path",
+            str(tiny["dataset"]), "--output_dir", str(out), "--max_steps", "6", "--save_steps", "2", "--use_cpu",
+            "true", "--report_to", "none", "--per_device_train_batch_size", "2", "--own_loader_batch", "2"]  # fmt: skip
+    env = {**env_for(ENTRIES["torchrun"], tmp_path, "ranks", "oom_step:3:0"), "OMP_NUM_THREADS": "1"}
+    result = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", *argv], env)
+    assert result.returncode == 1, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "cuda_oom" and second["settings"]["per_device_train_batch_size"] == 1
+    assert second["failure"]["kind"] == "user_error"
+    assert "own get_train_dataloader batches 2 per process, not the per_device_train_batch_size 1" in result.stderr
+    assert second["last_step"] is None  # it stopped before its first step
+    assert sorted(p.name for p in out.rglob("checkpoint-*")) == ["checkpoint-2"]  # nothing saved by the retry
+
+
 def test_a_script_with_its_own_parser_is_retried_from_its_own_batch_through_its_training_arguments(
     tiny: dict[str, object], tmp_path: Path
 ) -> None:

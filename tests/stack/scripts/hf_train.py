@@ -34,6 +34,18 @@ class ScriptArguments:
     ignore_resume: bool = False
     # recipes that build the output dir in code, after parsing (from the model's name, a timestamp)
     output_dir_in_code: str = ""
+    # recipes with a Trainer subclass whose train DataLoader batches by a value of their own
+    own_loader_batch: int = 0
+
+
+class OwnLoaderTrainer(Trainer):
+    batch = 0
+
+    def get_train_dataloader(self):  # type: ignore[no-untyped-def]
+        loader = torch.utils.data.DataLoader(
+            self.train_dataset, batch_size=self.batch, shuffle=False, collate_fn=self.data_collator
+        )
+        return self.accelerator.prepare(loader)
 
 
 class ChatRows(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -56,7 +68,8 @@ def main() -> None:
         training.output_dir = script.output_dir_in_code
     tokenizer = AutoTokenizer.from_pretrained(script.model_name_or_path)
     model = AutoModelForCausalLM.from_pretrained(script.model_name_or_path)
-    trainer = Trainer(
+    OwnLoaderTrainer.batch = script.own_loader_batch
+    trainer = (OwnLoaderTrainer if script.own_loader_batch else Trainer)(
         model=model,
         args=training,
         train_dataset=ChatRows(script.data_path, tokenizer, script.model_max_length),
