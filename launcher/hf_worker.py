@@ -155,7 +155,7 @@ class BatchNotAppliedError(ValueError):
     """The script's own train DataLoader keeps a batch of its own: the micro-batch safe-sft set cannot reach it."""
 
 
-def batch_as_told(trainer: Any, base: type) -> None:
+def batch_as_told(trainer: Any, base: Any) -> None:
     """A Trainer subclass whose own get_train_dataloader batches by a value of the script's (`batch_size=
     cli.bs`) keeps its batch when safe-sft halves per_device_train_batch_size, while the accumulation doubles:
     the retry had trained on twice the global batch and said it was kept. The supervised Trainer's loader is
