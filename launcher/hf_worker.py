@@ -76,10 +76,10 @@ def resolved_args(args: Any) -> dict[str, Any]:
     }
 
 
-def _report(path: str, args: Any) -> None:
+def _report(path: str, args: Any, **more: Any) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as handle:
-        json.dump(resolved_args(args), handle, indent=1)
+        json.dump({**resolved_args(args), **more}, handle, indent=1)
     os.replace(tmp, path)  # a reader never sees half a file
 
 
@@ -147,8 +147,9 @@ def patch_training_arguments() -> None:
 
     trainer_class = transformers.Trainer  # transformers' own, before a script rebinds the name
     transformers.Trainer.__init__ = init_and_report  # type: ignore[method-assign]
-    if "resume_from_checkpoint" in chosen:
-        resume_where_told(transformers.Trainer, chosen["resume_from_checkpoint"], supervised)
+    resume_where_told(transformers.Trainer, chosen.get("resume_from_checkpoint"), supervised, path)
+    if os.environ.get(LAST_CHECKPOINT_ENV) and "output_dir" in chosen:
+        last_checkpoint_as_found(chosen["output_dir"], os.environ[LAST_CHECKPOINT_ENV])
 
 
 class BatchNotAppliedError(ValueError):
@@ -218,11 +219,13 @@ def keep_earlier_checkpoints(args: Any, resume: str | None) -> None:
         )
 
 
-def resume_where_told(trainer: Any, checkpoint: str, supervised: list[Any]) -> None:
+def resume_where_told(trainer: Any, checkpoint: str | None, supervised: list[Any], path: str | None) -> None:
     """The supervised (first) Trainer's first train() resumes from `checkpoint`, safe-sft's resume point (the
     newest complete checkpoint, or the user's), whatever the script passes it: None (a bare `trainer.train()`
     would train from step 0 and save over the checkpoints), or a checkpoint of its own search (which takes a
-    half-written one too). Another Trainer's, or a later call, is the script's own."""
+    half-written one too). Another Trainer's, or a later call, is the script's own. Where safe-sft told none,
+    the checkpoint the script passes (its own `--init_ckpt`, its get_last_checkpoint) is reported as
+    `trained_from`: the attempt went on from it, not from step 0."""
     original = trainer.train
     pending = [checkpoint]
 
@@ -230,13 +233,49 @@ def resume_where_told(trainer: Any, checkpoint: str, supervised: list[Any]) -> N
     def train(self: Any, *args: Any, **kwargs: Any) -> Any:
         if pending and supervised and self is supervised[0]:
             told = pending.pop()
-            if args:
+            if told is not None and args:
                 args = (told, *args[1:])
-            else:
+            elif told is not None:
                 kwargs["resume_from_checkpoint"] = told
+            used = args[0] if args else kwargs.get("resume_from_checkpoint")
+            if used is True:  # transformers' own search of the output dir
+                from transformers.trainer_utils import get_last_checkpoint
+
+                used = get_last_checkpoint(self.args.output_dir)  # type: ignore[no-untyped-call]
+            if path:
+                _report(path, self.args, trained_from=os.path.abspath(used) if isinstance(used, str) else None)
         return original(self, *args, **kwargs)
 
     trainer.train = train
+
+
+LAST_CHECKPOINT_ENV = "SAFE_SFT_LAST_CHECKPOINT"  # the newest complete checkpoint where a fresh dir hides it
+
+
+def last_checkpoint_as_found(fresh_dir: str, checkpoint: str) -> None:
+    """An attempt sent to a fresh dir (the output dir holds an earlier run's checkpoints) hides them from the
+    script's own `get_last_checkpoint(args.output_dir)` (run_clm.py's auto-resume): under plain torchrun the
+    script would resume from the newest, under safe-sft it trained from step 0. Asked about the fresh dir, it
+    now gets the newest complete checkpoint of the output dir (plain transformers would take a half-written
+    one too), and the attempt says so."""
+    from transformers import trainer_utils
+
+    original: Callable[[Any], Any] = trainer_utils.get_last_checkpoint
+
+    @functools.wraps(original)
+    def get_last_checkpoint(folder: Any) -> Any:
+        if os.path.abspath(str(folder)) != os.path.abspath(fresh_dir):
+            return original(folder)
+        if os.environ.get("RANK", "0") == "0":
+            print(
+                f"safe-sft: the script looks for its last checkpoint in {folder}, this attempt's fresh dir: it "
+                f"gets {checkpoint}, the newest complete one in {os.path.dirname(os.path.abspath(fresh_dir))}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return checkpoint
+
+    trainer_utils.get_last_checkpoint = get_last_checkpoint
 
 
 def log_steps() -> None:

@@ -17,6 +17,9 @@ from launcher.plan.swift_args import SwiftArgs
 SCRIPT_ARGS_ENV = "SAFE_SFT_TRAINING_ARGS"  # launcher/hf_worker.py reads it
 # the name of the dir the worker writes to inside a script's own output dir that holds earlier checkpoints
 FRESH_DIR_ENV = "SAFE_SFT_FRESH_DIR"
+# the newest complete checkpoint of a script's output dir, where this attempt's fresh dir hides it from the
+# script's own get_last_checkpoint
+LAST_CHECKPOINT_ENV = "SAFE_SFT_LAST_CHECKPOINT"
 
 # the TrainingArguments fields safe-sft writes for a script, with their types
 FIELDS: dict[str, type] = {

@@ -37,6 +37,7 @@ class ResolvedArgs:
     ddp_timeout: int | None
     deepspeed: Any  # swift's parsed config (a dict), or None
     gradient_checkpointing: bool | None = None  # where the worker reports it (a script's TrainingArguments)
+    trained_from: str | None = None  # the checkpoint a script's own code passed its first train(), unasked
 
     def to_json(self) -> dict[str, Any]:
         """As report.json shows it: what swift itself ran with."""
@@ -96,6 +97,7 @@ def parse(data: Any) -> ResolvedArgs | None:
         ddp_timeout=_int(data.get("ddp_timeout")),
         deepspeed=data.get("deepspeed"),
         gradient_checkpointing=gc if isinstance(gc := data.get("gradient_checkpointing"), bool) else None,
+        trained_from=_text(data.get("trained_from")),
     )
 
 

@@ -37,7 +37,7 @@ from launcher.plan.ds_config import zero_settings
 from launcher.plan.estimate import corrected, estimate, measured_correction
 from launcher.plan.guided import Memory
 from launcher.plan.notice import EXIT_PREEMPTED, NoticeMark, sigterm_is_notice
-from launcher.plan.script_args import FRESH_DIR_ENV, SCRIPT_ARGS_ENV, script_args_env
+from launcher.plan.script_args import FRESH_DIR_ENV, LAST_CHECKPOINT_ENV, SCRIPT_ARGS_ENV, script_args_env
 from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_swift_args
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
@@ -51,6 +51,7 @@ from launcher.run.checkpoints import (
     checkpoint_at,
     checkpoint_step,
     is_complete,
+    latest_complete,
     missing_rng_states,
     saved_args,
     snapshot,
@@ -657,6 +658,9 @@ class Supervisor:
             env_set.update({setting.name: setting.value for setting in script_args_env(self.prepared.swift, swift)})
             # the name of a dir of this attempt's own, where the script's own output dir holds earlier checkpoints
             env_set[FRESH_DIR_ENV] = f"v{number}-{self.run_dir.name}"
+            newest = latest_complete(swift_output_dir)[0] if resume is None and versioned_because else None
+            if newest is not None:  # the script's own get_last_checkpoint gets it, where the fresh dir has none
+                env_set[LAST_CHECKPOINT_ENV] = str(newest.path)
             trainer_argv = self.prepared.swift.argv()
         config = self.prepared.swift
         from_config = {**config.config_env, "SWIFT_CONFIG_FILE": config.config_file} if config.config_file else {}
@@ -696,6 +700,9 @@ class Supervisor:
         except CoordinationLost:  # the run ends here: the attempt, filled in to its end, is still part of it
             self.attempts.append(record)
             raise
+        trained_from = record.resolved.trained_from if record.resolved is not None else None
+        if resume is None and trained_from is not None:  # the script's own resume: it went on from there
+            record.resumed_from = given_resume(Path(trained_from), weights_only=False)
         if resume is not None and record.started_over is not None:
             why = record.started_over
             sys.stderr.write(f"safe-sft: attempt {number} did not resume from step {resume.step}: {why}\n")

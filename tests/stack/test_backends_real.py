@@ -350,6 +350,34 @@ def test_a_scripts_own_option_that_prefixes_output_dir_with_a_file_for_its_value
     assert report(out)["outcome"] == "succeeded" and (out / "checkpoint-4").is_dir()
 
 
+def test_a_rerun_of_a_script_that_resumes_from_its_own_last_checkpoint_goes_on_from_the_newest_complete_one(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """run_clm.py resumes from get_last_checkpoint(output_dir). A rerun into a dir with checkpoints goes to a
+    fresh dir (it would save over them), which hid them from the script: it trained from step 0, where plain
+    torchrun goes on (hostile44tr F10). The script now gets the newest complete checkpoint, and the report says
+    the attempt went on from it (it had said step 0: hostile44tr M1)."""
+    out = tmp_path / "out"
+    argv = [str(STACK / "scripts" / "hf_train.py"), "--model_name_or_path", str(tiny["model"]), "--data_path",
+            str(tiny["dataset"]), "--output_dir", str(out), "--save_steps", "2", "--use_cpu", "true",
+            "--report_to", "none", "--per_device_train_batch_size", "2", "--resume_last", "true"]  # fmt: skip
+    env = {**os.environ, "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    first = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", *argv, "--max_steps", "4"], env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (out / "checkpoint-4" / "trainer_state.json").rename(out / "checkpoint-4" / "moved")  # a save cut short
+    again = run([sys.executable, "-m", "launcher", "torchrun", "--nproc", "1", "--", *argv, "--max_steps", "6"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"gets {out / 'checkpoint-2'}, the newest complete one in {out}" in again.stderr
+    newest = max((out / "safe-sft").glob("*/report.json"), key=lambda p: p.parent.name)
+    rerun = json.loads(newest.read_text())["attempts"][0]
+    assert rerun["resumed_from"]["step"] == 2 and rerun["lost"] is None
+    fresh = Path(rerun["run_dir"])
+    assert fresh.parent == out
+    assert sorted(p.name for p in fresh.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    assert state_of(fresh / "checkpoint-6")["global_step"] == 6
+    assert (out / "checkpoint-4" / "moved").is_file()  # the earlier run's checkpoints as they were
+
+
 def test_a_script_whose_own_dataloader_keeps_its_batch_stops_before_training_on_another_global_batch(
     tiny: dict[str, object], tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ from transformers import (
     Trainer,
     TrainingArguments,
 )
+from transformers.trainer_utils import get_last_checkpoint
 
 
 @dataclass
@@ -36,6 +37,8 @@ class ScriptArguments:
     output_dir_in_code: str = ""
     # recipes with a Trainer subclass whose train DataLoader batches by a value of their own
     own_loader_batch: int = 0
+    # run_clm.py's auto-resume: train from get_last_checkpoint(output_dir), where it finds one
+    resume_last: bool = False
 
 
 class OwnLoaderTrainer(Trainer):
@@ -75,7 +78,10 @@ def main() -> None:
         train_dataset=ChatRows(script.data_path, tokenizer, script.model_max_length),
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
     )
-    trainer.train(resume_from_checkpoint=None if script.ignore_resume else training.resume_from_checkpoint)
+    resume = None if script.ignore_resume else training.resume_from_checkpoint
+    if script.resume_last and resume is None:
+        resume = get_last_checkpoint(training.output_dir)
+    trainer.train(resume_from_checkpoint=resume)
 
 
 if __name__ == "__main__":
