@@ -277,7 +277,7 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     from launcher.run.memlock import raise_memlock
     from launcher.units import parse_count
 
-    swift = with_home_expanded(read(swift_argv).args) if swift_argv else None
+    swift = with_home_expanded(read(swift_argv).args, lexical=True) if swift_argv else None
     if check_dir is None and swift is not None:
         check_dir = output_dir_of(swift)
     nproc_text = os.environ.get("NPROC_PER_NODE")

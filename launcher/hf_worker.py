@@ -57,7 +57,7 @@ VERSIONED = re.compile(r"^v\d+-")  # the fresh dir safe-sft names when an attemp
 def resolved_args(args: Any) -> dict[str, Any]:
     """What safe-sft needs of the script's TrainingArguments, as worker.py writes swift's."""
     plain = _sibling("worker")._plain
-    run_dir = os.path.abspath(str(args.output_dir))
+    run_dir = os.path.realpath(str(args.output_dir))  # where the file system puts it: `lnk/..` past a symlink
     versioned = bool(VERSIONED.match(os.path.basename(run_dir)))
     names = (
         "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",

@@ -159,7 +159,7 @@ def prepare(
 ) -> Prepared:
     """The plan for the user's arguments to `backend`'s trainer (swift's argv by default)."""
     read = backend.read(list(swift_argv))
-    swift = with_home_expanded(read.args)
+    swift = with_home_expanded(read.args, backend.lexical_paths)
     # A plan for an assumed machine may name that machine's files: missing ones stay the probes' warnings.
     named = read_named_inputs(swift, backend, assumed=options.assumes_machine, check_named=read.check_named)
     user_deepspeed, data = named.user_deepspeed, named.data
@@ -231,11 +231,23 @@ def prepare(
 HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these
 
 
-def with_home_expanded(swift: SwiftArgs) -> SwiftArgs:
-    """The output and resume dirs with a `~` that no shell expanded (`--output_dir=~/out`, a config file's
-    value) expanded, as the trainers do themselves: safe-sft's lock, report, checkpoint checks and overwrite
-    guard then look where the trainer writes, not at a `./~` dir of their own."""
-    updates = {key: os.path.expanduser(value) for key in HOME_PATHS if (value := swift.get(key)) and value[:1] == "~"}
+def with_home_expanded(swift: SwiftArgs, lexical: bool = False) -> SwiftArgs:
+    """The output and resume dirs as the trainer reads them: safe-sft's lock, report, checkpoint checks and
+    overwrite guard then look where the trainer writes. A `~` that no shell expanded (`--output_dir=~/out`, a
+    config file's value) expanded, as the trainers do themselves, not a `./~` dir of safe-sft's own. And for a
+    `lexical` trainer (swift: os.path.abspath), a `..` taken out of the text: `lnk/../out` is `./out` to swift
+    but, past a symlink, another dir to the file system, where safe-sft had looked for checkpoints, locked and
+    guarded while swift saved over the checkpoints in `./out`. swift gets the value it would make itself."""
+    updates = {}
+    for key in HOME_PATHS:
+        value = swift.get(key)
+        if not value:
+            continue
+        read = os.path.expanduser(value) if value[:1] == "~" else value
+        if lexical and ".." in Path(read).parts:
+            read = os.path.abspath(read)
+        if read != value:
+            updates[key] = read
     return swift.with_values(updates) if updates else swift
 
 

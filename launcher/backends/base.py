@@ -99,6 +99,9 @@ class Backend:
     # the trainer writes swift's args.json beside its checkpoints, which tells one experiment from another
     # (--resume-latest's check); without it, that check has nothing to read and says nothing
     writes_args_json: bool = True
+    # the trainer makes its output and resume dirs absolute as text (swift's os.path.abspath: `lnk/../out` is
+    # ./out), not as the file system resolves them (transformers: past a symlink, `..` is its target's parent)
+    lexical_paths: bool = False
 
     def resumes_by_itself(self, args: SwiftArgs) -> bool:
         """The trainer will resume from the newest checkpoint-N in its output dir, complete or not: LLaMA-Factory,

@@ -187,4 +187,5 @@ SWIFT = Backend(
     read=read,
     trainer=("swift", "ms-swift"),
     deepspeed_names=True,
+    lexical_paths=True,
 )

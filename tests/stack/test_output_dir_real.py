@@ -118,3 +118,27 @@ def test_doctor_warns_when_nproc_is_far_above_the_usable_cores() -> None:
     assert line.startswith(f"[warn] cpu_cores   NPROC_PER_NODE={cores * 8} with {cores} usable CPU core(s)")
     bad = safe_sft("doctor", env={"NPROC_PER_NODE": "lots"})
     assert bad.returncode == 2 and "NPROC_PER_NODE='lots' is not an integer" in bad.stderr
+
+
+def test_a_rerun_into_a_dotdot_past_a_symlink_never_saves_over_the_checkpoints_swift_wrote_there(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """`--output_dir lnk/../out` is ./out to swift (os.path.abspath on the text), another dir to the file system
+    past the symlink: safe-sft guarded that one while a rerun with --add_version false saved over the
+    checkpoints in ./out (hostile45disk F1). The rerun now goes to a fresh dir; the first run's checkpoints stay."""
+    from tests.stack.test_supervise_real import fault_env, safe_sft, swift_args
+
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "lnk").symlink_to(tmp_path / "real" / "sub")
+    env = {**fault_env(tmp_path), "NPROC_PER_NODE": "1"}
+    args = swift_args(tiny, Path("lnk/../out"), max_steps=4, save_steps=2, add_version="false")
+    first = safe_sft(args, env, cwd=cwd)
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = (cwd / "out" / "checkpoint-4" / "model.safetensors").read_bytes()
+    again = safe_sft([*args, "--learning_rate", "1e-3"], env, cwd=cwd)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "it would save over" in again.stderr
+    assert (cwd / "out" / "checkpoint-4" / "model.safetensors").read_bytes() == saved
+    assert not (tmp_path / "real" / "out").exists()  # safe-sft's records beside swift's run, not elsewhere

@@ -562,6 +562,25 @@ def test_a_tilde_no_shell_expanded_is_where_the_trainer_writes(  # type: ignore[
     assert "~" not in " ".join(prepared.plan.swift_argv)
 
 
+def test_a_dotdot_past_a_symlink_is_read_as_swift_reads_it(  # type: ignore[no-untyped-def]
+    fake_host, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`lnk/../out` is ./out to swift (os.path.abspath on the text) and, lnk being a symlink, another dir to
+    the file system: safe-sft locked, guarded and searched that one while swift saved over the checkpoints in
+    ./out (hostile45disk F1). swift now gets the value it makes itself, and safe-sft looks there too."""
+    from launcher.prepare import LaunchOptions, prepare
+
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "lnk").symlink_to(tmp_path / "real" / "sub")
+    monkeypatch.chdir(tmp_path / "cwd")
+    given = ["--output_dir", "lnk/../out", "--resume_from_checkpoint", "lnk/../out/checkpoint-4"]
+    prepared = prepare(["--model", "m", "--use_cpu", "true", *given], LaunchOptions(), {}, host=fake_host())
+    assert prepared.output_dir.resolve() == tmp_path / "cwd" / "out"  # not real/out
+    assert prepared.swift.get("output_dir") == str(tmp_path / "cwd" / "out")
+    assert prepared.swift.get("resume_from_checkpoint") == str(tmp_path / "cwd" / "out" / "checkpoint-4")
+
+
 def test_resume_latest_refuses_another_experiments_checkpoint_before_anything_starts(tmp_path: Path) -> None:
     """Experiment A (learning rate 1e-5) saved checkpoint-6 in the shared output dir; experiment B (1e-3),
     interrupted before its first checkpoint, is rerun with --resume-latest: it had gone on from A's."""
