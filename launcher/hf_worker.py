@@ -78,9 +78,12 @@ def resolved_args(args: Any) -> dict[str, Any]:
 
 def _report(path: str, args: Any, **more: Any) -> None:
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump({**resolved_args(args), **more}, handle, indent=1)
-    os.replace(tmp, path)  # a reader never sees half a file
+    try:
+        with open(tmp, "w") as handle:
+            json.dump({**resolved_args(args), **more}, handle, indent=1)
+        os.replace(tmp, path)  # a reader never sees half a file
+    except OSError as err:  # safe-sft's record: never the end of a training the script would finish
+        _sibling("worker_notice").cannot_write(Path(path), err)
 
 
 # what the first Trainer's arguments get again when it is built: the fields a script may set after building its
@@ -288,12 +291,19 @@ def log_steps() -> None:
     import transformers
 
     path = Path(folder) / "logging.jsonl"
+    unwritable: list[OSError] = []
 
     class StepLog(transformers.TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.is_world_process_zero:
-                with path.open("a") as handle:
-                    handle.write(json.dumps({"global_step/max_steps": f"{state.global_step}/{state.max_steps}"}) + "\n")
+            if state.is_world_process_zero and not unwritable:
+                try:
+                    with path.open("a") as handle:
+                        handle.write(
+                            json.dumps({"global_step/max_steps": f"{state.global_step}/{state.max_steps}"}) + "\n"
+                        )
+                except OSError as err:  # safe-sft's record: training goes on without it
+                    unwritable.append(err)
+                    _sibling("worker_notice").cannot_write(path, err)
 
     original = transformers.Trainer.__init__
 

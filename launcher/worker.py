@@ -102,9 +102,12 @@ def write_resolved(args: Any) -> None:
     if not path or os.environ.get("LOCAL_RANK", "0") != "0":
         return
     tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(resolved_args(args), handle, indent=1)
-    os.replace(tmp, path)  # a reader never sees half a file
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(resolved_args(args), handle, indent=1)
+        os.replace(tmp, path)  # a reader never sees half a file
+    except OSError as err:  # safe-sft's record: never the end of a training swift would finish
+        _sibling("worker_notice").cannot_write(Path(path), err)
 
 
 def _wrap_parse_args(module: Any) -> None:

@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,26 @@ def _on_usr1(_signum: int, _frame: object) -> None:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
+    """safe-sft's record, written whole; where it cannot be (a full or read-only records folder), training goes
+    on: a bookkeeping file of safe-sft's had raised in every rank's on_save and ended a run swift would finish."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError as err:
+        cannot_write(path, err)
+
+
+_warned: set[str] = set()
+
+
+def cannot_write(path: Path, err: OSError) -> None:
+    """One line a file, on stderr: what safe-sft could not record, and that training goes on."""
+    if path.name not in _warned:
+        _warned.add(path.name)
+        print(
+            f"safe-sft: could not write {path} ({err.strerror or err}): training goes on", file=sys.stderr, flush=True
+        )
 
 
 def _any_rank(flag: bool, device: Any) -> bool:

@@ -142,3 +142,25 @@ def test_a_rerun_into_a_dotdot_past_a_symlink_never_saves_over_the_checkpoints_s
     assert "it would save over" in again.stderr
     assert (cwd / "out" / "checkpoint-4" / "model.safetensors").read_bytes() == saved
     assert not (tmp_path / "real" / "out").exists()  # safe-sft's records beside swift's run, not elsewhere
+
+
+def test_a_full_records_folder_never_ends_a_training_swift_would_finish(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """safe-sft's own records in a folder that fills: its worker had died writing swift-args.json (rank 0) and
+    every rank's on_save raised writing timing.json, ending runs plain swift finishes (hostile45disk F2). They
+    now say what they could not write, and training goes on."""
+    from tests.stack.test_supervise_real import fault_env, swift_args
+    from tests.stack.test_supervise_real import safe_sft as run_safe_sft
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _mount_tmpfs(out / "safe-sft", "size=48k")
+    try:
+        env = {**fault_env(tmp_path), "NPROC_PER_NODE": "1"}
+        result = run_safe_sft(swift_args(tiny, out, max_steps=4, save_steps=2, add_version="false"), env)
+    finally:
+        subprocess.run(["umount", str(out / "safe-sft")], check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "could not write" in result.stderr and "training goes on" in result.stderr
+    assert (out / "checkpoint-4" / "trainer_state.json").is_file()
