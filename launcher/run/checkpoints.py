@@ -113,6 +113,8 @@ def torch_file_problem(path: Path) -> str | None:
 
 
 def _json_problem(path: Path) -> str | None:
+    if path.exists() and not path.is_file() and not path.is_dir():  # a FIFO, a device: a read blocks or never ends
+        return f"{path.name} is not a regular file"
     try:
         value = json.loads(path.read_bytes())
     except FileNotFoundError:

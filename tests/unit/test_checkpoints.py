@@ -428,6 +428,20 @@ def test_a_state_that_cannot_be_read_is_not_called_missing(tmp_path: Path) -> No
     assert skipped[unreadable_state].startswith("trainer_state.json cannot be read (Is a directory")
 
 
+def test_a_state_that_is_a_fifo_is_skipped_not_read(tmp_path: Path) -> None:
+    """Reading a FIFO blocks until something writes to it: --resume-latest had hung before anything started
+    (hostile45disk F5)."""
+    import os
+
+    older = make(tmp_path / "checkpoint-3")
+    fifo = make(tmp_path / "checkpoint-6")
+    (fifo / "trainer_state.json").unlink()
+    os.mkfifo(fifo / "trainer_state.json")
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == older
+    assert skipped[fifo] == "trainer_state.json is not a regular file"
+
+
 def test_a_run_dir_that_cannot_be_listed_is_passed_over(tmp_path: Path) -> None:
     """A colleague's run dir (mode 700) in a shared output dir: its checkpoints are none of this user's, and
     reading the others must not fail. (Root reads it all the same: the listing is made to fail here.)"""
