@@ -242,12 +242,17 @@ def _workers_zero(s: Settings) -> Step | None:
     )
 
 
+def offloads(s: Settings) -> bool:
+    """DeepSpeed offloads to the CPU on this rung (zero2_offload, zero3_offload): only then does it pin."""
+    return s.deepspeed is not None and s.deepspeed.endswith("_offload")
+
+
 def _pin_off(s: Settings) -> Step | None:
     """pinning off: the dataloader's, and DeepSpeed offload's, whichever is still on"""
     changes = []
     if s.dataloader_pin_memory:
         changes.append("dataloader_pin_memory true -> false")
-    if s.offload_pin_memory:
+    if s.offload_pin_memory and offloads(s):
         changes.append("DeepSpeed offload pin_memory true -> false")
     if not changes:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 from launcher.masking import mask_argv, mask_env, mask_text
 from launcher.model import Failure, GlobalBatch
 from launcher.plan.batch import describe as describe_batch
+from launcher.plan.degrade import offloads
 from launcher.plan.estimate import corrected
 from launcher.probe.disk import disk_free
 from launcher.run.checkpoints import is_version_dir
@@ -51,7 +52,7 @@ def attempt_json(record: AttemptRecord, lost: Lost | None = None) -> dict[str, A
             "save_only_model": s.save_only_model,
             "dataloader_num_workers": s.dataloader_num_workers,
             "dataloader_pin_memory": s.dataloader_pin_memory,
-            "offload_pin_memory": s.offload_pin_memory,
+            "offload_pin_memory": s.offload_pin_memory if offloads(s) else None,  # no offload: nothing pinned
             "per_device_eval_batch_size": s.eval_batch,
             "vision_env": s.vision_env,
             "vision_budget": s.vision_budget,

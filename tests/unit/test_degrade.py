@@ -1,5 +1,7 @@
 """The ladder, rung by rung, as tables: every step keeps the global batch."""
 
+from dataclasses import replace
+
 import pytest
 
 from launcher.model import FailureKind as K
@@ -68,7 +70,7 @@ def test_odd_micro_batch_keeps_global_batch() -> None:
         (K.CUDA_OOM_LOAD, "deepspeed zero2 -> zero3"),
         (K.CUDA_OOM_SAVE, "save_only_model false -> true"),
         (K.HOST_OOM, "dataloader_num_workers 1 -> 0"),
-        (K.MEMLOCK, "dataloader_pin_memory true -> false, DeepSpeed offload pin_memory true -> false"),
+        (K.MEMLOCK, "dataloader_pin_memory true -> false"),  # zero2 offloads nothing: no offload pinning
         (K.SHM, "dataloader_num_workers 1 -> 0"),
         (K.COMM_ERROR, "no change"),
         (K.COMM_TIMEOUT, "no change"),
@@ -104,6 +106,15 @@ def test_host_oom_backs_off_offload_only_when_gpus_have_room() -> None:
         "dataloader_pin_memory true -> false, DeepSpeed offload pin_memory true -> false",
         "per_device_train_batch_size 2 -> 1, gradient_accumulation_steps 1 -> 2",
     ]
+
+
+@pytest.mark.parametrize("deepspeed", [None, "zero2", "zero3"])
+def test_pinning_off_names_deepspeeds_offload_only_where_a_rung_offloads(deepspeed: str | None) -> None:
+    """A host OOM without DeepSpeed had been answered "DeepSpeed offload pin_memory true -> false", a change
+    that reached nothing (hostile45report F2)."""
+    s = Settings(micro_batch=2, grad_accum=1, world_size=1, deepspeed=deepspeed, dataloader_num_workers=0)
+    assert walk(s, K.MEMLOCK, 1) == ["dataloader_pin_memory true -> false"]
+    assert walk(replace(s, dataloader_pin_memory=False), K.MEMLOCK, 1) != ["DeepSpeed offload pin_memory true -> false"]
 
 
 def test_custom_deepspeed_json_is_not_replaced() -> None:
