@@ -184,6 +184,13 @@ def report_json(
         },
         "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
         "final_run_dir": attempts[-1].run_dir if attempts else None,
+        # where --resume-latest goes on, for a run that did not finish
+        "go_on_from": found[0]
+        if result is not None
+        and result.outcome in ("failed", "interrupted")
+        and attempts
+        and (found := go_on_from(attempts[-1])) is not None
+        else None,
         "lost_work": lost_json(lost, attempts),
         "attempts": [attempt_json(a, by_attempt.get(a.number)) for a in attempts],
     }
@@ -359,6 +366,28 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
                 f"  note: {Path(last.run_dir).parent / stale} is an earlier run's model, not this run's: "
                 "load this run's from the run dir"
             )
+    if result.outcome in ("failed", "interrupted") and attempts:
+        lines.append(go_on_line(attempts[-1]))
     # never a path to a report that was not written: `unsaved` says why the last write failed
     lines.append(f"  report: {report_path}" if unsaved is None else f"  report: not written: {unsaved}")
     return "\n".join(lines)
+
+
+def go_on_from(last: AttemptRecord) -> tuple[str, int] | None:
+    """Where a rerun with --resume-latest goes on after a run that did not finish: the newest complete
+    checkpoint its last attempt saved, else the one that attempt resumed from (the run dir it last wrote may
+    hold no checkpoint at all)."""
+    if last.saved_step is not None and last.saved_step > last.went_on_from():
+        saved = [p for p in last.checkpoints_written if Path(p).name == f"checkpoint-{last.saved_step}"]
+        if saved:
+            return saved[-1], last.saved_step
+    if last.resumed_from is not None and last.started_over is None:
+        return last.resumed_from.checkpoint, last.resumed_from.step
+    return None
+
+
+def go_on_line(last: AttemptRecord) -> str:
+    found = go_on_from(last)
+    if found is None:
+        return "  no complete checkpoint was saved: a rerun starts from step 0"
+    return f"  go on: rerun with --resume-latest; it resumes from {found[0]} (step {found[1]})"

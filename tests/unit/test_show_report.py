@@ -2,6 +2,7 @@
 checked against values worked out by hand from that report."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -477,6 +478,34 @@ def test_the_summary_says_where_each_attempt_went_on_from() -> None:
     lines = summary(RunResult("succeeded", two, 0), Path("r.json")).splitlines()
     retry = "    attempt 2: no change; from step 0 (no complete checkpoint before it) -> finished"
     assert lines.index("  ladder:") == lines.index(retry) - 1
+
+
+def test_a_run_that_did_not_finish_names_the_checkpoint_a_rerun_goes_on_from() -> None:
+    """A give-up had named only the last attempt's run dir, which held no checkpoint (the work was in the one
+    its attempts resumed from); an interrupt before swift named its run dir named nothing (hostile45report F6)."""
+    from launcher.model import Failure, FailureKind
+    from launcher.plan.degrade import Settings
+    from launcher.plan.settings import Resume
+    from launcher.run.records import AttemptRecord, RunResult
+    from launcher.run.report import report_json, summary
+
+    oom = Failure(FailureKind.CUDA_OOM, ("CUDA out of memory",), 1, 1)
+    first = AttemptRecord(1, Settings(2, 2, 2), [], {}, "", "", failure=oom, last_step=3, saved_step=2,
+                          checkpoints_written=["out/v0/checkpoint-2"])  # fmt: skip
+    resumed = Resume("out/v0/checkpoint-2", 2, False)
+    second = AttemptRecord(2, Settings(1, 4, 2), [], {}, "", "", failure=oom, resumed_from=resumed, last_step=3)
+    gave_up = RunResult("failed", [first, second], 1, "--max-attempts 2 reached")
+    said = "  go on: rerun with --resume-latest; it resumes from out/v0/checkpoint-2 (step 2)"
+    assert said in summary(gave_up, Path("r.json")).splitlines()
+    assert report_json(gave_up.attempts, gave_up, [])["go_on_from"] == "out/v0/checkpoint-2"
+    stopped = RunResult("interrupted", [first], 130)  # stopped before a second attempt
+    assert said in summary(stopped, Path("r.json")).splitlines()
+    bare = AttemptRecord(1, Settings(2, 2, 2), [], {}, "", "", failure=oom, last_step=1)
+    lines = summary(RunResult("failed", [bare], 1, "x"), Path("r.json")).splitlines()
+    assert "  no complete checkpoint was saved: a rerun starts from step 0" in lines
+    finished = RunResult("succeeded", [first, replace(second, failure=None)], 0)
+    assert not any("go on" in line for line in summary(finished, Path("r.json")).splitlines())
+    assert report_json(finished.attempts, finished, [])["go_on_from"] is None
 
 
 def test_a_killed_run_shows_its_last_logged_step_and_an_output_dir_names_its_other_runs(tmp_path: Path) -> None:
