@@ -366,6 +366,13 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
                 f"  note: {Path(last.run_dir).parent / stale} is an earlier run's model, not this run's: "
                 "load this run's from the run dir"
             )
+        pointer = Path(last.run_dir).parent / "last-checkpoint"
+        if versioned and (pointer.is_symlink() or pointer.exists()) and result.outcome == "succeeded":
+            # swift's pointer at the output dir's root names an earlier attempt's (or run's) checkpoint
+            lines.append(
+                f"  note: {pointer} and {pointer.parent / 'args.json'} are an earlier attempt's or run's, not this "
+                f"run's final ones: load its model from {last.run_dir}"
+            )
     if result.outcome in ("failed", "interrupted") and attempts:
         lines.append(go_on_line(attempts[-1]))
     # never a path to a report that was not written: `unsaved` says why the last write failed

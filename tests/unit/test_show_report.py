@@ -508,6 +508,30 @@ def test_a_run_that_did_not_finish_names_the_checkpoint_a_rerun_goes_on_from() -
     assert report_json(finished.attempts, finished, [])["go_on_from"] is None
 
 
+def test_a_run_that_ended_in_a_versioned_dir_says_the_output_dirs_last_checkpoint_is_not_its_final_one(
+    tmp_path: Path,
+) -> None:
+    """--add_version false: an attempt went to a versioned dir rather than save over a half-written checkpoint-4,
+    and swift's output_dir/last-checkpoint still named that one: nothing said so (hostile45report F1)."""
+    from launcher.plan.degrade import Settings
+    from launcher.run.records import AttemptRecord, RunResult
+    from launcher.run.report import summary
+
+    out = tmp_path / "out"
+    (out / "checkpoint-4").mkdir(parents=True)
+    (out / "last-checkpoint").symlink_to("checkpoint-4")
+    final = AttemptRecord(2, Settings(1, 4, 2), [], {}, "", "", run_dir=str(out / "v0-20261129-090101"),
+                          versioned_because=f"it would save over {out / 'checkpoint-4'}")  # fmt: skip
+    lines = summary(RunResult("succeeded", [final], 0), Path("r.json")).splitlines()
+    assert (
+        f"  note: {out / 'last-checkpoint'} and {out / 'args.json'} are an earlier attempt's or run's, not this "
+        f"run's final ones: load its model from {out / 'v0-20261129-090101'}"
+    ) in lines
+    (out / "last-checkpoint").unlink()
+    assert not any("last-checkpoint" in line for line in summary(RunResult("succeeded", [final], 0), Path("r"))
+                   .splitlines())  # fmt: skip
+
+
 def test_a_killed_run_shows_its_last_logged_step_and_an_output_dir_names_its_other_runs(tmp_path: Path) -> None:
     """A SIGKILLed run's report had shown step "-" although it had logged 4 steps, and `report OUTPUT_DIR`
     showed only the rerun after it (hostile42res F6)."""
