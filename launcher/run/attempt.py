@@ -7,6 +7,7 @@ module runs what it is given. The spawner, clock and sleep are injected so it ru
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -24,7 +25,7 @@ from launcher.run.classify import AttemptEvidence, classify, merge_failures
 from launcher.run.coord import CoordinationLost, Coordinator
 from launcher.run.diagnose import collect_stacks, oom_retry_in_stacks
 from launcher.run.gpumon import MemoryMonitor
-from launcher.run.launcher_output import parse_launcher_output
+from launcher.run.launcher_output import WATCHDOG_LINE, parse_launcher_output
 from launcher.run.notice import give_notice, max_steps_of, stopping_step
 from launcher.run.records import AttemptRecord, RunConfig
 from launcher.run.resume import started_over
@@ -220,7 +221,10 @@ class AttemptRunner:
                 record.diagnostics = collect_stacks(process.alive_descendants(), attempt_dir)
                 process.mute_terminal()
                 found = "".join(f"safe-sft:   {line}\n" for line in record.diagnostics)
-                sys.stderr.write(f"safe-sft: hang: {finding}; stopping the attempt\n{found}")
+                said = WATCHDOG_LINE.format(finding=finding)
+                sys.stderr.write(f"{said}\n{found}")
+                with contextlib.suppress(OSError), (attempt_dir / "console.log").open("a") as console:
+                    console.write(f"\n{said}\n")  # for `safe-sft explain`: the SIGTERM that follows is the watchdog's
                 self._stop(process, signal.SIGTERM)
                 return finding, False
             self.sleep(POLL_SECONDS)

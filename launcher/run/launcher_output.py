@@ -45,6 +45,13 @@ class LauncherOutput:
     exit_code: int | None = None  # the launcher's own exit status where the log states it
     steps_seen: bool = False
     finished: bool = False  # the log ends in a finished run
+    # safe-sft's own watchdog stopped the attempt (the line it writes into the attempt's console.log): the
+    # SIGTERM the launcher then reports is the watchdog's, not a user's
+    watchdog_hang: str | None = None
+
+
+WATCHDOG_LINE = "safe-sft: hang: {finding}; stopping the attempt"
+_WATCHDOG = re.compile(r"^safe-sft: hang: (.+); stopping the attempt\s*$")
 
 
 _RANK_PREFIX = re.compile(r"^\s*\[(?:default|rank)(\d+)\]:\s?")
@@ -294,6 +301,7 @@ def parse_launcher_output(lines: Sequence[str]) -> LauncherOutput:
         scheduler_stop=stop,
         steps_seen=steps_seen,
         finished=not failures and finish >= 0 and finish >= len(lines) - 80 and not failed_after,
+        watchdog_hang=next((m.group(1) for line in lines if (m := _WATCHDOG.match(line.strip()))), None),
     )
 
 
@@ -309,6 +317,9 @@ def to_evidence(output: LauncherOutput, lines: Sequence[str]) -> AttemptEvidence
         log_tail=tuple(lines),
         kernel_oom=output.kernel_oom,
         kernel_checked=False,
-        stopped_by=output.scheduler_stop or (output.launcher_signal[1] if output.launcher_signal else None),
+        stopped_by=None
+        if output.watchdog_hang
+        else output.scheduler_stop or (output.launcher_signal[1] if output.launcher_signal else None),
         steps_seen=output.steps_seen,
+        hang=output.watchdog_hang,
     )

@@ -32,6 +32,12 @@ def test_a_sigstopped_rank_is_a_hang_and_the_next_attempt_finishes(tiny, tmp_pat
     assert sum("is stopped" in line for line in result.stderr.splitlines()) == 2  # when found, and in the summary
     [stacks] = (out / "safe-sft").glob("*/attempt-1/stacks.txt")
     assert "(stopped) ===" in stacks.read_text() and "torch/distributed/" in stacks.read_text()
+    # `safe-sft explain` on the hung attempt, its folder or its log, says what the run said: the SIGTERM that
+    # torchrun then reports is the watchdog's, not a user's stop (hostile45report F3)
+    for saved in (stacks.parent, stacks.parent / "console.log"):
+        explained = subprocess.run([sys.executable, "-m", "launcher", "explain", "--json", str(saved)],
+                                   capture_output=True, text=True)  # fmt: skip
+        assert json.loads(explained.stdout)["kind"] == "hang", explained.stdout
     assert first["memory"]["host_peak_bytes"] > 100 * 2**20  # two torch workers at least
 
     # safe-sft report on this run dir: the attempts, and a plot of what the report holds
