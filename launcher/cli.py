@@ -957,7 +957,9 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
             # `safe-sft sft --help`: swift's own --help would run in every rank under torchrun (a "run" that
             # prints the usage of swift's pre-parser alone); this command's help is what was asked for
             command.main(args=["--help"], prog_name=f"safe-sft {command.name}", standalone_mode=False)
-            click.echo("\nswift's own options: `swift sft --help`")
+            click.echo(
+                "\nswift's own options (`swift sft --help` lists few): https://swift.readthedocs.io/en/latest/Instruction/Command-line-parameters.html"
+            )
             return
         try:
             check_swift_argv(command, swift_argv, backend)

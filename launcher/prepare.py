@@ -33,7 +33,7 @@ from launcher.plan.build import LaunchPaths, PlanOptions, build_plan, output_dir
 from launcher.plan.ds_config import RUNG_NAMES, UserConfig
 from launcher.plan.model_type import SwiftNaming
 from launcher.plan.python_env import raised_deprecations
-from launcher.plan.swift_args import SwiftArgs
+from launcher.plan.swift_args import SWIFT_OPTIONS_DOC, SwiftArgs
 from launcher.plan.topology import OWN, TopologyRequest, run_topology
 from launcher.plan.watchdog import Watchdog
 from launcher.probe import probe_host
@@ -388,7 +388,7 @@ def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:
         return
     raise SafeSftError(
         unknown_flag_warning(unknown[0], swift.options, f"swift sft {installed}"),
-        "write the option as swift sft spells it (`swift sft --help`), or drop it",
+        f"write the option as swift sft spells it ({SWIFT_OPTIONS_DOC}), or drop it",
     )
 
 

@@ -32,6 +32,9 @@ from launcher.model import ModelFacts
 
 DUMMY_TEMPLATE = "dummy"  # swift's template for a model it registers under no type
 
+# `swift sft --help` lists none of them (its pre-parser takes --help)
+SWIFT_MODELS_DOC = "https://swift.readthedocs.io/en/latest/Instruction/Supported-models-and-datasets.html"
+
 
 @dataclass(frozen=True)
 class SwiftNaming:
@@ -77,7 +80,7 @@ def swift_naming(
             f"text, vision or audio config), and neither its name nor its architecture ({arch}) is of a type it "
             "registers",
             "add --model_type with the type of the model it derives from, where swift registers one "
-            "(`swift sft --help` lists them); else swift cannot train it",
+            f"(ms-swift lists them: {SWIFT_MODELS_DOC}); else swift cannot train it",
         )
     if kind is None:
         chosen = template or saved_template or DUMMY_TEMPLATE
@@ -108,7 +111,7 @@ def _suggestion(models: SwiftModels, facts: ModelFacts, types: tuple[str, ...]) 
     if best is None and facts.architectures:
         best = types[0]
     if best is None:
-        return " (`swift sft --help` lists them under --model_type)"
+        return f" (ms-swift lists them: {SWIFT_MODELS_DOC})"
     own, candidates = models.templates_of[best]
     template = "" if own or len(candidates) == 1 else f" and --template (one of {_listed(candidates)})"
     return f", such as --model_type {best}{template}"
@@ -155,6 +158,6 @@ def _check_known(
         hint = f" (it is a model's name, of type {named_type}: --model_type {named_type})"
     raise SafeSftError(
         f"{name} {value!r} is no {what} of swift sft {version}{hint}",
-        f"write a {what} swift registers (`swift sft --help` lists them under --{what.replace(' ', '_')}), or "
+        f"write a {what} swift registers (ms-swift lists them: {SWIFT_MODELS_DOC}), or "
         "register your own in a file given to --external_plugins",
     )

@@ -49,6 +49,9 @@ LEAST_INT = {
 # takes its config as it is (LLaMA-Factory) hands a float on, and transformers' loop stops on it in range()
 WHOLE_INT = ("max_steps",)
 
+# swift's options: `swift sft --help` lists few (its pre-parser takes --help)
+SWIFT_OPTIONS_DOC = "https://swift.readthedocs.io/en/latest/Instruction/Command-line-parameters.html"
+
 
 def normalize_key(flag: str) -> str:
     """`--max-steps` and `--max_steps` name the same field."""
