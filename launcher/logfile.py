@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import os
 import re
 import stat
@@ -256,15 +257,27 @@ def _logs_in(path: Path) -> list[Path]:
     runs = [*path.glob("safe-sft/*/attempt-*"), *path.glob("*/attempt-*"), *path.glob("attempt-*")]
     attempts = sorted(runs, key=_attempt_order)
     if (path / "report.json").is_file() or any(path.glob("*/report.json")) or attempts:
-        newest = f"safe-sft explain {attempts[-1]}" if attempts else "give an attempt's folder"
+        failed = [attempt for attempt in attempts if _failed(attempt)] or attempts
+        newest = f"safe-sft explain {failed[-1]}" if failed else "give an attempt's folder"
         raise SafeSftError(
-            f"{path} holds safe-sft runs, not one failure (a run may have failed, then recovered)",
+            f"{path} holds safe-sft's records of whole runs, not one failure (a run may have failed, then recovered)",
             f"`safe-sft report {path}` tells how each run ended; to explain one attempt: {newest}",
         )
     found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in _LOG_SUFFIXES)
     if not found and not error_files(path):
         raise SafeSftError(f"{path} holds no log (*.log, *.out, *.err, *.txt) and no error.json", "give a log file")
     return found
+
+
+def _failed(attempt: Path) -> bool:
+    """Whether the run's report.json says this attempt failed (the one to explain; a recovered run's last
+    attempt finished)."""
+    try:
+        report = json.loads((attempt.parent / "report.json").read_bytes())
+        number = int(attempt.name.removeprefix("attempt-"))
+        return any(a.get("number") == number and a.get("failure") for a in report.get("attempts", []))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
 
 
 def _attempt_order(attempt: Path) -> tuple[str, int]:

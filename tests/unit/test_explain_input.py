@@ -66,13 +66,18 @@ def test_an_output_or_run_dir_of_safe_sfts_is_sent_to_report_and_to_an_attempt(t
         folder = tmp_path / "out" / "safe-sft" / run / f"attempt-{attempt}"
         folder.mkdir(parents=True)
         (folder / "console.log").write_text(OOM_LINES)
-    (tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "report.json").write_text("{}")
+    # the newest run recovered: its attempt 1 failed, its attempt 2 finished (the one to explain is the failed
+    # one: naming attempt 2 had explained nothing, hostile45report F5)
+    attempts = [{"number": 1, "failure": {"kind": "cuda_oom"}}, {"number": 2, "failure": None}]
+    (tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "report.json").write_text(
+        json.dumps({"attempts": attempts})
+    )
     result = explain(str(tmp_path / given))
     assert result.returncode == 2
-    newest = tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "attempt-2"
+    newest = tmp_path / "out" / "safe-sft" / "20261127-120000-000001" / "attempt-1"
     assert result.stderr.decode().splitlines() == [
-        f"safe-sft: error: {tmp_path / given} holds safe-sft runs, not one failure (a run may have failed, then "
-        "recovered)",
+        f"safe-sft: error: {tmp_path / given} holds safe-sft's records of whole runs, not one failure (a run may "
+        "have failed, then recovered)",
         f"safe-sft: fix: `safe-sft report {tmp_path / given}` tells how each run ended; to explain one attempt: "
         f"safe-sft explain {newest}",
     ]
