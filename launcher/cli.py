@@ -285,7 +285,10 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     memlock = raise_memlock()
     host = probe_host(Path(check_dir or "."))
     topology, bad_args = as_the_run_reads(swift, os.environ, host)
-    checks = run_checks(host, memlock, nproc=nproc, cores=host.cpu_cores, topology=topology, swift_args=bad_args)
+    on_cpu = not host.gpus or (swift is not None and swift.get_bool("use_cpu", False))  # gloo: no NCCL
+    checks = run_checks(
+        host, memlock, nproc=nproc, cores=host.cpu_cores, topology=topology, swift_args=bad_args, on_cpu=on_cpu
+    )
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:

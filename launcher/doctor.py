@@ -49,10 +49,12 @@ def run_checks(
     cores: int | None = None,
     topology: Topology | SafeSftError | None = None,
     swift_args: SafeSftError | None = None,
+    on_cpu: bool = False,
 ) -> list[Check]:
     """Every check; `nproc` is NPROC_PER_NODE as given (None: unset), `cores` the usable CPU cores,
     `topology` the run's topology or why the run would refuse it (None: not resolved), `swift_args` why the
-    run would refuse the swift arguments' values (None: it would not, or none were given)."""
+    run would refuse the swift arguments' values (None: it would not, or none were given), `on_cpu` whether
+    the run trains on the CPU (gloo, no NCCL variable set)."""
     run = [_topology(topology)] if topology is not None else []
     if swift_args is not None:
         run.append(Check("swift_args", Status.FAIL, swift_args.message, swift_args.hint))
@@ -64,7 +66,7 @@ def run_checks(
         _memlock(memlock),
         _shm(host),
         _host_ram(host),
-        _network(host),
+        _network(host, on_cpu),
         _disk(host),
         _versions(host),
         _hang_stacks(host),
@@ -183,8 +185,10 @@ def _host_ram(host: HostFacts) -> Check:
     return Check("host_ram", Status.PASS, f"{fmt_bytes(mem.available_bytes)} available{cap}")
 
 
-def _network(host: HostFacts) -> Check:
+def _network(host: HostFacts, on_cpu: bool = False) -> Check:
     ib = host.network.ib_devices
+    if on_cpu:  # as the plan says: gloo talks over TCP, and safe-sft sets no NCCL variable
+        return Check("network", Status.PASS, "CPU training: gloo over TCP sockets (no NCCL variable is set)")
     if ib:
         return Check("network", Status.PASS, f"InfiniBand: {', '.join(ib)}")
     return Check("network", Status.PASS, "no InfiniBand: NCCL will use TCP sockets (safe-sft sets NCCL_IB_DISABLE=1)")

@@ -120,3 +120,12 @@ def test_what_the_run_would_refuse_fails_here_with_the_runs_own_words() -> None:
         "set NNODES to a whole number",
     )
     assert (swift_args.status, swift_args.detail) == (Status.FAIL, "--learning_rate 'abc' is not a number")
+
+
+def test_network_on_the_cpu_says_no_nccl_variable_is_set_as_the_plan_does() -> None:
+    """doctor had said "safe-sft sets NCCL_IB_DISABLE=1" for a CPU run, where the plan and the run set no
+    NCCL variable (gloo) (hostile45report F7)."""
+    facts = host(gpus(0, 80))
+    on_cpu = status(run_checks(facts, UNLIMITED, on_cpu=True), "network").detail
+    assert "NCCL_IB_DISABLE" not in on_cpu and "no NCCL variable is set" in on_cpu
+    assert "NCCL_IB_DISABLE=1" in status(run_checks(host(gpus(2, 80)), UNLIMITED), "network").detail
