@@ -172,8 +172,33 @@ def records_not_a_folder(output_dir: Path) -> SafeSftError | None:
     )
 
 
+# what safe-sft's deepest record adds to the output dir's path: safe-sft/<run>-node<N>/attempt-<N>/torchelastic/
+# <torchelastic's run id>/attempt_0/<rank>/error.json, with room to spare
+RECORDS_DEPTH = 128
+PATH_MAX = 4096  # Linux's limit on a path, where the file system does not say its own
+
+
+def path_too_long(output_dir: Path) -> SafeSftError | None:
+    """An output dir whose path leaves no room for safe-sft's records under it: torchrun had failed on its log
+    dir with its traceback (ENAMETOOLONG), read as an unknown failure and retried."""
+    try:
+        limit = os.pathconf(next(p for p in (output_dir, *output_dir.parents) if p.exists()), "PC_PATH_MAX")
+    except (OSError, ValueError, StopIteration):
+        limit = PATH_MAX
+    length = len(os.fsencode(output_dir))
+    if length + RECORDS_DEPTH < limit:
+        return None
+    return SafeSftError(
+        f"the output dir's path is {length} bytes: safe-sft's records under it (safe-sft/<run>/attempt-<N>/"
+        f"torchelastic/...) need about {RECORDS_DEPTH} more, past the file system's {limit}-byte limit on a path",
+        "give a shorter --output_dir",
+    )
+
+
 def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = None) -> OutputDirLock:
     """Take the output dir's lock, or raise a SafeSftError naming the holder."""
+    if (too_long := path_too_long(output_dir)) is not None:
+        raise too_long
     path = output_dir / "safe-sft" / LOCK_NAME
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

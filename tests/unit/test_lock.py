@@ -175,3 +175,16 @@ def test_keep_watches_until_release(tmp_path: Path) -> None:
     lock.path.unlink()
     time.sleep(0.1)
     assert not lock.path.exists() and len(said) == 1  # released: no longer kept
+
+
+def test_an_output_dir_too_long_for_safe_sfts_records_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A 4020-byte output dir: plain swift's files fit under it, safe-sft's torchelastic log dir did not, and
+    torchrun failed with its traceback, read as an unknown failure and retried (hostile45disk F3)."""
+    from launcher.errors import SafeSftError
+    from launcher.run.lock import path_too_long
+
+    deep = tmp_path.joinpath(*["d" * 200] * 20)  # 4000 bytes and more, none of it made
+    with pytest.raises(SafeSftError, match=r"the output dir's path is \d+ bytes: safe-sft's records under it"):
+        acquire(deep)
+    assert not (tmp_path / ("d" * 200)).exists()
+    assert path_too_long(tmp_path / "out") is None
