@@ -1,4 +1,5 @@
-"""The disk where the checkpoints will be written: free space, and whether safe-sft and swift can write there.
+"""The disk where the checkpoints will be written: free space, and whether safe-sft and swift can write there;
+after a full disk, which one it was.
 
 Both look at the nearest existing parent of output_dir (the dir itself once it exists): that is where
 swift's mkdir will land.
@@ -7,8 +8,10 @@ swift's mkdir will land.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +68,33 @@ def free_words(path: Path) -> str:
     if files is not None and files < FEW_FILES:
         return f"{space} free, {files} free files (inodes)"
     return f"{space} free"
+
+
+# where the ranks write besides the output dir: the hubs' caches, datasets' cache, temporary files
+CACHE_VARIABLES = ("HF_DATASETS_CACHE", "HF_HOME", "HF_HUB_CACHE", "MODELSCOPE_CACHE", "TRITON_CACHE_DIR", "TMPDIR")
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+ROOMY = 1 << 30  # an output dir with more free than this is not the disk that filled
+NEARLY_FULL = 256 << 20  # another disk with less free than this is
+
+
+def which_disk_is_full(output_dir: Path, evidence: Sequence[str], env: Mapping[str, str]) -> str:
+    """The words for a full disk's free space: the output dir's, and where it has room, the disk that has
+    none among the paths the error names and the caches the ranks write to (a datasets cache on a full disk
+    had been reported with the output dir's 60 GiB free, and no other disk named)."""
+    said = f"{output_dir} has {free_words(output_dir)}"
+    free, files = disk_free(output_dir), free_files(output_dir)
+    if free is None or free < ROOMY or files == 0:
+        return said
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    candidates = [Path(found) for line in evidence for found in _QUOTED_PATH.findall(line)]
+    candidates += [Path(env[name]) for name in CACHE_VARIABLES if env.get(name)]
+    candidates += [home / ".cache", Path("/tmp")]
+    for path in candidates:
+        room, left = disk_free(path), free_files(path)
+        if (room is not None and room < NEARLY_FULL) or left == 0:
+            return f"{said}; {nearest_existing(path)} has {free_words(path)}: that disk is the full one"
+    caches = "HF_HOME, HF_DATASETS_CACHE, MODELSCOPE_CACHE, TMPDIR"
+    return f"{said}: the full disk is another one (a cache the ranks write to: {caches})"
 
 
 def probe_disk(output_dir: Path) -> DiskFacts:

@@ -42,7 +42,7 @@ from launcher.plan.settings import Resume, attempt_args, initial_settings, plan_
 from launcher.plan.sizing import attempt_estimate, device_map_estimate, device_map_pieces, is_device_map, train_shape
 from launcher.plan.swift_args import SwiftArgs
 from launcher.prepare import Prepared
-from launcher.probe.disk import file_size_limit, free_words
+from launcher.probe.disk import file_size_limit, free_words, which_disk_is_full
 from launcher.run import evidence as ev
 from launcher.run import resolved
 from launcher.run.attempt import AttemptRunner, Spawn
@@ -266,10 +266,11 @@ class Supervisor:
             if isinstance(step, GiveUp):
                 reason = step.reason
                 if failure.kind is FailureKind.DISK_FULL:
-                    free = f"{self.output_dir} has {free_words(self.output_dir)}"
                     limit = file_size_limit()  # where set, the limit, not the disk, stops the write
+                    env = {**os.environ, **self.base_env}
+                    free = f"{self.output_dir} has {free_words(self.output_dir)}"
                     reason = (
-                        f"{reason} ({free})"
+                        f"{reason} ({which_disk_is_full(self.output_dir, failure.evidence, env)})"
                         if limit is None
                         else f"a file-size limit: ulimit -f allows files of {fmt_bytes(limit)}, and a checkpoint "
                         f"file grows past it ({free}); raise it (ulimit -f unlimited), then rerun with --resume-latest"

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from launcher.probe.disk import probe_disk
 
 
@@ -35,3 +37,28 @@ def test_a_fifo_in_the_way_is_called_a_fifo(tmp_path: Path) -> None:
 
     os.mkfifo(tmp_path / "out")
     assert probe_disk(tmp_path / "out" / "run").problem == f"{tmp_path / 'out'} is a FIFO, not a directory"
+
+
+def test_a_full_disk_with_room_in_the_output_dir_names_the_disk_that_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A datasets cache on a full disk had been reported "the disk is full ... (the output dir has 60.2 GiB
+    free)", naming no other disk (hostile45disk F6)."""
+    from launcher.probe import disk
+
+    out, cache, data = tmp_path / "out", tmp_path / "cache", tmp_path / "data"
+    for folder in (out, cache, data):
+        folder.mkdir()
+    room = {out: 60 << 30, cache: 0, data: 0}
+    monkeypatch.setattr(disk, "disk_free", lambda path: room.get(disk.nearest_existing(path), 60 << 30))
+    monkeypatch.setattr(disk, "free_files", lambda path: None)
+    env = {"HOME": str(tmp_path), "HF_DATASETS_CACHE": str(cache)}
+    said = disk.which_disk_is_full(out, ["OSError: Not enough disk space. Needed: Unknown size"], env)
+    assert said == f"{out} has 60.0 GiB free; {cache} has 0 B free: that disk is the full one"
+    named = disk.which_disk_is_full(out, [f"OSError: [Errno 28] No space left on device: '{data}/x.arrow'"], {})
+    assert named.endswith(f"; {data} has 0 B free: that disk is the full one")
+    room[cache] = room[data] = 60 << 30
+    another = ": the full disk is another one (a cache the ranks write to: HF_HOME, HF_DATASETS_CACHE, "
+    assert disk.which_disk_is_full(out, [], env).endswith(another + "MODELSCOPE_CACHE, TMPDIR)")
+    room[out] = 0  # the output dir's own disk: nothing more to say
+    assert disk.which_disk_is_full(out, [], env) == f"{out} has 0 B free"
