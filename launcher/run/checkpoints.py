@@ -251,7 +251,8 @@ def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path])
 def missing_rng_states(path: Path) -> list[int]:
     """The ranks whose rng_state_<r>.pth a checkpoint lacks: below the world size its run wrote in args.json
     (global_world_size), or gaps below the highest saved. The trainer resumes such a rank with a fresh random
-    state (it logs that at info level only): its data order and dropout are not an exact resume's."""
+    state (it logs that at info level only): its dropout and other random draws are not an exact resume's (the
+    data order is: the sampler draws it from its own seed)."""
     try:
         ranks = {int(m.group(1)) for f in path.iterdir() if (m := _RNG_STATE.match(f.name))}
     except OSError:

@@ -747,7 +747,8 @@ class Supervisor:
             files = ", ".join(f"rng_state_{r}.pth" for r in missing)
             lines.append(
                 f"safe-sft:   note: the checkpoint has no {files}: rank(s) {', '.join(map(str, missing))} go on with "
-                "a fresh random state (data order and dropout differ from an exact resume there)"
+                "a fresh random state (dropout and other random draws differ from an exact resume there; the data "
+                "order, drawn from the sampler's seed, does not)"
             )
         for path, why in record.skipped_incomplete.items():
             lines.append(f"safe-sft:   skipped unreadable checkpoint {path} ({why})")
