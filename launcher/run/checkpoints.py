@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 import struct
 import zipfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -113,9 +114,10 @@ def torch_file_problem(path: Path) -> str | None:
 
 
 def _json_problem(path: Path) -> str | None:
-    if path.exists() and not path.is_file() and not path.is_dir():  # a FIFO, a device: a read blocks or never ends
-        return f"{path.name} is not a regular file"
     try:
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a FIFO, a device: a read blocks or never ends
+            return f"{path.name} is not a regular file"
         value = json.loads(path.read_bytes())
     except FileNotFoundError:
         return f"{path.name} is missing"
@@ -436,8 +438,10 @@ def latest_complete(
 def _saved_at(path: Path) -> float:
     """When the trainer saved this checkpoint: its trainer_state.json's time (the dir's own changes when
     anything is added later: `swift infer` writes its results into the checkpoint it evaluates)."""
-    state = path / "trainer_state.json"
-    return state.stat().st_mtime if state.is_file() else path.stat().st_mtime
+    try:
+        return (path / "trainer_state.json").stat().st_mtime
+    except OSError:  # none, or none this user may see (a dir of mode 000): the dir's own, then it is named
+        return path.stat().st_mtime
 
 
 def zero_stage(deepspeed: str | None) -> int | None:

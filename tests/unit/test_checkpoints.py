@@ -442,6 +442,27 @@ def test_a_state_that_is_a_fifo_is_skipped_not_read(tmp_path: Path) -> None:
     assert skipped[fifo] == "trainer_state.json is not a regular file"
 
 
+def test_a_newest_checkpoint_this_user_may_not_read_is_skipped_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint dir of mode 000 (another user's, a chmod gone wrong): its files cannot even be stat'ed, and it
+    had been passed over without a word, where an unreadable file inside one is named (hostile45disk F8). Root
+    reads everything, so the refusal is the file system's, stood in for here."""
+    older = make(tmp_path / "checkpoint-3")
+    closed = make(tmp_path / "checkpoint-6")
+    real_stat = Path.stat
+
+    def stat(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if self.parent == closed:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "stat", stat)
+    checkpoint, skipped = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.path == older
+    assert skipped == {closed: "trainer_state.json cannot be read (Permission denied)"}
+
+
 def test_a_run_dir_that_cannot_be_listed_is_passed_over(tmp_path: Path) -> None:
     """A colleague's run dir (mode 700) in a shared output dir: its checkpoints are none of this user's, and
     reading the others must not fail. (Root reads it all the same: the listing is made to fail here.)"""
