@@ -349,6 +349,25 @@ def _version(name: str) -> int | None:
     return int(head[1:]) if is_version_dir(name) and head[1:].isdigit() else None
 
 
+def later_by_name(chosen: Path) -> Path | None:
+    """A complete checkpoint at a higher step in a run dir beside `chosen`'s whose swift version (v<N>) is
+    higher: newer by swift's own numbering, where the files' times (which `latest_complete` goes by) say
+    otherwise, as after a copy that did not keep them (cp -r, rsync without -t). None where there is none."""
+    run, step = chosen.parent, checkpoint_step(chosen)
+    version = _version(run.name)
+    if version is None or step is None:
+        return None
+    later = [
+        path
+        for path in candidate_dirs(run.parent)
+        if (v := _version(path.parent.name)) is not None and v > version and (checkpoint_step(path) or 0) > step
+    ]
+    for path in sorted(later, key=lambda p: checkpoint_step(p) or 0, reverse=True):
+        if unreadable(path) is None:
+            return path
+    return None
+
+
 def candidate_dirs(output_dir: Path) -> list[Path]:
     """checkpoint-N dirs directly in output_dir and in its v*-* run dirs. A run dir this user cannot list (a
     colleague's, mode 700, in a shared output dir) holds none of this user's: swift lists only names too."""

@@ -51,6 +51,7 @@ from launcher.run.checkpoints import (
     checkpoint_at,
     checkpoint_step,
     is_complete,
+    later_by_name,
     latest_complete,
     missing_rng_states,
     saved_args,
@@ -743,6 +744,12 @@ class Supervisor:
             changed = batch_change(Path(record.resumed_from.checkpoint), record.settings)
             if changed:
                 lines.append(f"safe-sft:   note: {changed}")
+            if self.config.resume_latest and (later := later_by_name(Path(record.resumed_from.checkpoint))):
+                lines.append(
+                    f"safe-sft:   note: {later} is at a higher step, in a run swift numbered later, though its files "
+                    "are older (a copy that did not keep their times?): to go on from it, rerun with "
+                    f"--resume_from_checkpoint {later} in place of --resume-latest"
+                )
         if record.resumed_from and (missing := missing_rng_states(Path(record.resumed_from.checkpoint))):
             files = ", ".join(f"rng_state_{r}.pth" for r in missing)
             lines.append(

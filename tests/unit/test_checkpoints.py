@@ -520,3 +520,22 @@ def test_the_output_dirs_own_checkpoints_count_as_the_run_that_saved_them_last(t
     assert latest_complete(tmp_path)[0].path == b  # type: ignore[union-attr]
     os.utime(b / "trainer_state.json", (500_000, 500_000))  # the other way round: A's run saved last
     assert latest_complete(tmp_path)[0].path == a  # type: ignore[union-attr]
+
+
+def test_a_later_run_by_swifts_numbering_at_a_higher_step_is_found_where_times_say_otherwise(tmp_path: Path) -> None:
+    """A copy that did not keep times (cp -r) wrote v1 before v0: --resume-latest, going by the files' times, took
+    v0's checkpoint-6 and trained steps 7-8 again without naming v1's checkpoint-8 (hostile45disk F4)."""
+    import os
+
+    from launcher.run.checkpoints import later_by_name
+
+    v0 = make(tmp_path / "v0-20261129-083815" / "checkpoint-6")
+    v1 = make(tmp_path / "v1-20261129-084410" / "checkpoint-8")
+    os.utime(v1 / "trainer_state.json", (1_000_000, 1_000_000))  # copied first: older than v0's
+    chosen, _ = latest_complete(tmp_path)
+    assert chosen is not None and chosen.path == v0
+    assert later_by_name(v0) == v1
+    assert later_by_name(v1) is None
+    make(tmp_path / "v2-20261129-090000" / "checkpoint-4")  # later by its number, but at a lower step
+    assert later_by_name(v0) == v1
+    assert later_by_name(make(tmp_path / "checkpoint-2")) is None  # the output dir's own: no number to go by

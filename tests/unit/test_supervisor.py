@@ -1031,6 +1031,26 @@ def test_a_resume_under_another_global_batch_is_said_at_the_first_attempt(
     assert "this attempt trains with 16 (4 x 2 x 2)" in err and "--gradient_accumulation_steps 4 keeps 32" in err
 
 
+def test_resume_latest_names_a_later_run_at_a_higher_step_whose_files_are_older(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a copy that did not keep times, --resume-latest goes by them (the rule it documents) and took v0's
+    checkpoint-6 over v1's checkpoint-8 without a word (hostile45disk F4): it now names the later one."""
+    import os
+
+    write_checkpoint(tmp_path, "v0-20261129-083815", 6)
+    write_checkpoint(tmp_path, "v1-20261129-084410", 8)
+    later = tmp_path / "v1-20261129-084410" / "checkpoint-8"
+    os.utime(later / "trainer_state.json", (1_000_000, 1_000_000))
+    for run in ("v0-20261129-083815", "v1-20261129-084410"):
+        (tmp_path / run / "args.json").write_text(json.dumps({"model": "m"}))
+    spawned: list[list[str]] = []
+    assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
+    said = capsys.readouterr().err
+    assert f"note: {later} is at a higher step, in a run swift numbered later" in said
+    assert f"--resume_from_checkpoint {later} in place of --resume-latest" in said
+
+
 def test_a_checkpoint_missing_a_ranks_random_state_is_said_when_resumed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
