@@ -17,7 +17,7 @@ from launcher.errors import SafeSftError
 from launcher.model import HostFacts, Topology
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
-from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
+from launcher.run.memlock import MemlockStatus
 from launcher.units import GiB, MiB, fmt_bytes
 
 
@@ -160,7 +160,7 @@ def _memlock(memlock: MemlockStatus) -> Check:
         return Check("memlock", Status.PASS, "RLIMIT_MEMLOCK unlimited" + (" (raised)" if memlock.raised else ""))
     soft = fmt_bytes(memlock.before.soft) if memlock.before.soft is not None else "unlimited"
     detail = f"{memlock.problem} (soft was {soft}" + (", raised to the hard limit)" if memlock.raised else ")")
-    return Check("memlock", Status.WARN, detail, MEMLOCK_FIX)
+    return Check("memlock", Status.WARN, detail, memlock.fix or "")
 
 
 def _shm(host: HostFacts) -> Check:

@@ -9,7 +9,7 @@ from typing import Any
 from launcher.masking import mask_argv, mask_env
 from launcher.model import DataLengths, DeviceMapLayout, GlobalBatch, ModelFacts, Plan, SampleStatus, Sourced, Topology
 from launcher.plan.batch import describe as describe_batch
-from launcher.run.memlock import MEMLOCK_FIX, MemlockStatus
+from launcher.run.memlock import MemlockStatus
 from launcher.units import fmt_bytes, fmt_params
 
 PLAN_SCHEMA = 1
@@ -240,7 +240,7 @@ def plan_to_json(
             "soft": _rlimit(memlock.after.soft),
             "hard": _rlimit(memlock.after.hard),
             "problem": memlock.problem,
-            "fix": MEMLOCK_FIX if memlock.problem else None,
+            "fix": memlock.fix,
         },
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
@@ -321,8 +321,11 @@ def render_plan(
         soft = "unlimited" if memlock.after.soft is None else fmt_bytes(memlock.after.soft)
         where = " (of this machine; the assumed machine's is unknown)" if plan.assumed_machine else ""
         lines += ["", f"memlock{where}: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
-        if memlock.problem:
-            lines += [f"  {memlock.problem}", f"  fix: {MEMLOCK_FIX}"]
+        pins = bool(plan.topology.gpus) or "offload" in (plan.strategy or "")
+        if memlock.problem and not pins:  # gloo and no offload: nothing in this run locks host memory
+            lines.append(f"  {memlock.problem} (not by this run: CPU training without DeepSpeed offload pins none)")
+        elif memlock.problem:
+            lines += [f"  {memlock.problem}", f"  fix: {memlock.fix}"]
 
     lines += ["", "Command", "  " + shlex.join(mask_argv(plan.command))]
     for warning in plan.warnings:

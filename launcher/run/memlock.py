@@ -6,6 +6,7 @@ the status carries the fix, because pinned host memory (DeepSpeed offload, NCCL)
 
 from __future__ import annotations
 
+import os
 import resource
 from dataclasses import dataclass
 
@@ -20,15 +21,31 @@ MEMLOCK_FIX = (
 )
 
 
+# root that still cannot raise it: a container without CAP_SYS_RESOURCE, where `ulimit -l` fails as well
+ROOT_MEMLOCK_FIX = (
+    "this process runs as root and still cannot raise it: the container lacks CAP_SYS_RESOURCE, so raise it "
+    "where the container starts: `docker run --ulimit memlock=-1` (or `--cap-add SYS_RESOURCE`); Kubernetes: "
+    "the container runtime's default ulimits (containerd's or CRI-O's config); Slurm: PropagateResourceLimits=ALL "
+    "in slurm.conf and LimitMEMLOCK=infinity in slurmd's systemd unit"
+)
+
+
 @dataclass(frozen=True)
 class MemlockStatus:
     before: Rlimit
     after: Rlimit
     problem: str | None  # set when the hard limit stays finite
+    as_root: bool = False  # the process that could not raise it was root
 
     @property
     def raised(self) -> bool:
         return self.before != self.after
+
+    @property
+    def fix(self) -> str | None:
+        if self.problem is None:
+            return None
+        return ROOT_MEMLOCK_FIX if self.as_root else MEMLOCK_FIX
 
 
 def _read() -> Rlimit:
@@ -53,4 +70,4 @@ def raise_memlock() -> MemlockStatus:
             f"RLIMIT_MEMLOCK hard limit is {fmt_bytes(after.hard)} and this process cannot raise it: "
             "pinned memory for DeepSpeed offload and NCCL can fail"
         )
-    return MemlockStatus(before, after, problem)
+    return MemlockStatus(before, after, problem, as_root=os.geteuid() == 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -56,8 +57,12 @@ def test_memlock_soft_limit_is_raised_to_hard_in_a_real_child() -> None:
         assert memlock["hard"] == expected_hard
         assert "cannot raise" in memlock["problem"]
         doctor = safe_sft("doctor", preexec=lower)
-        assert "ulimit -l unlimited" in doctor.stdout and "--ulimit memlock=-1" in doctor.stdout
-        assert "PropagateResourceLimits" in doctor.stdout
+        assert "--ulimit memlock=-1" in doctor.stdout and "PropagateResourceLimits" in doctor.stdout
+        # root that cannot raise it (no CAP_SYS_RESOURCE): `ulimit -l unlimited` fails here too, so the fix is
+        # where the container starts (hostile45report F8)
+        as_root = os.geteuid() == 0
+        assert ("CAP_SYS_RESOURCE" in doctor.stdout) == as_root
+        assert ("`ulimit -l unlimited`" in doctor.stdout) != as_root
 
 
 def test_safe_sft_options_never_collide_with_swift_or_transformers(stack_installed: None) -> None:
