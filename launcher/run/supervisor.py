@@ -280,6 +280,12 @@ class Supervisor:
                         reason += "; no complete checkpoint was saved: a rerun starts from step 0"
                 if failure.kind is FailureKind.DOWNLOAD:
                     reason += f" ({_download_env({**self.prepared.swift.config_env, **self.base_env})})"
+                if failure.kind is FailureKind.USER_ERROR and record.change and record.change != "no change":
+                    # the arguments were the user's until safe-sft's change: the error may be the change's
+                    reason += (
+                        f"; attempt {number} ran with safe-sft's change ({record.change}), which the attempt before "
+                        "did not: the error may be that change's, not your arguments'"
+                    )
                 return RunResult("failed", attempts, 1, reason)
             if (stopped := self._wait_before_retry(failure.kind, history, number)) is not None:
                 return self._interrupted(attempts, stopped)

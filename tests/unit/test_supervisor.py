@@ -561,6 +561,12 @@ def test_a_user_error_without_a_load_failure_still_gives_up(tmp_path: Path) -> N
         [(FakeProcess(1, OOM_SUMMARY), [v0 / "checkpoint-3"]), (FakeProcess(1, tail), []), (FakeProcess(0, ""), [])],
     )
     assert (result.outcome, len(spawned)) == ("failed", 2)  # type: ignore[attr-defined]
+    # the ladder's own change came before the error: the give-up says so, not only "fix this line" (a ZeRO-3
+    # rung's DeepSpeed assertion had been read as the user's mistake: hostile45report)
+    change = result.attempts[1].change  # type: ignore[attr-defined]
+    assert change and f"attempt 2 ran with safe-sft's change ({change})" in result.give_up_reason  # type: ignore[attr-defined]
+    first = run_scripted(tmp_path / "first", prepared(tmp_path / "first"), [(FakeProcess(1, tail), [])])[0]
+    assert "safe-sft's change" not in first.give_up_reason  # type: ignore[attr-defined]
 
 
 def test_add_version_false_resumes_in_place_like_plain_swift(tmp_path: Path) -> None:
