@@ -70,6 +70,7 @@ def collect_stacks(processes: list[Any], attempt_dir: Path) -> list[str]:
     if py_spy is None:
         return [*found, "py-spy is not installed: no stacks collected (pip install py-spy)"]
     out = attempt_dir / "stacks.txt"
+    unread: list[str] = []  # a stopped process cannot be paused to be read: its state says what there is
     with out.open("w") as handle:
         for proc in processes:
             handle.write(f"=== {names[proc.pid]} ({states[proc.pid]}) ===\n")
@@ -78,6 +79,11 @@ def collect_stacks(processes: list[Any], attempt_dir: Path) -> list[str]:
                     [py_spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=PY_SPY_TIMEOUT
                 )
                 handle.write(dump.stdout + dump.stderr)
+                if dump.returncode != 0:
+                    unread.append(names[proc.pid])
             except subprocess.TimeoutExpired:
                 handle.write("py-spy timed out\n")
-    return [*found, f"python stacks of {len(processes)} processes: {out}"]
+                unread.append(names[proc.pid])
+    read = len(processes) - len(unread)
+    missing = f" ({', '.join(unread)}: its stack could not be read)" if unread else ""
+    return [*found, f"python stacks of {read} of {len(processes)} processes{missing}: {out}"]

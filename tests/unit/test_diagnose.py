@@ -39,6 +39,16 @@ def test_a_stopped_process_is_named_even_without_py_spy(stopped_and_running, tmp
     assert not (tmp_path / "stacks.txt").exists()
 
 
+def test_the_stacks_line_counts_only_the_stacks_py_spy_read(stopped_and_running, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """py-spy cannot pause a stopped process to read it: the summary had said "python stacks of 2 processes"
+    where the hung rank's was not among them (hostile45report F9). Real py-spy on real processes."""
+    if diagnose.find_py_spy() is None:
+        pytest.fail("py-spy is not installed: install the dev extra (scripts/setup.sh does)")
+    _, stopped = stopped_and_running
+    last = diagnose.collect_stacks(stopped_and_running, tmp_path)[-1]
+    assert last.startswith(f"python stacks of 1 of 2 processes (pid {stopped.pid}: its stack could not be read)")
+
+
 def test_a_stopped_rank_is_named_by_its_rank(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """torchrun gives each rank its RANK: the finding names the rank, not only a pid (hostile42sig F7)."""
     import os
