@@ -68,6 +68,21 @@ def wait_gone(cluster: SlurmCluster, job: str, timeout: float) -> None:
     pytest.fail(f"job {job} still in the queue after {timeout} s:\n{cluster.logs()}")
 
 
+def ranks_training(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Until both nodes' ranks have started (the fault plugin's records), and a little more."""
+    deadline = time.monotonic() + 240
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
+    time.sleep(3)
+
+
+def mark_n2_down(cluster: SlurmCluster) -> None:
+    """As slurmctld does with a node that stops answering: the job on it ends (set back to resume after)."""
+    down = cluster.slurm("scontrol", "update", "nodename=n2", "state=down", "reason=safe-sft-test")
+    assert down.returncode == 0, down.stderr
+
+
 def test_d_sbatch_srun_safe_sft_on_two_nodes(cluster: SlurmCluster, tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=4))
@@ -88,11 +103,7 @@ def test_d_scancel_term_reaches_every_training_process_and_nothing_restarts(
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000))
-    deadline = time.monotonic() + 240
-    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
-    time.sleep(3)
+    ranks_training(cluster, tmp_path)
     pids = {json.loads(p.read_text())["pid"] for p in (tmp_path / "ranks").glob("rank-*.json")}
     result = cluster.slurm("scancel", "--signal=TERM", job)
     assert result.returncode == 0, result.stderr
@@ -116,14 +127,9 @@ def test_a_node_that_fails_mid_run_is_named_as_slurms_reason_for_the_sigterm(
     out = tmp_path / "out"
     # not requeued: Slurm requeues a job whose node failed where the job allows it
     job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000), ("--no-requeue",))
-    deadline = time.monotonic() + 240
-    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
-    time.sleep(3)
+    ranks_training(cluster, tmp_path)
     try:
-        down = cluster.slurm("scontrol", "update", "nodename=n2", "state=down", "reason=safe-sft-test")
-        assert down.returncode == 0, down.stderr
+        mark_n2_down(cluster)
         wait_gone(cluster, job, 180)
     finally:
         cluster.slurm("scontrol", "update", "nodename=n2", "state=resume")
@@ -143,14 +149,9 @@ def test_a_job_slurm_requeues_after_a_node_failed_is_said_to_run_again_from_step
     same command, which without --resume-latest trains from step 0 again. The first run says so."""
     out = tmp_path / "out"
     job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000), ("--requeue",))
-    deadline = time.monotonic() + 240
-    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
-    time.sleep(3)
+    ranks_training(cluster, tmp_path)
     try:
-        down = cluster.slurm("scontrol", "update", "nodename=n2", "state=down", "reason=safe-sft-test")
-        assert down.returncode == 0, down.stderr
+        mark_n2_down(cluster)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and len(list((out / "safe-sft").glob("*-node*/report.json"))) < 2:
             time.sleep(1)
