@@ -351,6 +351,7 @@ def _logged_step(attempt: dict[str, Any]) -> int | None:
 def render_report(data: dict[str, Any]) -> str:
     lines = [f"{data['_path']}: {data['outcome']} after {len(data['attempts'])} attempt(s)"]
     process = data.get("process")
+    killed_at: int | None = None  # the step a killed run's last attempt had logged, read from its run dir
     if data["outcome"] == "running" and isinstance(process, dict):
         who = f"safe-sft pid {process.get('pid')} on {process.get('host')}, started {process.get('started')}"
         alive = _still_running(process)
@@ -360,6 +361,7 @@ def render_report(data: dict[str, Any]) -> str:
             logged = _logged_step(last) if last and last.get("last_step") is None else None
             if logged is not None:
                 lines.append(f"  attempt {last['number']} had logged step {logged} when it was killed")
+                killed_at = logged
         else:
             lines.append(f"  {who}" + ("" if alive else " (on another host: not checked)"))
     header = f"  {'#':>2}  {'duration':>9}  {'exit':>5}  {'failure':<14}  {'step':>9}  memory peaks"
@@ -367,6 +369,8 @@ def render_report(data: dict[str, Any]) -> str:
     for a in data["attempts"]:
         failure = a["failure"]["kind"] if a.get("failure") else "-"
         step = a["last_step"] if a.get("last_step") is not None else "-"
+        if killed_at is not None and a is data["attempts"][-1]:  # the table shows what the line above it says
+            step = killed_at
         resumed = ""
         if a.get("resumed_from"):
             resumed = "0->" if a["resumed_from"].get("started_over") else f"{a['resumed_from']['step']}->"

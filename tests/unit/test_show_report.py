@@ -559,6 +559,8 @@ def test_a_killed_run_shows_its_last_logged_step_and_an_output_dir_names_its_oth
     (killed / "report.json").write_text(json.dumps(data))
     text = render_report({**data, "_path": str(killed / "report.json")})
     assert "  attempt 1 had logged step 4 when it was killed" in text
+    row = next(line for line in text.splitlines() if line.startswith("   1 "))
+    assert row.split()[4] == "4"  # the table's step: the same 4, not "-" (hostile45report F12)
     rerun.mkdir(parents=True)
     finished = {"schema": 1, "outcome": "succeeded", "process": {**process, "pid": os.getpid()}, "attempts": []}
     (rerun / "report.json").write_text(json.dumps(finished))
