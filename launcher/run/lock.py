@@ -195,6 +195,30 @@ def path_too_long(output_dir: Path) -> SafeSftError | None:
     )
 
 
+def _cannot_write(output_dir: Path, err: OSError, path: Path) -> SafeSftError:
+    """Why the lock could not be made, in what ran out or what refused: a disk with space but no free files
+    (inodes) had been told to choose a dir it can write to, and a read-only records folder was called the
+    output dir."""
+    from launcher.probe.disk import free_words
+
+    records = output_dir / "safe-sft"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return SafeSftError(
+            f"cannot write to the output dir {output_dir}: {err.strerror} ({output_dir} has {free_words(output_dir)})",
+            f"free space and files in {output_dir}, or choose another --output_dir",
+        )
+    if records.is_dir() and os.access(output_dir, os.W_OK):
+        return SafeSftError(
+            f"cannot write to safe-sft's records folder {records}: {err.strerror or err} ({path}); the output dir "
+            "itself is writable",
+            f"make {records} writable (chmod, chattr -i), or move it away",
+        )
+    return SafeSftError(
+        f"cannot write to the output dir {output_dir}: {err.strerror or err} ({path})",
+        "choose a --output_dir this user can write to",
+    )
+
+
 def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = None) -> OutputDirLock:
     """Take the output dir's lock, or raise a SafeSftError naming the holder."""
     if (too_long := path_too_long(output_dir)) is not None:
@@ -204,10 +228,7 @@ def acquire(output_dir: Path, run_id: str | None = None, *, host: str | None = N
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        raise records_not_a_folder(output_dir) or SafeSftError(
-            f"cannot write to the output dir {output_dir}: {err.strerror or err} ({path})",
-            "choose a --output_dir this user can write to",
-        ) from None
+        raise records_not_a_folder(output_dir) or _cannot_write(output_dir, err, path) from None
     me = Holder(os.getpid(), host or socket.gethostname(), now_iso(), run_id)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -188,3 +188,29 @@ def test_an_output_dir_too_long_for_safe_sfts_records_is_refused_before_anything
         acquire(deep)
     assert not (tmp_path / ("d" * 200)).exists()
     assert path_too_long(tmp_path / "out") is None
+
+
+@pytest.mark.parametrize("code", [28, 1])  # ENOSPC (no space, or no free files), EPERM (chattr +i)
+def test_a_lock_that_cannot_be_made_says_what_ran_out_or_what_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """No free inodes had been told "choose a --output_dir this user can write to", and an immutable records
+    folder was called the output dir (hostile45disk F7). The file system's refusal is stood in for here."""
+    out = tmp_path / "out"
+    (out / "safe-sft").mkdir(parents=True)
+
+    def refused(*_: object) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "open", refused)
+    with pytest.raises(SafeSftError) as raised:
+        acquire(out)
+    if code == 28:
+        import re
+
+        said = rf"cannot write to the output dir {re.escape(str(out))}: No space left on device \({re.escape(str(out))}"
+        assert re.fullmatch(said + r" has \S+ \S+ free.*\)", raised.value.message), raised.value.message
+        assert raised.value.hint.startswith(f"free space and files in {out}")
+    else:
+        assert raised.value.message.startswith(f"cannot write to safe-sft's records folder {out / 'safe-sft'}")
+        assert raised.value.hint == f"make {out / 'safe-sft'} writable (chmod, chattr -i), or move it away"
