@@ -77,13 +77,7 @@ def resolved_args(args: Any) -> dict[str, Any]:
 
 
 def _report(path: str, args: Any, **more: Any) -> None:
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w") as handle:
-            json.dump({**resolved_args(args), **more}, handle, indent=1)
-        os.replace(tmp, path)  # a reader never sees half a file
-    except OSError as err:  # safe-sft's record: never the end of a training the script would finish
-        _sibling("worker_notice").cannot_write(Path(path), err)
+    _sibling("worker_notice").write_record(Path(path), {**resolved_args(args), **more}, indent=1)
 
 
 # what the first Trainer's arguments get again when it is built: the fields a script may set after building its

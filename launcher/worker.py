@@ -101,13 +101,7 @@ def write_resolved(args: Any) -> None:
     path = os.environ.get(RESOLVED_ENV)
     if not path or os.environ.get("LOCAL_RANK", "0") != "0":
         return
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w") as handle:
-            json.dump(resolved_args(args), handle, indent=1)
-        os.replace(tmp, path)  # a reader never sees half a file
-    except OSError as err:  # safe-sft's record: never the end of a training swift would finish
-        _sibling("worker_notice").cannot_write(Path(path), err)
+    _sibling("worker_notice").write_record(Path(path), resolved_args(args), indent=1)
 
 
 def _wrap_parse_args(module: Any) -> None:

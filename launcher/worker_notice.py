@@ -33,12 +33,13 @@ def _on_usr1(_signum: int, _frame: object) -> None:
     _signalled = True
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    """safe-sft's record, written whole; where it cannot be (a full or read-only records folder), training goes
-    on: a bookkeeping file of safe-sft's had raised in every rank's on_save and ended a run swift would finish."""
+def write_record(path: Path, data: dict[str, Any], indent: int | None = None) -> None:
+    """safe-sft's record, written whole (a reader never sees half a file); where it cannot be (a full or
+    read-only records folder), training goes on: a bookkeeping file of safe-sft's had raised in every rank's
+    on_save, and the worker's swift-args.json in rank 0, and ended runs swift would finish."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data))
+        tmp.write_text(json.dumps(data, indent=indent))
         os.replace(tmp, path)
     except OSError as err:
         cannot_write(path, err)
@@ -85,7 +86,7 @@ def make_callback(folder: Path) -> type:
                 control.should_save = True
                 control.should_training_stop = True
                 if state.is_local_process_zero:
-                    _write(folder / "stopping.json", {"step": state.global_step})
+                    write_record(folder / "stopping.json", {"step": state.global_step})
             self.save_started = now if control.should_save else None
             return control
 
@@ -93,7 +94,7 @@ def make_callback(folder: Path) -> type:
             now = time.monotonic()
             if self.save_started is not None and state.is_local_process_zero:
                 timing = {"save_s": round(now - self.save_started, 3), "step_s": self.step_s, "step": state.global_step}
-                _write(folder / "timing.json", timing)
+                write_record(folder / "timing.json", timing)
             self.last_end = now  # the next step's duration leaves the save out
             return control
 
