@@ -413,6 +413,7 @@ class Plan:
     # the estimate the chosen strategy is (a Strategy value): the user's own config's rung is estimated as
     # launcher.plan.ds_config.estimated_as names it (zero2_offload as zero2, read from the user's file)
     estimated_as: str | None = None
+    uses_gpus: bool = True  # the ranks train on GPUs (NCCL, pinned memory); False with none, or under --use_cpu
 
     def env_dict(self) -> dict[str, str]:
         return {setting.name: setting.value for setting in self.env}

@@ -321,7 +321,7 @@ def render_plan(
         soft = "unlimited" if memlock.after.soft is None else fmt_bytes(memlock.after.soft)
         where = " (of this machine; the assumed machine's is unknown)" if plan.assumed_machine else ""
         lines += ["", f"memlock{where}: soft limit {soft}" + (" (raised)" if memlock.raised else "")]
-        pins = bool(plan.topology.gpus) or "offload" in (plan.strategy or "")
+        pins = plan.uses_gpus or "offload" in (plan.strategy or "")
         if memlock.problem and not pins:  # gloo and no offload: nothing in this run locks host memory
             lines.append(f"  {memlock.problem} (not by this run: CPU training without DeepSpeed offload pins none)")
         elif memlock.problem:

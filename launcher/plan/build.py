@@ -378,6 +378,7 @@ def build_plan(
         backend=options.backend,
         activations=describe_activations(shape) if shape is not None else (),
         assumed_length=assumed,
+        uses_gpus=uses_gpus,
     )
     return plan
 

@@ -51,3 +51,9 @@ def test_a_cpu_run_without_offload_is_told_the_limit_does_not_touch_it() -> None
     low = MemlockStatus(Rlimit(8 * MiB, 8 * MiB), Rlimit(8 * MiB, 8 * MiB), "RLIMIT_MEMLOCK hard limit is 8.0 MiB")
     shown = render_plan(plan, None, {}, low).split("memlock")[1].split("Command")[0]
     assert "not by this run: CPU training without DeepSpeed offload pins none" in shown and "fix:" not in shown
+    # --use_cpu on a machine with GPUs trains on the CPU all the same: the plan says so, not the GPUs it sees
+    facts = host(gpus(2, 80))
+    topo = resolve_topology(TopologyRequest(nproc=2), {}, facts.gpus.gpus, free_port=1)
+    plan = build_plan(swift, topo, facts, typical_shape("m", int(1e8)), env={}, paths=paths, options=PlanOptions())
+    assert not plan.uses_gpus
+    assert "pins none" in render_plan(plan, None, {}, low).split("memlock")[1].split("Command")[0]
