@@ -724,7 +724,7 @@ def _supervise(
     except Exception as err:
         save(supervisor.attempts, _internal_error(err, supervisor.attempts))
         raise
-    if job is not None and result.outcome == "interrupted" and result.exit_code == 128 + 15:  # SIGTERM
+    if job is not None and result.outcome == "interrupted" and result.exit_code == 128 + signal.SIGTERM:
         result = _with_slurms_reason(result, job, config.resume_latest)
     save(result.attempts, result)
     click.echo(summary(result, report_path, ran(result.attempts), unsaved=unsaved[0] if unsaved else None), err=True)
@@ -960,9 +960,9 @@ def _invoke(command: click.Command, args: list[str], takes_swift_args: bool) -> 
             # `safe-sft sft --help`: swift's own --help would run in every rank under torchrun (a "run" that
             # prints the usage of swift's pre-parser alone); this command's help is what was asked for
             command.main(args=["--help"], prog_name=f"safe-sft {command.name}", standalone_mode=False)
-            click.echo(
-                "\nswift's own options (`swift sft --help` lists few): https://swift.readthedocs.io/en/latest/Instruction/Command-line-parameters.html"
-            )
+            from launcher.plan.swift_args import SWIFT_OPTIONS_DOC
+
+            click.echo(f"\nswift's own options (`swift sft --help` lists few): {SWIFT_OPTIONS_DOC}")
             return
         try:
             check_swift_argv(command, swift_argv, backend)

@@ -269,12 +269,12 @@ class Supervisor:
                 if failure.kind is FailureKind.DISK_FULL:
                     limit = file_size_limit()  # where set, the limit, not the disk, stops the write
                     env = {**os.environ, **self.base_env}
-                    free = f"{self.output_dir} has {free_words(self.output_dir)}"
                     reason = (
                         f"{reason} ({which_disk_is_full(self.output_dir, failure.evidence, env)})"
                         if limit is None
                         else f"a file-size limit: ulimit -f allows files of {fmt_bytes(limit)}, and a checkpoint "
-                        f"file grows past it ({free}); raise it (ulimit -f unlimited), then rerun with --resume-latest"
+                        f"file grows past it ({self.output_dir} has {free_words(self.output_dir)}); raise it "
+                        "(ulimit -f unlimited), then rerun with --resume-latest"
                     )
                     if self._resume_point(number + 1, settings, attempts)[0] is None:
                         reason += "; no complete checkpoint was saved: a rerun starts from step 0"
