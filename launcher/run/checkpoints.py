@@ -2,14 +2,14 @@
 
 Complete means readable, judged from the bytes alone (no torch): trainer_state.json parses as a JSON
 object; there are weights (model*.safetensors, adapter_model.safetensors, pytorch_model*.bin, or
-DeepSpeed's `latest` naming its global_step*/ folder); every safetensors file's header parses and its
-tensors' offsets cover the file's data exactly; every shard a safetensors index names is there and holds
-every tensor the index maps to it; every torch file (.bin, .pt, .pth) in zip format has its central
-directory, and none is empty; an optimizer.pt comes with its scheduler.pt, and a DeepSpeed checkpoint
-holds every rank's ZeRO shards (no gap in the ranks, as many as saved their rng state); trainer_state.json
-holds the whole-number global_step and train_batch_size transformers resumes from. A checkpoint
-half-written by a kill, truncated by a full disk, emptied by a crash, or copied without one of its files
-is skipped, with the reason.
+DeepSpeed's `latest` naming its global_step*/ folder); every safetensors file's header parses, its
+tensors' offsets cover the file's data exactly, and that data is not zeros throughout; every shard a
+safetensors index names is there and holds every tensor the index maps to it; every torch file (.bin, .pt,
+.pth) in zip format has its central directory, and none is empty; an optimizer.pt comes with its
+scheduler.pt, and a DeepSpeed checkpoint holds every rank's ZeRO shards (no gap in the ranks, as many as
+saved their rng state); trainer_state.json holds the whole-number global_step and train_batch_size
+transformers resumes from. A checkpoint half-written by a kill, truncated by a full disk, emptied or
+zero-filled by a crash, or copied without one of its files is skipped, with the reason.
 This module only reads: it never deletes, moves or writes.
 """
 
@@ -44,6 +44,11 @@ _DTYPE_BYTES = {
     "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "C64": 8,
 }  # fmt: skip
 _MAX_HEADER = 100 * 1024 * 1024  # the safetensors library's own limit
+# A file whose blocks never reached the disk (a crash before the page cache was written back) reads as
+# zeros after a header that did. Trained weights are never zero throughout (norm weights, LoRA's A), so
+# zeros at every one of these evenly spread samples prove it; zeros in its tail alone would not.
+_ZERO_SAMPLES = 16
+_ZERO_SAMPLE_BYTES = 4096
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -92,7 +97,25 @@ def safetensors_problem(path: Path, expected: Collection[str] = ()) -> str | Non
     absent = sorted(set(expected) - header.keys())
     if absent:
         return f"{path.name} lacks {absent[0]!r}, which the index maps to it"
+    if data and _zeros_throughout(path, 8 + length, data):
+        return f"{path.name}: its tensor data is all zeros (written, but lost before it reached the disk?)"
     return None
+
+
+def _zeros_throughout(path: Path, start: int, data: int) -> bool:
+    """Whether the data region [start, start + data) reads as zeros at every sample (all of it if small)."""
+    whole = data <= _ZERO_SAMPLES * _ZERO_SAMPLE_BYTES
+    step = 0 if whole else (data - _ZERO_SAMPLE_BYTES) // (_ZERO_SAMPLES - 1)
+    spans = [(start, data)] if whole else [(start + i * step, _ZERO_SAMPLE_BYTES) for i in range(_ZERO_SAMPLES)]
+    try:
+        with path.open("rb") as handle:
+            for offset, count in spans:
+                handle.seek(offset)
+                if handle.read(count).strip(b"\0"):
+                    return False
+    except OSError:
+        return False  # unreadable data is the loader's to report; the header was read
+    return True
 
 
 def torch_file_problem(path: Path) -> str | None:

@@ -14,7 +14,8 @@ from launcher.run.checkpoints import latest_complete, load_failure_line, snapsho
 
 
 def safetensors_bytes(tensors: dict[str, list[int]] | None = None, dtype: str = "F32") -> bytes:
-    """A real safetensors file: an 8-byte header length, the JSON header, the tensors' bytes."""
+    """A real safetensors file: an 8-byte header length, the JSON header, the tensors' bytes (not zeros:
+    trained weights never are)."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, shape in (tensors or {"w": [2, 3], "b": [3]}).items():
@@ -24,7 +25,7 @@ def safetensors_bytes(tensors: dict[str, list[int]] | None = None, dtype: str = 
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
         offset += size
     blob = json.dumps(header).encode()
-    return struct.pack("<Q", len(blob)) + blob + bytes(offset)
+    return struct.pack("<Q", len(blob)) + blob + bytes(i % 255 + 1 for i in range(offset))
 
 
 def torch_zip_bytes(tmp: Path) -> bytes:
@@ -204,6 +205,14 @@ def _wrong_shape(path: Path) -> None:
     (path / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(8))
 
 
+def _zero_filled(path: Path) -> None:
+    """What a crash leaves where the header reached the disk and the data blocks did not: zeros."""
+    weights = path / "model.safetensors"
+    raw = weights.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    weights.write_bytes(raw[: 8 + length] + bytes(len(raw) - 8 - length))
+
+
 def _remove(name: str) -> Callable[[Path], None]:
     return lambda path: (path / name).unlink()
 
@@ -273,6 +282,7 @@ def test_a_checkpoint_saved_without_its_optimizer_resumes_weights_only(tmp_path:
         pytest.param(
             _write("model.safetensors", b"\x10" + bytes(7) + b"{}" + bytes(20)), "its header is not JSON", id="junk"
         ),
+        pytest.param(_zero_filled, "its tensor data is all zeros", id="zero-filled-data"),
         pytest.param(_missing_shard, "names model-00002-of-00002.safetensors, which is not there", id="missing-shard"),
         pytest.param(
             _shard_without_a_tensor,
@@ -319,6 +329,21 @@ def test_unreadable_checkpoints_table(tmp_path: Path, corrupt: Callable[[Path], 
     assert checkpoint is not None and checkpoint.path == good  # the older good one
     assert skipped == {bad: problem}
     assert bad.is_dir()  # left where it is
+
+
+def test_large_weights_are_sampled_for_zeros_and_a_zero_tensor_among_trained_ones_is_kept(tmp_path: Path) -> None:
+    """A file too large to read whole is sampled: zeros at every sample are a lost write; an untrained LoRA B
+    (zeros) beside trained tensors is a real checkpoint."""
+    shapes = {"a_lora_A": [64, 1024], "b_lora_B": [64, 1024]}  # 256 KiB each, over what is read whole
+    zeroed = make(tmp_path / "checkpoint-3")
+    (zeroed / "model.safetensors").write_bytes(safetensors_bytes(shapes))
+    _zero_filled(zeroed)
+    problem = unreadable(zeroed)
+    assert problem is not None and "all zeros" in problem
+    half = make(tmp_path / "checkpoint-6")
+    raw = safetensors_bytes(shapes)
+    (half / "model.safetensors").write_bytes(raw[: len(raw) - 256 * 1024] + bytes(256 * 1024))  # B untrained
+    assert unreadable(half) is None
 
 
 def test_a_legacy_torch_file_and_a_real_deepspeed_tree_are_readable(tmp_path: Path) -> None:
