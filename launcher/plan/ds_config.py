@@ -2,9 +2,10 @@
 
 Pure. A user's own config (a file or inline JSON given to `--deepspeed`) joins the ladder like ours:
 `rung_of` names its place (zero2, zero3_offload, ...), and `for_rung` keeps everything the user set
-except what the rung decides (the stage and the offload sections, from the rung's shipped template) and
-the batch sizes, which become "auto" so transformers fills them from the arguments the ladder changes
-(an explicit value that disagrees is an error there).
+except what the rung decides (the stage and which offload sections there are, from the rung's shipped
+template; an offload section the user wrote keeps its device, NVMe included, and its settings) and the
+batch sizes, which become "auto" so transformers fills them from the arguments the ladder changes (an
+explicit value that disagrees is an error there).
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def batch_disagreement(config: Mapping[str, Any], micro_batch: int, grad_accum: 
 
 
 def for_rung(base: Mapping[str, Any], template: Mapping[str, Any], *, pin_memory: bool) -> JsonObject:
-    """`base` moved to the template's rung: its stage and offload sections, the rest of `base` kept."""
+    """`base` moved to the template's rung: its stage and offload sections (where `base` offloads a section
+    too, `base`'s own), the rest of `base` kept."""
     config = copy.deepcopy(dict(base))
     target = zero_section(template)
     kept = {
@@ -195,6 +197,12 @@ def for_rung(base: Mapping[str, Any], template: Mapping[str, Any], *, pin_memory
         **{key: copy.deepcopy(value) for key, value in target.items() if zero_key(key) not in spelled},
         **copy.deepcopy(kept),
     }
+    for name in OFFLOAD_SECTIONS:
+        # The rung decides whether a section offloads; the user's section, where it offloads too, says where
+        # and how: an NVMe offload chosen for a host short of RAM must not become a host offload.
+        own = zero_section(base).get(name)
+        if offloaded(target, name) and isinstance(own, Mapping) and own.get("device") in OFFLOAD_DEVICES:
+            zero[name] = copy.deepcopy(dict(own))
     if not pin_memory:
         for name in OFFLOAD_SECTIONS:
             section = zero.get(name)

@@ -69,6 +69,24 @@ def test_for_rung_without_pinning_turns_it_off_in_both_offload_sections() -> Non
     assert derived["offload_optimizer"] == {"device": "cpu", "pin_memory": False}
 
 
+def test_for_rung_keeps_the_users_nvme_offload_where_the_rung_offloads_that_section() -> None:
+    """A zero2 config that swaps the optimizer to NVMe (for a host short of RAM) moved to zero3_offload kept
+    the rung's host offload instead: 16 bytes a parameter of host RAM the user had chosen not to spend."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    nvme = {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 8, "pin_memory": True}
+    user = {"zero_optimization": {"stage": 2, "offload_optimizer": nvme}}
+    for pin in (True, False):
+        zero = for_rung(user, TEMPLATES["zero3_offload"], pin_memory=pin)["zero_optimization"]
+        assert zero["stage"] == 3
+        assert zero["offload_optimizer"] == {**nvme, "pin_memory": pin}  # the user's device and settings
+        assert zero["offload_param"] == {"device": "cpu", "pin_memory": pin}  # the rung's: the user set none
+        assert DeepSpeedZeroConfig(**zero).offload_optimizer.device == "nvme"
+    off = for_rung(user, TEMPLATES["zero3"], pin_memory=True)["zero_optimization"]
+    assert "offload_optimizer" not in off  # the rung decides whether: zero3 offloads nothing
+    assert user["zero_optimization"]["offload_optimizer"] is nvme and nvme["pin_memory"] is True  # input kept
+
+
 def test_derived_path_names_the_rung_and_changes_with_the_content() -> None:
     one = derived_path("/out", "ds", "zero3", True, {"a": 1})
     assert one.startswith("/out/safe-sft/ds-zero3-") and one.endswith(".json")
