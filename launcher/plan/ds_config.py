@@ -240,6 +240,40 @@ _ZERO_DEFAULTS = {
 
 
 @dataclass(frozen=True)
+class NvmeSwap:
+    """What ZeRO-3 keeps in host RAM of the state it swaps to NVMe (ZeRO 1 and 2 read an NVMe offload as a
+    host offload), in elements, DeepSpeed's defaults where the section leaves them out
+    (deepspeed/runtime/zero/offload_config.py)."""
+
+    optimizer_buffers: int  # offload_optimizer's buffer_count, each a sub-group's fp32 partition; 0: not on NVMe
+    param_buffer_elements: int  # offload_param's buffer_count x buffer_size; 0: parameters not on NVMe
+    param_max_in_cpu: int  # offload_param's max_in_cpu: the elements of its partition a process keeps in RAM
+
+
+def nvme_swap(zero: Mapping[str, Any], stage: int) -> NvmeSwap | None:
+    """The NVMe side of a ZeRO section, None where nothing is swapped to NVMe."""
+
+    def section(name: str) -> Mapping[str, Any] | None:
+        value = zero.get(name)
+        return value if isinstance(value, Mapping) and value.get("device") == "nvme" else None
+
+    def count(of: Mapping[str, Any], key: str, default: int) -> int:
+        value = of.get(key, default)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    optimizer, param = section("offload_optimizer"), section("offload_param")
+    if stage != 3 or (optimizer is None and param is None):
+        return None
+    return NvmeSwap(
+        optimizer_buffers=count(optimizer, "buffer_count", 4) if optimizer is not None else 0,
+        param_buffer_elements=count(param, "buffer_count", 5) * count(param, "buffer_size", 100_000_000)
+        if param is not None
+        else 0,
+        param_max_in_cpu=count(param, "max_in_cpu", 1_000_000_000) if param is not None else 0,
+    )
+
+
+@dataclass(frozen=True)
 class ZeroSettings:
     """The ZeRO keys that decide what DeepSpeed keeps resident on each GPU, in elements, "auto" resolved."""
 
@@ -255,6 +289,7 @@ class ZeroSettings:
     sub_group_size: int
     overlap_comm: bool
     contiguous_gradients: bool
+    nvme: NvmeSwap | None = None  # what stays in host RAM of the state swapped to NVMe; None: none is
 
 
 def auto_value(key: str, hidden_size: int | None) -> int:
@@ -296,6 +331,7 @@ def zero_settings(config: Mapping[str, Any], hidden_size: int | None) -> ZeroSet
         sub_group_size=size("sub_group_size"),
         overlap_comm=bool(overlap) if overlap is not None else stage == 3,  # DeepSpeed turns it on for stage 3
         contiguous_gradients=bool(zero.get("contiguous_gradients", True)),
+        nvme=nvme_swap(zero, stage),
     )
 
 

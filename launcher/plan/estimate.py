@@ -644,17 +644,39 @@ def activation_bytes(shape: TrainShape) -> int:
 def host_bytes(strategy: Strategy, shape: TrainShape, zero: ZeroSettings | None) -> int:
     """Host RAM per node for model states: DeepSpeed's estimators, with the config's offload sections."""
     trainable = shape.trainable_params
-    frozen = shape.total_params - trainable
     if zero is None or strategy is Strategy.DDP:
         paged = trainable * 2 * moment_bytes(shape, shape.weight_bytes) if shape.optimizer_paged else 0
         return int((shape.total_params * shape.weight_bytes + paged) * shape.gpus_per_node)
     if zero.offload_param:
-        return int((18 * trainable + 2 * frozen) / shape.nnodes * BUFFER_FACTOR)
+        return int((offloaded_optimizer_bytes(shape, zero) + offloaded_param_bytes(shape, zero)) * BUFFER_FACTOR)
     if zero.offload_optimizer:
-        return int(16 * trainable / shape.nnodes * BUFFER_FACTOR + 2 * shape.total_params * shape.gpus_per_node)
+        unpartitioned = 2 * shape.total_params * shape.gpus_per_node  # each process loads the whole model first
+        return int(offloaded_optimizer_bytes(shape, zero) * BUFFER_FACTOR + unpartitioned)
     if zero.stage == 3:
         return int(shape.largest_layer_params * 4 * shape.gpus_per_node * BUFFER_FACTOR)
     return int(shape.total_params * 4 * shape.gpus_per_node * BUFFER_FACTOR)
+
+
+def offloaded_optimizer_bytes(shape: TrainShape, zero: ZeroSettings) -> float:
+    """Host RAM per node for an offloaded optimizer: its 16 bytes a trainable parameter (fp32 master, Adam's
+    moments, fp32 gradients) in RAM, or, swapped to NVMe, the fp32 gradient partition and DeepSpeed's pinned
+    swap buffers (buffer_count and one for gradients, each the largest sub-group of a partition)."""
+    trainable = shape.trainable_params
+    if zero.nvme is None or not zero.nvme.optimizer_buffers:
+        return 16 * trainable / shape.nnodes
+    partition = trainable / shape.total_gpus
+    swapped = min(zero.sub_group_size, partition)
+    return shape.gpus_per_node * 4 * (partition + (zero.nvme.optimizer_buffers + 1) * swapped)
+
+
+def offloaded_param_bytes(shape: TrainShape, zero: ZeroSettings) -> float:
+    """Host RAM per node for offloaded 16-bit parameters: all of them across the node's partitions, or,
+    swapped to NVMe, what each process keeps in RAM (max_in_cpu of its partition) and its swap buffers."""
+    if zero.nvme is None or not zero.nvme.param_buffer_elements:
+        return 2 * shape.total_params / shape.nnodes
+    partition = shape.total_params / shape.total_gpus
+    kept = min(zero.nvme.param_max_in_cpu, partition)
+    return shape.gpus_per_node * 2 * (kept + zero.nvme.param_buffer_elements)
 
 
 def estimate(

@@ -23,6 +23,7 @@ from launcher.plan.estimate import (
     TrainShape,
     activation_parts,
     estimate,
+    host_bytes,
     layer_linears,
     lever_changes,
     levers,
@@ -167,6 +168,25 @@ def test_offload_keeps_no_optimizer_or_partition_on_the_gpu() -> None:
     assert parts["gpu_weights"] == parts["gpu_optimizer"] == 0
     assert parts["gpu_gradients"] == 500_000_000 * 2  # only the in-flight gradient of the largest layer
     assert parts["gpu_zero3_live_params"] > 2 * 10**9  # what DeepSpeed really keeps, not just 4L
+
+
+def test_nvme_swap_keeps_only_deepspeeds_buffers_and_max_in_cpu_in_host_ram() -> None:
+    """ZeRO-3 swapping to NVMe (offload_config.py's defaults: optimizer buffer_count 4; parameters
+    buffer_count 5 x buffer_size 1e8, max_in_cpu 1e9) was estimated as a host offload: 18 bytes a
+    parameter, for a config chosen because the host has far less."""
+    nvme = {"device": "nvme", "nvme_path": "/nvme"}
+    on_nvme = settings("zero3_offload", offload_optimizer=nvme, offload_param=nvme, sub_group_size=100_000_000)
+    assert on_nvme.nvme is not None and on_nvme.nvme.optimizer_buffers == 4
+    big = shape(total_params=70 * 10**9, trainable_params=70 * 10**9)  # a 8.75e9-element partition on each of 8
+    partition = 70 * 10**9 / 8
+    optimizer = 8 * 4 * (partition + (4 + 1) * 100_000_000)  # fp32 grad partition, 4 swap + 1 gradient buffers
+    params = 8 * 2 * (1_000_000_000 + 5 * 100_000_000)  # max_in_cpu kept, 5 swap buffers of 1e8
+    assert host_bytes(Strategy.ZERO3_OFFLOAD, big, on_nvme) == int((optimizer + params) * 1.5)
+    on_host = host_bytes(Strategy.ZERO3_OFFLOAD, big, settings("zero3_offload"))
+    assert on_host == int(18 * 70 * 10**9 * 1.5)  # DeepSpeed's estimator: 18 bytes a parameter
+    assert host_bytes(Strategy.ZERO3_OFFLOAD, big, on_nvme) < on_host / 3
+    # ZeRO 1 and 2 read an NVMe offload as a host offload (stage_1_and_2.py): nothing is swapped
+    assert zero_settings({"zero_optimization": {"stage": 2, "offload_optimizer": nvme}}, H).nvme is None
 
 
 # ---- phases: the optimizer step after the backward, the logits before the gradients ---------------------
