@@ -36,14 +36,16 @@ _OOM = re.compile(
     r"out of memory on device|Out of memory error on GPU|ACL_ERROR_RT_MEMORY_ALLOCATION|"
     r"(?:NPU|Ascend).*(?:memory allocation failed|out of memory)|RESOURCE_EXHAUSTED: Out of memory|"
     r"error=2 : out of memory|cudaMalloc.*out of memory|error \(2\) : out of memory|"
-    r"Cuda failure (?:\d+ )?'out of memory'|CUDA Error 2, out of memory|"  # the driver API's code 2 (tinygrad)
+    r"Cuda failure (?:\d+ )?'out of memory'|CUDA [Ee]rror 2[:,] out of memory|"  # code 2 (tinygrad, TF ops)
     r"Ran out of memory trying to allocate|"  # TensorFlow's BFC allocator, the GPU's
     r"OOM when allocating tensor(?!.*(?:device:CPU|allocator cpu))|"  # TensorFlow's op, on a GPU's allocator
     r"Ran out of memory in memory space hbm|Exceeded hbm capacity|"  # XLA's, a TPU's (or a GPU's) HBM
     # the occupancy map the BFC allocator logs only once an allocation has failed (its chunks in use `*`,
     # free `_`, the one that did not fit `x`), where the log was cut before its first words
     r"bfc_allocator\.cc:\d+\] [*_]{8,}x+\s*$|"
-    r"Check failed: .*cudaSuccess.*out of memory"  # a glog CHECK on a CUDA call (Caffe): error 2
+    r"Check failed: .*cudaSuccess.*out of memory|"  # a glog CHECK on a CUDA call (Caffe): error 2
+    # vLLM's engine (an RL trainer's rollout) finding no GPU memory left for its KV cache as it starts
+    r"No available memory for the cache blocks|larger than the available KV cache memory"
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
 _NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
@@ -59,7 +61,9 @@ _MEMLOCK = (
     # Open MPI, UCX: `ibv_create_cq(cqe=4096) failed: Cannot allocate memory`)
     r"ibv_\w+\S*\s+failed(?: with error|:)\s*Cannot allocate memory|[Ff]ailed to create a completion queue|"
     # libfabric's own ENOMEM (-FI_ENOMEM): its providers (EFA, verbs) post registered, i.e. locked, buffers
-    r"Libfabric error: \(-12\)"
+    r"Libfabric error: \(-12\)|"
+    # a verbs library's own words for the same ENOMEM (mscclpp's `IbError`: `Ib failure: Cannot allocate memory`)
+    r"\b(?:Ib|IB|ibverbs)\b[^\n]{0,40}Cannot allocate memory"
 )
 _OOM_IN_A_WARNING = re.compile(r"Tried to allocate|Error: CUDA out of memory")
 # Where an OOM happened, read from the innermost frame of its traceback that names a phase.
@@ -83,7 +87,8 @@ _LOAD_FRAME = re.compile(
     r"modules/module\.py\", line \d+, in convert\b|"  # Module.to's own mover: a model's tensors going to a device
     # zero.Init's stand-in for torch.empty and its kin: installed only while a model is built under it
     r"zero/partition_parameters\.py\", line \d+, in wrapped_fn\b|"
-    r"nn/modules/\w+\.py\", line \d+, in (?:__init__|reset_parameters)\b"  # a layer built on the GPU
+    r"nn/modules/\w+\.py\", line \d+, in (?:__init__|reset_parameters)\b|"  # a layer built on the GPU
+    r"_initialize_kv_caches|check_enough_kv_cache_memory|determine_available_memory"  # vLLM's engine start
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
@@ -93,8 +98,9 @@ _STEP_FRAME = re.compile(
 # evaluation frames (transformers', swift's, Lightning's, a script's own `evaluate`/`validate`/`test`): an
 # OOM there is the eval batch's (per_device_eval_batch_size)
 _EVAL_FRAME = re.compile(
-    r"\bin _?(?:evaluat\w*|eval|eval_\w+|validat\w*|val_step|valid|valid_\w+|test|test_\w+|predict\w*|"
-    r"prediction_\w+)$"
+    r"\bin _{0,2}(?:evaluat\w*|eval|eval_\w+|validat\w*|val|val_step|valid|valid_\w+|test|test_\w+|predict\w*|"
+    r"prediction_\w+|"
+    r"torch_pad_and_concatenate|numpy_pad_and_concatenate|nested_concat)$"  # transformers' eval loop gathering outputs
 )
 # a progress bar whose own name (before its first percentage) is an evaluation's: Lightning's "Validation
 # DataLoader 0:  3%|", catalyst's "Epoch (valid):  3%", tqdm's "Evaluating:  3%|" (a training bar's postfix
@@ -107,12 +113,16 @@ _FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+, in \S+|\S+\.py:\d+ in \w+
 # `/x/request.py in do_open(self, ...)`; read as Python's own frame line
 # IPython prints a frame's source lines around the call, numbered; the call's own is marked `--> 619`
 _IPYTHON_CONTEXT = re.compile(r"^\s*\d+ {2,}\S")
-_IPYTHON_FRAME = re.compile(r"^\s*(?:File )?(?P<path>\S+\.py)(?::(?P<line>\d+),)? in (?:\w+\.)*(?P<func>\w+)\(")
+# (Colab copies the path as a markdown link: `[/x/trainer_pt_utils.py](https://localhost:8080/#) in f(...)`)
+_IPYTHON_FRAME = re.compile(
+    r"^\s*(?:File )?\[?(?P<path>[^\s\[\]]+\.py)(?:\]\([^)\s]*\))?(?::(?P<line>\d+),)? in (?:\w+\.)*(?P<func>\w+)\("
+)
 
 _HOST_ALLOC = re.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|std::bad_alloc|\bMemoryError\b|"
     r"Cannot allocate memory|not enough memory: you tried to allocate|ENOMEM|memory allocation of \d+ bytes failed|"
     r"running low on memory|killed due to memory pressure|low on resource: memory|"  # the last: a kubelet's eviction
+    r"ray-oom-prevention|RAY_memory_usage_threshold|"  # Ray's memory monitor's advice, the tail of its kill notice
     r"after using all available RAM"  # a notebook runtime's (Colab's) end of a session
 )
 # A web request that failed for the network's or the server's reason (a 4xx other than 429 is the user's:
@@ -286,11 +296,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"GPU is lost|fell off the bus|fallen off the bus|ECC error|Assertion .+ failed|kernel execution error|"
         # a CUDA error raised where Python cannot take it (a destructor, a C++ thread): the abort is its sequel
         r"terminate called after throwing an instance of 'c10::CUDAError'|"
+        r"\bCUresult error\b|"  # a driver API call's failed status, as extensions report it
         r"THCudaCheck FAIL(?!.*out of memory)",  # PyTorch 1.x's report of a CUDA call's error (error=2 is an OOM)
     ),
     _p(
         FailureKind.CRASH,
-        r"[Ss]egmentation fault|SIGSEGV|core dumped|Fatal Python error|Aborted \(core|"
+        r"[Ss]egmentation fault|SIGSEGV|\b[Ss]egfault(?:ed)?\b|core dumped|Fatal Python error|Aborted \(core|"
         r"terminate called (?:after throwing|without an active exception)|free\(\): invalid|"
         r"double free or corruption|corrupted size vs\. prev_size|Illegal instruction|SIGABRT|"
         r"Floating point exception|stack smashing detected|malloc\(\): |"
