@@ -9,8 +9,10 @@ Contract: pure functions of config.json's (text) mapping and its model_type.
 - `config_params(shape)` gives (all parameters, the largest layer's, the vision tower's): the embeddings
   (and an untied output layer), each layer's attention (q/k/v/o at the heads' widths, GQA included) and MLP
   (gated: three matrices; two otherwise; an MoE layer's routed experts, shared experts and router, after DeepSeek's
-  first dense layers), and a vision tower's blocks. An approximation for a folder without weights to
-  count: norms, biases and projectors are left out, as are layers of another kind (linear attention).
+  first dense layers), a hybrid decoder's linear-attention layers (Qwen3-Next's and Qwen3.5's Gated
+  DeltaNet, `linear_mixer`) and a gated attention's doubled q projection, and a vision tower's blocks. An
+  approximation for a folder without weights to count: norms, biases and projectors are left out, and so
+  are multi-token-prediction layers (`mtp_num_hidden_layers`), which transformers does not load.
   Held to real config.json files and their weights' sizes in tests/unit/test_real_model_configs.py.
 """
 
@@ -62,6 +64,35 @@ def tied_unstated(model_type: str | None) -> bool:
     return model_type in TIED_BY_DEFAULT
 
 
+def _positive(text: Mapping[str, object], key: str) -> int | None:
+    value = text.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def linear_mixer(text: Mapping[str, object], hidden: int, layers: int) -> tuple[int, int]:
+    """(how many layers, one layer's token-mixer parameters) of a hybrid decoder's Gated DeltaNet layers, as
+    transformers builds them (Qwen3-Next, Qwen3.5): layer_types names them, or every layer but each
+    full_attention_interval-th; the q/k/v, z, b and a input projections, a depthwise conv over q/k/v, the
+    output projection, and the per-head decay and norm. (0, 0) for a decoder without them."""
+    key_heads, key_dim = _positive(text, "linear_num_key_heads"), _positive(text, "linear_key_head_dim")
+    value_heads, value_dim = _positive(text, "linear_num_value_heads"), _positive(text, "linear_value_head_dim")
+    if not (key_heads and key_dim and value_heads and value_dim):
+        return 0, 0
+    types = text.get("layer_types")
+    interval = _positive(text, "full_attention_interval")
+    if isinstance(types, list):
+        count = sum(1 for kind in types[:layers] if kind == "linear_attention")
+    elif interval:
+        count = sum(1 for i in range(layers) if (i + 1) % interval)
+    else:
+        return 0, 0
+    keys, values = key_heads * key_dim, value_heads * value_dim
+    conv = 2 * keys + values  # the q, k and v channels the conv runs over
+    kernel = _positive(text, "linear_conv_kernel_dim") or 4
+    per_layer = hidden * conv + hidden * values + 2 * hidden * value_heads + conv * kernel + values * hidden
+    return count, per_layer + 2 * value_heads + value_dim
+
+
 @dataclass(frozen=True)
 class ConfigShape:
     hidden: int
@@ -77,6 +108,9 @@ class ConfigShape:
     moe_intermediate: int | None = None
     shared_intermediate: int | None = None
     dense_layers: int = 0  # DeepSeek's first_k_dense_replace: the first layers keep a dense MLP
+    linear_layers: int = 0  # of `layers`, those whose token mixer is linear attention (Gated DeltaNet)
+    linear_mixer: int = 0  # one such layer's token-mixer parameters (linear_mixer)
+    q_gate: bool = False  # attn_output_gate: the q projection also makes the output gate (twice as wide)
     vision_hidden: int | None = None
     vision_layers: int | None = None
     vision_intermediate: int | None = None
@@ -94,7 +128,9 @@ def config_params(shape: ConfigShape) -> tuple[int, int, int] | None:
         q_width, kv_width = shape.heads * head_dim, (shape.kv_heads or shape.heads) * head_dim
     else:
         q_width = kv_width = h
-    attention = 2 * h * q_width + 2 * h * kv_width
+    attention = h * q_width * (2 if shape.q_gate else 1) + h * q_width + 2 * h * kv_width
+    linear_layers = min(shape.linear_layers, shape.layers)
+    mixers = (shape.layers - linear_layers) * attention + linear_layers * shape.linear_mixer
     dense = (3 if shape.gated else 2) * h * (shape.intermediate or 0)
     if moe:
         experts = shape.num_experts or 0
@@ -110,5 +146,6 @@ def config_params(shape: ConfigShape) -> tuple[int, int, int] | None:
     if shape.vision_hidden and shape.vision_layers and shape.vision_intermediate:
         width = shape.vision_hidden
         vision = shape.vision_layers * (4 * width * width + 2 * width * shape.vision_intermediate)
-    total = embed + shape.layers * attention + mlps + vision
-    return total, max(attention + largest_mlp, shape.vocab * h), vision
+    total = embed + mixers + mlps + vision
+    mixer = max(attention, shape.linear_mixer if linear_layers else 0)
+    return total, max(mixer + largest_mlp, shape.vocab * h), vision

@@ -27,6 +27,7 @@ from launcher.probe.config_count import (
     config_params,
     gated,
     kv_heads,
+    linear_mixer,
     mlp_width,
     tied_unstated,
 )
@@ -526,6 +527,7 @@ def _config_shape(
         value = extra.get(key)
         return value if isinstance(value, int) else None
 
+    linear = linear_mixer(text, hidden, layers)
     return ConfigShape(
         hidden=hidden,
         layers=layers,
@@ -540,6 +542,9 @@ def _config_shape(
         moe_intermediate=size("moe_intermediate_size"),
         shared_intermediate=size("shared_expert_intermediate_size"),
         dense_layers=_int(text, "first_k_dense_replace") or 0,
+        linear_layers=linear[0],
+        linear_mixer=linear[1],
+        q_gate=text.get("attn_output_gate") is True,
         vision_hidden=size("vision_hidden_size"),
         vision_layers=size("vision_layers"),
         vision_intermediate=size("vision_intermediate_size"),

@@ -424,6 +424,34 @@ def test_moe_config_counts_every_expert(tmp_path: Path) -> None:
     assert (facts.num_experts, facts.experts_per_token, facts.moe_intermediate_size) == (64, 6, 1408)
 
 
+@pytest.mark.parametrize("layout", ["layer_types", "full_attention_interval"])
+def test_a_hybrid_decoders_linear_attention_layers_are_counted_as_gated_deltanet(tmp_path: Path, layout: str) -> None:
+    """Qwen3.5's and Qwen3-Next's Gated DeltaNet layers were counted as full attention, and the gated
+    attention's q projection (attn_output_gate) as one: a 9B model read as 8.6B from its config.json."""
+    h, heads, kv, head_dim = 1024, 8, 2, 128
+    config: dict[str, object] = {
+        "hidden_size": h, "num_hidden_layers": 8, "intermediate_size": 3072, "vocab_size": 1000,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": head_dim, "attn_output_gate": True,
+        "linear_num_key_heads": 4, "linear_key_head_dim": 64, "linear_num_value_heads": 8,
+        "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4, "mtp_num_hidden_layers": 1,
+    }  # fmt: skip
+    if layout == "layer_types":
+        config["layer_types"] = (
+            ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"]
+        )
+    else:
+        config["full_attention_interval"] = 4  # transformers' rule: each 4th layer is full attention
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    q, kv_width = heads * head_dim, kv * head_dim
+    attention = h * 2 * q + h * q + 2 * h * kv_width  # q (and its gate), o, k, v
+    keys, values = 4 * 64, 8 * 64
+    conv = 2 * keys + values
+    deltanet = h * conv + h * values + 2 * h * 8 + conv * 4 + values * h + 2 * 8 + 64
+    mlp = 3 * h * 3072
+    expected = 2 * 1000 * h + 2 * attention + 6 * deltanet + 8 * mlp  # no MTP layer: transformers drops it
+    assert probe_model(str(tmp_path), {}, tmp_path).total_params == expected
+
+
 @pytest.mark.parametrize(
     ("routing", "expected"),
     [

@@ -35,7 +35,6 @@ KNOWN_MISSES = {
     "EmotioTech__EmotioLocal": "MiniCPM-V 2 names its SigLIP tower by timm id (vision_encoder), no vision_config",
     "sen-ye__DeepSeek-OCR2-query-ablation": "DeepSeek-OCR nests its encoders' sizes (SAM, a Qwen2) in vision_config",
     "kurokencom__DeepSeekOcrCPUWin__model": "DeepSeek-OCR nests its encoders' sizes (SAM, a Qwen2) in vision_config",
-    "L1F08__cus_llama_factory__model_Qwen3.5-9B": "Qwen3.5's linear-attention layers are counted as attention",
     "BrianYAU-NTEC__olmOCR": "its vision_config leaves the tower's sizes to Qwen2-VL's class defaults",
     "LiamZhao326__CogStream__model": "VideoLLaMA3 keeps its tower's sizes under vision_encoder_config, not read here",
     "19ShengSheng__Flames": "a sequence classifier: no output layer over the vocabulary",
