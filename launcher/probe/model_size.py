@@ -275,7 +275,7 @@ def _slicing(config: Mapping[str, object]) -> dict[str, int | None]:
 # The keys each size goes by in config.json, first found first read (_int).
 HIDDEN_KEYS = ("hidden_size", "n_embd", "n_embed", "d_model")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-INTERMEDIATE_KEYS = ("intermediate_size", "ffn_hidden_size", "ffn_dim", "n_inner")
+INTERMEDIATE_KEYS = ("intermediate_size", "ffn_hidden_size", "ffn_dim", "n_inner", "inner_hidden_size")
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
 KV_HEAD_KEYS = ("num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv")
 VOCAB_KEYS = ("padded_vocab_size", "vocab_size")  # ChatGLM and Qwen-1 embed the padded vocabulary
@@ -537,7 +537,8 @@ def _config_shape(
         kv_heads=size("num_key_value_heads"),
         head_dim=size("head_dim"),
         tied=bool(extra.get("tie_word_embeddings")),
-        gated=gated(decoder_type),
+        # ChatGLM-6B v1 writes its plain GeLU MLP's width as inner_hidden_size; ChatGLM2 on, gated, ffn_hidden_size
+        gated=gated(decoder_type) and not (decoder_type == "chatglm" and "inner_hidden_size" in text),
         num_experts=size("num_experts"),
         moe_intermediate=size("moe_intermediate_size"),
         shared_intermediate=size("shared_expert_intermediate_size"),

@@ -42,7 +42,6 @@ KNOWN_MISSES = {
     "InternLM__InternLM-XComposer__huggingface_internlm-xcomposer": (
         "its index holds 4.6B at the stated dtype, less than the 7B decoder its config describes"
     ),
-    "yuanzhoulvpi2017__zero_nlp__simple_thu_chatglm6b_thuglm": "ChatGLM-6B v1 (inner_hidden_size) is not read",
 }
 TIE_UNSEEN = {  # whose tensors cannot show a tie: no output layer at all, or one under another name
     "junqi-jiang__oasstpythia1.5brm": "a reward model",
