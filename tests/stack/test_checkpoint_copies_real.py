@@ -32,7 +32,7 @@ def test_real_checkpoints_are_complete_and_a_copy_that_lost_a_file_is_not(
 ) -> None:
     out = tmp_path / "out"
     extra = {"deepspeed": deepspeed} if deepspeed else {}
-    env = {**fault_env(tmp_path), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    env = fault_env(tmp_path)
     args = swift_args(tiny, out, max_steps=4, save_steps=2, per_device_train_batch_size=1, **extra)
     done = safe_sft(["--max-attempts", "1", *args], env)
     assert done.returncode == 0, done.stderr[-3000:]

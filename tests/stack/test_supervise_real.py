@@ -202,7 +202,7 @@ def test_c_and_g_oom_while_saving_then_save_only_model_skipping_the_half_written
 
 def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    env = fault_env(tmp_path, "oom_step:4:1")
     result = safe_sft(swift_args(tiny, out, per_device_train_batch_size=1, deepspeed="zero2"), env)
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = report(out)["attempts"]
@@ -223,7 +223,7 @@ def test_d2_the_users_ignore_data_skip_never_makes_a_retry_start_over(tiny, tmp_
     out = tmp_path / "out"
     knobs = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1, "add_version": "false",
              "ignore_data_skip": "true"}  # fmt: skip
-    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    env = fault_env(tmp_path, "oom_step:4:1")
     result = safe_sft(swift_args(tiny, out, **knobs), env)
     assert result.returncode == 0, result.stderr[-3000:]
     second = report(out)["attempts"][1]
@@ -354,7 +354,7 @@ def test_i_the_plan_names_the_copy_the_first_attempt_passes_for_a_users_literal_
 def test_i_users_own_zero2_config_moves_to_zero3_keeping_its_settings(tiny, tmp_path: Path, zero_keys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     user_file, user_text = user_deepspeed_file(tmp_path, zero_keys)
-    env = {**fault_env(tmp_path, "oom_step:4:1"), "SAFE_SFT_TEST_GLOO_INIT": "1"}
+    env = fault_env(tmp_path, "oom_step:4:1")
     result = safe_sft(swift_args(tiny, out, per_device_train_batch_size=1, deepspeed=user_file), env)
     assert result.returncode == 0, result.stderr[-3000:]
     first, second = report(out)["attempts"]

@@ -22,7 +22,7 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
   SAFE_SFT_FAULT_ONCE   a marker file: the fault fires only while it does not exist, and creates it.
   SAFE_SFT_FAULT_RECORD a folder: each rank writes rank-N.json (pid, memlock limits) at start, and
                         samples-rank-N-PID.jsonl: per optimizer step, a key for each sample it trained on.
-On the CPU, ZeRO-3 needs the gloo process group before the model is built: done here at import.
+(On the CPU, ZeRO-3 needs the gloo process group before the model is built: safe-sft's worker starts it.)
 """
 
 from __future__ import annotations
@@ -177,8 +177,3 @@ def _cut_newest_checkpoint(output_dir: Path) -> None:
 
 
 callbacks_map["safe_sft_fault"] = FaultCallback
-
-if os.environ.get("SAFE_SFT_TEST_GLOO_INIT") == "1" and "RANK" in os.environ:
-    import deepspeed
-
-    deepspeed.init_distributed("gloo")
