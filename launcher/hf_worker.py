@@ -119,6 +119,7 @@ def patch_training_arguments() -> None:
             setattr(self, name, value)
         pending.clear()
         original(self)  # type: ignore[no-untyped-call]
+        _sibling("worker_gloo").gloo_before_zero3_on_cpu(self.use_cpu, self.deepspeed)
         if path and not supervised:
             _report(path, self)
 

@@ -111,38 +111,11 @@ def _wrap_parse_args(module: Any) -> None:
     def parse_and_report(self: Any, *a: Any, **kw: Any) -> Any:
         args = parse(self, *a, **kw)
         write_resolved(args)
-        gloo_before_zero3_on_cpu(args)
+        gloo = _sibling("worker_gloo")  # ZeRO-3 on the CPU: before swift builds the model
+        gloo.gloo_before_zero3_on_cpu(getattr(args, "use_cpu", False), getattr(args, "deepspeed", None))
         return args
 
     pipeline._parse_args = parse_and_report
-
-
-def _zero_stage(deepspeed: Any) -> Any:
-    """The ZeRO stage of swift's resolved --deepspeed: the config as a dict, or a path to its JSON."""
-    config = deepspeed
-    if isinstance(deepspeed, str):
-        try:
-            config = json.loads(Path(deepspeed).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-    zero = config.get("zero_optimization") if isinstance(config, dict) else None
-    return zero.get("stage") if isinstance(zero, dict) else None
-
-
-def gloo_before_zero3_on_cpu(args: Any) -> None:
-    """ZeRO-3 builds the model under DeepSpeed's zero.Init, which reads the world size before a CPU run's
-    process group exists (transformers makes it later): DeepSpeed then counts one process and refuses
-    the batch in every rank ("train_batch_size is not equal to ... * world_size"). On the CPU, with several
-    processes, the gloo group is started first, as DeepSpeed's own init_distributed starts it."""
-    if not getattr(args, "use_cpu", False) or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return
-    if str(_zero_stage(getattr(args, "deepspeed", None))) not in ("3", "3.0"):
-        return
-    import deepspeed
-    import deepspeed.comm
-
-    if not deepspeed.comm.is_initialized():  # torch's group may exist already: DeepSpeed's own wraps it
-        deepspeed.init_distributed(dist_backend="gloo")
 
 
 def drop_unreadable_error_file() -> None:
