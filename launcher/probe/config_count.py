@@ -10,7 +10,8 @@ Contract: pure functions of config.json's (text) mapping and its model_type.
   (and an untied output layer), each layer's attention (q/k/v/o at the heads' widths, GQA included) and MLP
   (gated: three matrices; two otherwise; an MoE layer's routed experts, shared experts and router, after DeepSeek's
   first dense layers), a hybrid decoder's linear-attention layers (Qwen3-Next's and Qwen3.5's Gated
-  DeltaNet, `linear_mixer`) and a gated attention's doubled q projection, and a vision tower's blocks. An
+  DeltaNet, `linear_mixer`) and a gated attention's doubled q projection, and a vision tower's blocks; a
+  classifier's or reward model's scoring head (`vocab_head`) adds no vocabulary-wide output layer. An
   approximation for a folder without weights to count: norms, biases and projectors are left out, and so
   are multi-token-prediction layers (`mtp_num_hidden_layers`), which transformers does not load.
   Held to real config.json files and their weights' sizes in tests/unit/test_real_model_configs.py.
@@ -64,6 +65,18 @@ def tied_unstated(model_type: str | None) -> bool:
     return model_type in TIED_BY_DEFAULT
 
 
+# transformers' head classes that score a sequence or its tokens (a classifier, a reward or value model):
+# a few outputs per position, where a causal LM's head spans the vocabulary
+_SCORING_HEAD = re.compile(r"For(?:Sequence|Token)Classification$|RewardModel$|ValueHead$|ForReward\w*$")
+
+
+def vocab_head(architectures: object) -> bool:
+    """Whether config.json's architectures end in an output layer over the vocabulary (True if unsaid)."""
+    if not isinstance(architectures, (list, tuple)) or not architectures:
+        return True
+    return not all(isinstance(name, str) and _SCORING_HEAD.search(name) for name in architectures)
+
+
 def _positive(text: Mapping[str, object], key: str) -> int | None:
     value = text.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -111,6 +124,7 @@ class ConfigShape:
     linear_layers: int = 0  # of `layers`, those whose token mixer is linear attention (Gated DeltaNet)
     linear_mixer: int = 0  # one such layer's token-mixer parameters (linear_mixer)
     q_gate: bool = False  # attn_output_gate: the q projection also makes the output gate (twice as wide)
+    vocab_head: bool = True  # an output layer over the vocabulary; a classifier's or reward model's head is not
     vision_hidden: int | None = None
     vision_layers: int | None = None
     vision_intermediate: int | None = None
@@ -141,7 +155,7 @@ def config_params(shape: ConfigShape) -> tuple[int, int, int] | None:
         largest_mlp = max(sparse, dense if dense_layers else 0)
     else:
         mlps, largest_mlp = shape.layers * dense, dense
-    embed = shape.vocab * h * (1 if shape.tied else 2)
+    embed = shape.vocab * h * (1 if shape.tied or not shape.vocab_head else 2)
     vision = 0
     if shape.vision_hidden and shape.vision_layers and shape.vision_intermediate:
         width = shape.vision_hidden

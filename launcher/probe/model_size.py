@@ -30,6 +30,7 @@ from launcher.probe.config_count import (
     linear_mixer,
     mlp_width,
     tied_unstated,
+    vocab_head,
 )
 from launcher.probe.model_cache import cached_model_dir
 from launcher.probe.weight_bytes import DTYPE_BYTES, REDOWNLOAD, refuse_lfs_pointer, refuse_missing, torch_weights
@@ -546,6 +547,7 @@ def _config_shape(
         linear_layers=linear[0],
         linear_mixer=linear[1],
         q_gate=text.get("attn_output_gate") is True,
+        vocab_head=vocab_head(extra.get("architectures")),
         vision_hidden=size("vision_hidden_size"),
         vision_layers=size("vision_layers"),
         vision_intermediate=size("vision_intermediate_size"),

@@ -424,6 +424,31 @@ def test_moe_config_counts_every_expert(tmp_path: Path) -> None:
     assert (facts.num_experts, facts.experts_per_token, facts.moe_intermediate_size) == (64, 6, 1408)
 
 
+@pytest.mark.parametrize(
+    ("architectures", "head"),
+    [
+        (["Qwen2ForSequenceClassification"], False),
+        (["LlamaForTokenClassification"], False),
+        (["GPTNeoXRewardModel"], False),
+        (["AutoModelForCausalLMWithValueHead"], False),
+        (["Qwen2ForCausalLM"], True),
+        (["Qwen2ForCausalLM", "Qwen2ForSequenceClassification"], True),  # either head: count the larger
+        (None, True),
+    ],
+)
+def test_a_scoring_heads_model_has_no_output_layer_over_the_vocabulary(
+    tmp_path: Path, architectures: list[str] | None, head: bool
+) -> None:
+    """A classifier's or reward model's config.json was counted with a vocabulary-wide output layer."""
+    config: dict[str, object] = {"hidden_size": 512, "num_hidden_layers": 2, "intermediate_size": 1024,
+                                 "vocab_size": 1000, "num_attention_heads": 8}  # fmt: skip
+    if architectures is not None:
+        config["architectures"] = architectures
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    layers = 2 * (4 * 512 * 512 + 3 * 512 * 1024)
+    assert probe_model(str(tmp_path), {}, tmp_path).total_params == (2 if head else 1) * 1000 * 512 + layers
+
+
 @pytest.mark.parametrize("layout", ["layer_types", "full_attention_interval"])
 def test_a_hybrid_decoders_linear_attention_layers_are_counted_as_gated_deltanet(tmp_path: Path, layout: str) -> None:
     """Qwen3.5's and Qwen3-Next's Gated DeltaNet layers were counted as full attention, and the gated

@@ -37,8 +37,6 @@ KNOWN_MISSES = {
     "kurokencom__DeepSeekOcrCPUWin__model": "DeepSeek-OCR nests its encoders' sizes (SAM, a Qwen2) in vision_config",
     "BrianYAU-NTEC__olmOCR": "its vision_config leaves the tower's sizes to Qwen2-VL's class defaults",
     "LiamZhao326__CogStream__model": "VideoLLaMA3 keeps its tower's sizes under vision_encoder_config, not read here",
-    "19ShengSheng__Flames": "a sequence classifier: no output layer over the vocabulary",
-    "junqi-jiang__oasstpythia1.5brm": "a reward model: a value head, no output layer over the vocabulary",
     "InternLM__InternLM-XComposer__huggingface_internlm-xcomposer": (
         "its index holds 4.6B at the stated dtype, less than the 7B decoder its config describes"
     ),
