@@ -635,10 +635,51 @@ NOTEBOOK_EVAL_OOM = (
             K.SHM,
             id="the-dataloaders-bus-error-with-its-hint-cut",
         ),
+        # held-out set v16's, each written as another tool would
+        pytest.param(("RuntimeError: CUDA error 2: out of memory",), K.CUDA_OOM, id="cuda-runtime-code-2"),
+        pytest.param(("worker 3 segfaulted while building the engine",), K.CRASH, id="segfaulted"),
+        pytest.param(("IB error: ibv_post_send: Cannot allocate memory",), K.MEMLOCK, id="a-verbs-enomem"),
+        pytest.param(("[my_ext.cpp] CUresult error result=700 func=copy line=9",), K.CUDA_ERROR, id="cu-result"),
+        pytest.param(
+            (
+                "[/usr/lib/python3/site-packages/transformers/trainer.py](https://localhost:8080/#) in "
+                "evaluation_loop(self, dataloader, description)",
+                "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            ),
+            K.CUDA_OOM_EVAL,
+            id="colab-markdown-frame",
+        ),
+        pytest.param(
+            (
+                "Traceback (most recent call last):",
+                '  File "train.py", line 9, in __val',
+                "    out = net(x)",
+                "RuntimeError: CUDA out of memory. Tried to allocate 1.00 GiB",
+            ),
+            K.CUDA_OOM_EVAL,
+            id="a-scripts-own-val",
+        ),
+        pytest.param(
+            (
+                '  File "/env/vllm/v1/engine/core.py", line 190, in _initialize_kv_caches',
+                "ValueError: To serve at least one request with the models's max seq len (32768), (1.75 GiB KV cache "
+                "is needed, which is larger than the available KV cache memory (0.62 GiB).",
+            ),
+            K.CUDA_OOM_LOAD,
+            id="vllms-kv-cache-at-engine-start",
+        ),
+        pytest.param(
+            (
+                "Refer to the documentation on how to address the out of memory issue: "
+                "https://docs.ray.io/en/master/ray-core/scheduling/ray-oom-prevention.html.",
+            ),
+            K.HOST_OOM,
+            id="rays-memory-monitor-advice",
+        ),
     ],
 )  # fmt: skip
-def test_shapes_read_from_held_out_set_v13(lines: tuple[str, ...], kind: K) -> None:
-    """The general shapes behind held-out set v13's misses (BENCHMARKS.md), each on lines of its own."""
+def test_shapes_read_from_held_out_sets(lines: tuple[str, ...], kind: K) -> None:
+    """The general shapes behind held-out sets v13's and v16's misses (BENCHMARKS.md), each on lines of its own."""
     from launcher.run.classify import classify_text
 
     found = classify_text(list(lines), steps_seen=True)
@@ -692,56 +733,3 @@ def test_a_failure_before_the_signal_stays_the_root_cause(failure: RankFailure, 
         assert (found.evidence, found.rank) == (("safe-sft received SIGINT",), None)
     else:
         assert (found.evidence[-1], found.rank) == ("then safe-sft received SIGINT", 1)
-
-
-@pytest.mark.parametrize(
-    ("lines", "kind"),
-    [
-        pytest.param(("RuntimeError: CUDA error 2: out of memory",), K.CUDA_OOM, id="cuda-runtime-code-2"),
-        pytest.param(("worker 3 segfaulted while building the engine",), K.CRASH, id="segfaulted"),
-        pytest.param(("IB error: ibv_post_send: Cannot allocate memory",), K.MEMLOCK, id="a-verbs-enomem"),
-        pytest.param(("[my_ext.cpp] CUresult error result=700 func=copy line=9",), K.CUDA_ERROR, id="cu-result"),
-        pytest.param(
-            (
-                "[/usr/lib/python3/site-packages/transformers/trainer.py](https://localhost:8080/#) in "
-                "evaluation_loop(self, dataloader, description)",
-                "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-            ),
-            K.CUDA_OOM_EVAL,
-            id="colab-markdown-frame",
-        ),
-        pytest.param(
-            (
-                "Traceback (most recent call last):",
-                '  File "train.py", line 9, in __val',
-                "    out = net(x)",
-                "RuntimeError: CUDA out of memory. Tried to allocate 1.00 GiB",
-            ),
-            K.CUDA_OOM_EVAL,
-            id="a-scripts-own-val",
-        ),
-        pytest.param(
-            (
-                '  File "/env/vllm/v1/engine/core.py", line 190, in _initialize_kv_caches',
-                "ValueError: To serve at least one request with the models's max seq len (32768), (1.75 GiB KV cache "
-                "is needed, which is larger than the available KV cache memory (0.62 GiB).",
-            ),
-            K.CUDA_OOM_LOAD,
-            id="vllms-kv-cache-at-engine-start",
-        ),
-        pytest.param(
-            (
-                "Refer to the documentation on how to address the out of memory issue: "
-                "https://docs.ray.io/en/master/ray-core/scheduling/ray-oom-prevention.html.",
-            ),
-            K.HOST_OOM,
-            id="rays-memory-monitor-advice",
-        ),
-    ],
-)  # fmt: skip
-def test_shapes_read_from_held_out_set_v16(lines: tuple[str, ...], kind: K) -> None:
-    """The general shapes behind held-out set v16's misses (BENCHMARKS.md), each written as another tool would."""
-    from launcher.run.classify import classify_text
-
-    found = classify_text(list(lines), steps_seen=True)
-    assert found is not None and found[0] is kind, found
