@@ -21,6 +21,7 @@ from launcher.plan.ds_config import (
     UserConfig,
     canonical_text,
     lacks_batch_size,
+    nvme_problem,
     stage_problem,
 )
 from launcher.swift_json import as_swift_repairs
@@ -68,6 +69,13 @@ def read_user_deepspeed(value: str | None, repair: bool = False) -> UserConfig |
     problem = stage_problem(config)
     if problem:
         raise SafeSftError(f"--deepspeed {value}: {problem}", 'write "stage": 0, 1, 2 or 3 in "zero_optimization"')
+    nvme = nvme_problem(config)
+    if nvme:
+        raise SafeSftError(
+            f"--deepspeed {value}: {nvme}: DeepSpeed takes it, then fails in every rank as it builds the model "
+            "or its optimizer",
+            'add "nvme_path": a folder on the NVMe disk of every node, or set "device": "cpu"',
+        )
     if lacks_batch_size(config):
         raise SafeSftError(
             f"--deepspeed {value}: sets neither train_micro_batch_size_per_gpu nor train_batch_size "

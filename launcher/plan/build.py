@@ -36,6 +36,7 @@ from launcher.plan.ds_config import (
     derived_path,
     estimated_as,
     for_rung,
+    nvme_below_zero3_warnings,
     rung_of,
     unknown_zero_key_warnings,
 )
@@ -203,6 +204,7 @@ def build_plan(
         warnings.extend(unknown_flag_warning(flag, swift.options) for flag in swift.unknown_flags())
     if options.user_deepspeed_config is not None:
         warnings.extend(unknown_zero_key_warnings(options.user_deepspeed_config))
+        warnings.extend(nvme_below_zero3_warnings(options.user_deepspeed_config))
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
     cpu_ranks = topology.nproc_per_node.value

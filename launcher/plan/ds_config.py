@@ -83,6 +83,38 @@ def unknown_zero_key_warnings(config: Mapping[str, Any]) -> list[str]:
     return warnings
 
 
+def nvme_sections(config: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ZeRO offload sections of a config that name NVMe as their device, by name."""
+    zero = zero_section(config)
+    found = [(name, zero.get(name)) for name in OFFLOAD_SECTIONS]
+    return [
+        (name, section) for name, section in found if isinstance(section, Mapping) and section.get("device") == "nvme"
+    ]
+
+
+def nvme_problem(config: Mapping[str, Any]) -> str | None:
+    """An NVMe offload section without its nvme_path under ZeRO-3: DeepSpeed takes the config, then fails in
+    every rank (zero.Init's assertion for the parameters; joining None to its swap folder's name for the
+    optimizer, once the model is loaded). None where there is none."""
+    if _stage_number(zero_section(config).get("stage", 0)) != 3:
+        return None
+    for name, section in nvme_sections(config):
+        if not section.get("nvme_path"):
+            return f'"{name}" swaps to NVMe ("device": "nvme") but names no "nvme_path"'
+    return None
+
+
+def nvme_below_zero3_warnings(config: Mapping[str, Any]) -> list[str]:
+    """ZeRO 1 and 2 read an NVMe device as the host's: the state lands in host RAM, not on the NVMe disk."""
+    if _stage_number(zero_section(config).get("stage", 0)) == 3:
+        return []
+    return [
+        f'--deepspeed config: "{name}" names NVMe, which ZeRO stage 1 and 2 do not swap to: DeepSpeed offloads it to '
+        "host RAM instead (its nvme_path unused); only stage 3 swaps to NVMe"
+        for name, _ in nvme_sections(config)
+    ]
+
+
 def zero_key(name: str) -> str:
     """A ZeRO key's one name here, whichever of DeepSpeed's names a config wrote."""
     return ZERO_ALIASES.get(name, name)

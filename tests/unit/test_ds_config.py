@@ -87,6 +87,33 @@ def test_for_rung_keeps_the_users_nvme_offload_where_the_rung_offloads_that_sect
     assert user["zero_optimization"]["offload_optimizer"] is nvme and nvme["pin_memory"] is True  # input kept
 
 
+@pytest.mark.parametrize("section", ["offload_optimizer", "offload_param"])
+def test_an_nvme_offload_without_its_path_is_refused_in_one_line(tmp_path: Path, section: str) -> None:
+    """DeepSpeed's own model takes it (nvme_path is optional there), then every rank fails as it builds."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    zero = {"stage": 3, section: {"device": "nvme"}}
+    DeepSpeedZeroConfig(**zero)  # taken
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": zero}))
+    with pytest.raises(SafeSftError) as err:
+        read_user_deepspeed(str(path))
+    assert f'"{section}" swaps to NVMe ("device": "nvme") but names no "nvme_path"' in err.value.message
+    zero[section]["nvme_path"] = "/local_nvme"  # type: ignore[index]
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": zero}))
+    assert read_user_deepspeed(str(path)) is not None
+
+
+def test_nvme_below_zero3_is_said_to_go_to_host_ram() -> None:
+    from launcher.plan.ds_config import nvme_below_zero3_warnings
+
+    nvme = {"device": "nvme", "nvme_path": "/nvme"}
+    [warning] = nvme_below_zero3_warnings({"zero_optimization": {"stage": 2, "offload_optimizer": nvme}})
+    assert "ZeRO stage 1 and 2 do not swap to" in warning and "host RAM" in warning
+    assert nvme_below_zero3_warnings({"zero_optimization": {"stage": 3, "offload_optimizer": nvme}}) == []
+    assert nvme_below_zero3_warnings({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}) == []
+
+
 def test_derived_path_names_the_rung_and_changes_with_the_content() -> None:
     one = derived_path("/out", "ds", "zero3", True, {"a": 1})
     assert one.startswith("/out/safe-sft/ds-zero3-") and one.endswith(".json")
