@@ -653,8 +653,6 @@ def _supervise(
 
     coordinator = None
     if topology.nnodes.value > 1:
-        import signal
-
         from launcher.prepare import first_attempt_terms
         from launcher.run.coord import Coordinator
         from launcher.run.shared import check_shared_output_dir
@@ -760,8 +758,6 @@ def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool
     """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes). Not
     after a SIGTERM (`notice`): that asks the job to stop (a plain scancel, a time limit); requeued, a
     cancelled job had come back. Slurm requeues a preempted job itself, and the mark serves it then."""
-    import signal
-
     from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted
     from launcher.run.notice import requeue as scontrol_requeue
     from launcher.run.notice import show_job, write_mark

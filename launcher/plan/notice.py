@@ -8,6 +8,7 @@ Nothing here reads the environment, the clock or a file: the callers pass the va
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,8 +48,10 @@ def _fields(scontrol_show_job: str) -> dict[str, str]:
 
 def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool) -> str | None:
     """Why Slurm is ending the job whose step got a SIGTERM, from `scontrol show job -o ID` (its JobState,
-    Reason and Restarts): a node that failed, a requeue, the time limit, a scancel, a preemption; None where it
-    does not say (a `scancel --signal=TERM` leaves the job RUNNING) or scontrol gave nothing."""
+    Reason, Restarts, RunTime and TimeLimit): a node that failed, a requeue, the time limit, a scancel, a
+    preemption; None where it does not say (a `scancel --signal=TERM` leaves the job RUNNING) or scontrol gave
+    nothing. A job being ended shows as COMPLETING (it stays so while this process lives), not as the state
+    it ends in: the time limit is read from its run time, and a scancel is what is left."""
     fields = _fields(scontrol_show_job)
     state, reason = fields.get("JobState", ""), fields.get("Reason", "None")
     said = f"JobState={state}" + (f", Reason={reason}" if reason != "None" else "")
@@ -66,7 +69,8 @@ def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool
             f"Slurm is ending job {job_id}: one of its nodes failed ({said}); `sinfo -R` says which and why, "
             "and a requeued job waits for nodes that are up"
         )
-    if state == "TIMEOUT":
+    limit, ran = slurm_seconds(fields.get("TimeLimit", "")), slurm_seconds(fields.get("RunTime", ""))
+    if state == "TIMEOUT" or (limit is not None and ran is not None and ran >= limit):
         return (
             f"Slurm ended job {job_id} at its time limit ({said}): give it more time (--time), or add "
             "`#SBATCH --signal=USR1@120` so that safe-sft saves a checkpoint before the limit"
@@ -75,7 +79,24 @@ def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool
         return f"Slurm says job {job_id} was cancelled ({said}: scancel)"
     if state == "PREEMPTED":
         return f"Slurm preempted job {job_id} ({said})"
+    if state == "COMPLETING":  # how Slurm shows a job it is ending until every process is gone, this one's too
+        return (
+            f"Slurm is ending job {job_id} ({said}) short of its time limit and with no node lost: a scancel (or "
+            "a preemption that cancels)"
+        )
     return None
+
+
+_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d\d):(\d\d)$")
+
+
+def slurm_seconds(text: str) -> int | None:
+    """Seconds of a time as scontrol shows it (`[D-]HH:MM:SS`); None for UNLIMITED or anything else."""
+    match = _SLURM_TIME.match(text)
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(group or 0) for group in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ def submit(
     args: list[str],
     sbatch: tuple[str, ...] = (),
     extra_env: dict[str, str] | None = None,
+    nodes: int = 2,
 ) -> str:
     env = {k: v for k, v in fault_env(tmp).items() if k.startswith(("SAFE_SFT_", "TORCH_", "PYTHON"))}
     env.update(extra_env or {})
@@ -48,7 +49,7 @@ def submit(
     script = tmp / "job.sh"
     script.write_text(
         f"""#!/bin/bash
-#SBATCH --nodes=2 --ntasks-per-node=1 --output={tmp}/job-%j.out
+#SBATCH --nodes={nodes} --ntasks-per-node=1 --output={tmp}/job-%j.out
 export OMP_NUM_THREADS=1 NPROC_PER_NODE=1 {exports}
 srun --ntasks-per-node=1 --output={tmp}/task-%t.out --error={tmp}/task-%t.err \\
   {sys.executable} -m launcher --grace-period 5 {" ".join(args)}
@@ -68,12 +69,12 @@ def wait_gone(cluster: SlurmCluster, job: str, timeout: float) -> None:
     pytest.fail(f"job {job} still in the queue after {timeout} s:\n{cluster.logs()}")
 
 
-def ranks_training(cluster: SlurmCluster, tmp_path: Path) -> None:
-    """Until both nodes' ranks have started (the fault plugin's records), and a little more."""
+def ranks_training(cluster: SlurmCluster, tmp_path: Path, ranks: int = 2) -> None:
+    """Until every node's ranks have started (the fault plugin's records), and a little more."""
     deadline = time.monotonic() + 240
-    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < 2 and time.monotonic() < deadline:
+    while len(list((tmp_path / "ranks").glob("rank-*.json"))) < ranks and time.monotonic() < deadline:
         time.sleep(1)
-    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2, cluster.logs()
+    assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == ranks, cluster.logs()
     time.sleep(3)
 
 
@@ -116,6 +117,42 @@ def test_d_scancel_term_reaches_every_training_process_and_nothing_restarts(
         assert report["outcome"] == "interrupted" and report["exit_code"] == 143
         assert len(report["attempts"]) == 1
     assert len(list((tmp_path / "ranks").glob("rank-*.json"))) == 2  # no second attempt started
+
+
+def test_a_one_node_job_cancelled_mid_run_ends_in_one_line_with_slurms_reason(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """A one-node job step stopped by scancel (SIGTERM) crashed safe-sft with an UnboundLocalError on its way
+    to asking Slurm why (hostile46slurm F1): exit 1 for 143, a traceback, the report left `running`. Only
+    two-node jobs had been stopped here."""
+    out = tmp_path / "out"
+    job = submit(cluster, tmp_path, swift_args(tiny, out, max_steps=100000, save_steps=100000), nodes=1)
+    ranks_training(cluster, tmp_path, ranks=1)
+    result = cluster.slurm("scancel", job)
+    assert result.returncode == 0, result.stderr
+    wait_gone(cluster, job, 120)
+    said = (tmp_path / "task-0.err").read_text()
+    assert "launcher/cli.py" not in said, said[-3000:]  # no traceback of safe-sft's own
+    [report] = [json.loads(p.read_text()) for p in (out / "safe-sft").glob("*/report.json")]
+    assert report["outcome"] == "interrupted" and report["exit_code"] == 143, said[-3000:]
+    assert f"Slurm is ending job {job} (JobState=COMPLETING) short of its time limit" in report["give_up_reason"]
+    assert "a scancel" in said
+
+
+def test_a_one_node_job_at_its_time_limit_is_said_to_have_reached_it(
+    cluster: SlurmCluster, tiny, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Slurm's SIGTERM at the time limit (hostile46slurm F1): the step sees its job COMPLETING, not TIMEOUT, so
+    the limit is read from the job's run time."""
+    out = tmp_path / "out"
+    args = swift_args(tiny, out, max_steps=100000, save_steps=100000)
+    job = submit(cluster, tmp_path, args, ("--time=1",), nodes=1)
+    wait_gone(cluster, job, 200)
+    said = (tmp_path / "task-0.err").read_text()
+    assert "launcher/cli.py" not in said, said[-3000:]
+    [report] = [json.loads(p.read_text()) for p in (out / "safe-sft").glob("*/report.json")]
+    assert report["outcome"] == "interrupted" and report["exit_code"] == 143, said[-3000:]
+    assert f"Slurm ended job {job} at its time limit" in report["give_up_reason"], report["give_up_reason"]
 
 
 def test_a_node_that_fails_mid_run_is_named_as_slurms_reason_for_the_sigterm(

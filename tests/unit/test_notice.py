@@ -383,7 +383,7 @@ REQUEUED = REQUEUED.replace("Requeue=0 Restarts=0", "Requeue=1 Restarts=1")
             "again, from step 0: add --resume-latest",
         ),
         (REQUEUED, 0, True, "with --resume-latest it goes on from the newest complete checkpoint"),
-        (REQUEUED, 1, False, None),  # this run is the requeued one: it was not requeued again
+        (REQUEUED, 1, False, "short of its time limit and with no node lost: a scancel"),  # not requeued again
         (
             NODE_DOWN.replace("COMPLETING", "TIMEOUT").replace("NodeDown", "None"),
             0,
@@ -397,6 +397,30 @@ REQUEUED = REQUEUED.replace("Requeue=0 Restarts=0", "Requeue=1 Restarts=1")
             "was cancelled (JobState=CANCELLED: scancel)",
         ),
         (NODE_DOWN.replace("COMPLETING", "PREEMPTED").replace("NodeDown", "None"), 0, False, "Slurm preempted job 7"),
+        # a plain scancel, as the step's safe-sft sees it: COMPLETING, no reason (hostile46slurm F1's run)
+        (
+            NODE_DOWN.replace("NodeDown", "None"),
+            0,
+            False,
+            "Slurm is ending job 7 (JobState=COMPLETING) short of its time limit and with no node lost: a scancel",
+        ),
+        # the time limit, as the step sees it: still COMPLETING, its run time at its limit
+        (
+            NODE_DOWN.replace("NodeDown", "None").replace(
+                "RunTime=00:00:33 TimeLimit=UNLIMITED", "RunTime=00:01:00 TimeLimit=00:01:00"
+            ),
+            0,
+            False,
+            "at its time limit (JobState=COMPLETING)",
+        ),
+        (
+            NODE_DOWN.replace("NodeDown", "None").replace(
+                "RunTime=00:00:33 TimeLimit=UNLIMITED", "RunTime=1-00:00:02 TimeLimit=1-00:00:00"
+            ),
+            0,
+            False,
+            "at its time limit",
+        ),
         # `scancel --signal=TERM` signals the step and leaves the job running: Slurm says nothing of why
         (NODE_DOWN.replace("COMPLETING", "RUNNING").replace("NodeDown", "None"), 0, False, None),
         ("", 0, False, None),  # scontrol missing, or it failed
