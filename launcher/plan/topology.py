@@ -97,7 +97,9 @@ def resolve_topology(
         request.node_rank, "NODE_RANK", layers.slurm_node_id(), request.source_of("node_rank")
     ) or Sourced(0, Source.DEFAULT)
     warnings = _check_slurm(slurm, nnodes, node_rank)
-    slurm_addr = layers.slurm_master_addr()
+    # One node needs no address of node 0: loopback, as torchrun's own default. Slurm's first node of the job
+    # is not where a shell of `salloc` (no srun) runs, and torchrun would wait an hour for it there.
+    slurm_addr = layers.slurm_master_addr() if nnodes.value > 1 else None
     master_addr = layers.pick_str(request.master_addr, "MASTER_ADDR", slurm_addr, request.source_of("master_addr"))
     default_note = ""
     if master_addr is not None and master_addr.source not in OWN and not master_addr.value.strip():

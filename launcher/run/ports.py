@@ -8,7 +8,7 @@ fix, not a network fault to retry: one line naming the port, where its number ca
 from __future__ import annotations
 
 from launcher.errors import SafeSftError
-from launcher.model import Topology
+from launcher.model import Source, Topology
 from launcher.probe.network import port_taken
 
 TAKEN = {"in use": "is already in use on this host", "privileged": "is below the ports this user may listen on"}
@@ -36,6 +36,12 @@ def check_ports_free(topology: Topology, coord_port: int | None) -> None:
     note = f": {master.note}" if master.note else ""
     if taken:
         held = "another job or a leftover torchrun holds it (`ss -ltnp` shows which); " if taken == "in use" else ""
+        if taken == "in use" and master.source is Source.SLURM:  # the rule gives a job step one port
+            held = (
+                "another run in this job step holds it (runs started side by side without srun share the step, "
+                "and the port), or a leftover torchrun (`ss -ltnp` shows which): start each with `srun` (a step "
+                "of its own), or "
+            )
         raise SafeSftError(
             f"MASTER_PORT={master.value} (from {master.source.value}{note}) {TAKEN[taken]}",
             f"{held}set MASTER_PORT or --master-port to a free port of 1024 or more on every node",

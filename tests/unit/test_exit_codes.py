@@ -79,6 +79,8 @@ def test_2_a_slurm_job_on_a_taken_port_names_the_rule(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     [line] = error_lines(result.stderr)
     assert "MASTER_PORT=28484 (from slurm: 20000 + 2 x ((SLURM_JOB_ID 4242 + 5003 x SLURM_STEP_ID 0)" in line
+    # two runs started side by side in one job step take the same port (hostile46slurm F6): the fix says so
+    assert "another run in this job step holds it" in result.stderr and "start each with `srun`" in result.stderr
 
 
 def test_2_bad_input_on_the_run_path(tmp_path: Path) -> None:

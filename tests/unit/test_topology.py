@@ -34,6 +34,15 @@ def resolve(request=None, env=None, gpu_list=FOUR_GPUS, config_env=None, use_cpu
     [
         pytest.param(TopologyRequest(), {}, {}, (4, 1, 0, "127.0.0.1", 45678, "0,1,2,3"), id="defaults"),
         pytest.param(TopologyRequest(), SLURM, {}, (4, 2, 1, "gpu-01", 21554, "0,1,2,3"), id="slurm"),
+        # one node (a salloc shell, no srun: on the login host, not on the job's node): loopback, as torchrun
+        # takes it; the job's first node had torchrun wait an hour for a store there (hostile46slurm F2)
+        pytest.param(
+            TopologyRequest(),
+            {"SLURM_JOB_ID": "777", "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "node001"},
+            {},
+            (4, 1, 0, "127.0.0.1", 21554, "0,1,2,3"),
+            id="slurm-one-node-loopback",
+        ),
         pytest.param(
             TopologyRequest(),
             {**SLURM, "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "NODE_RANK": "0"},
