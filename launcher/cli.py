@@ -798,10 +798,13 @@ def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool
 def explain_command(logs: tuple[str, ...], as_json: bool) -> None:
     """Classify saved logs (files merged into one diagnosis, an attempt's folder, or - for stdin) and say
     what safe-sft would change."""
-    from launcher.explain import explain_json, explain_logs, explain_text
+    from launcher.explain import explain, explain_json, explain_text
 
-    failure, ladder = explain_logs(logs)
-    click.echo(json.dumps(explain_json(failure, ladder), indent=2) if as_json else explain_text(failure, ladder))
+    said = explain(logs)
+    if as_json:
+        click.echo(json.dumps(explain_json(said.failure, said.ladder, said.preempted), indent=2))
+    else:
+        click.echo(explain_text(said.failure, said.ladder, said.preempted))
 
 
 @click.command("report", context_settings={"help_option_names": ["--help"]})

@@ -4,26 +4,49 @@ Input: one or more logs (per-rank logs, a Slurm .out, a dmesg capture: merged in
 attempt's folder, or `-` for stdin, read by launcher.logfile. The lines go through the same launcher
 parser (launcher.run.launcher_output) and classifier as a live attempt. Output: the kind, how firmly the
 log proves it (and the runner-up where it is thin), the proving lines, and what safe-sft would do next;
-for a user error, the line to fix.
+for a user error, the line to fix. A run safe-sft stopped on a notice (launcher.preempted) is said to be
+that, with how to go on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
-from launcher.logfile import read_logs
+from launcher.logfile import LogText, read_logs
 from launcher.masking import mask_text
 from launcher.model import Confidence, Failure, FailureKind
 from launcher.plan.degrade import describe_ladder
+from launcher.preempted import Preempted, preempted
 from launcher.run.classify import classify, merge_failures
 from launcher.run.launcher_output import parse_launcher_output, to_evidence
 
 
+@dataclass(frozen=True)
+class Explanation:
+    failure: Failure | None  # None: a finished run, or one stopped on a notice (`preempted`)
+    ladder: list[str]
+    preempted: Preempted | None = None
+
+
+def explain(paths: Sequence[str], stdin: BinaryIO | None = None) -> Explanation:
+    """What the logs show: a failure and the ladder safe-sft would climb, a run stopped on a notice (which a
+    failure the log proves beats; srun's `exit code 75` alone is the notice's), or a finished run."""
+    text = read_logs(paths, stdin)
+    failure, ladder = _classified(text)
+    stopped = preempted(paths, text.lines)
+    if stopped is not None and (failure is None or failure.kind is FailureKind.UNKNOWN):
+        return Explanation(None, [], stopped)
+    return Explanation(failure, ladder)
+
+
 def explain_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> tuple[Failure | None, list[str]]:
     """The failure the logs show (None: they end in a finished run) and the ladder safe-sft would climb."""
-    text = read_logs(paths, stdin)
+    return _classified(read_logs(paths, stdin))
+
+
+def _classified(text: LogText) -> tuple[Failure | None, list[str]]:
     output = parse_launcher_output(text.lines)
     evidence = to_evidence(output, text.lines)
     if text.error_files or text.steps_seen:
@@ -36,9 +59,10 @@ def explain_logs(paths: Sequence[str], stdin: BinaryIO | None = None) -> tuple[F
     return failure, ([] if failure is None else describe_ladder(failure.kind))
 
 
-def explain_json(failure: Failure | None, ladder: list[str]) -> dict[str, Any]:
+def explain_json(failure: Failure | None, ladder: list[str], stopped: Preempted | None = None) -> dict[str, Any]:
     if failure is None:
-        return {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
+        none: dict[str, Any] = {"kind": None, "evidence": [], "rank": None, "exit_code": None, "ladder": []}
+        return {**none, "preempted": stopped.to_json()} if stopped else none
     return {
         **failure.to_json(),
         "evidence": [mask_text(line) for line in failure.evidence],
@@ -53,9 +77,9 @@ def _fix_line(failure: Failure) -> str | None:
     return None
 
 
-def explain_text(failure: Failure | None, ladder: list[str]) -> str:
+def explain_text(failure: Failure | None, ladder: list[str], stopped: Preempted | None = None) -> str:
     if failure is None:
-        return "no failure found: the log ends in a finished run"
+        return stopped.text() if stopped else "no failure found: the log ends in a finished run"
     lines = [failure.headline()]
     if failure.confidence is Confidence.THIN:
         also = f"; it could also be {failure.runner_up.value}" if failure.runner_up else ""

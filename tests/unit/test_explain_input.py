@@ -341,3 +341,40 @@ def test_torchruns_summary_without_the_ranks_traceback_shows_how_the_rank_exited
     out = explain(str(log)).stdout.decode()
     assert out.startswith("unknown: an unrecognised failure on rank 3")
     assert "rank 3 exited with code 1" in out and "To enable traceback" not in out
+
+
+# A preempted job's Slurm output as a real one ends (hostile46slurm F3): safe-sft's summary, then srun's line
+# for the step's exit status, safe-sft's own 75
+PREEMPTED_JOB = """\
+[INFO:swift] {'loss': 2.41, 'grad_norm': 1.3, 'learning_rate': 9e-05, 'global_step/max_steps': '21/300'}
+safe-sft: notice (SIGUSR1): every rank saves a checkpoint at the next step and stops
+safe-sft: preempted after 1 attempt(s)
+  preempted at step 21: checkpoint /scratch/out/v0-20261129-123636/checkpoint-21
+srun: error: gpu-3: task 0: Exited with exit code 75
+"""
+
+
+def test_a_preempted_jobs_log_is_said_to_be_a_preemption_not_a_rank_failure_to_retry(tmp_path: Path) -> None:
+    (tmp_path / "slurm-5.out").write_text(PREEMPTED_JOB)
+    said = explain(str(tmp_path / "slurm-5.out"))
+    text = said.stdout.decode()
+    assert said.returncode == 0, said.stderr
+    assert text.startswith("preempted: safe-sft stopped this run on a notice at step 21 and saved its checkpoint")
+    assert "/scratch/out/v0-20261129-123636/checkpoint-21" in text and "--resume-latest" in text
+    assert "same settings once more" not in text and "unknown" not in text
+    data = json.loads(explain("--json", str(tmp_path / "slurm-5.out")).stdout)
+    assert (data["kind"], data["preempted"]["step"]) == (None, 21)
+
+
+def test_an_attempt_folder_that_stopped_on_a_notice_is_no_finished_run_and_a_proven_failure_still_wins(
+    tmp_path: Path,
+) -> None:
+    attempt = tmp_path / "attempt-1"
+    attempt.mkdir()
+    (attempt / "console.log").write_text("[INFO:swift] {'global_step/max_steps': '21/300'}\n")
+    (attempt / "notice").write_text("SIGUSR1\n")
+    (attempt / "stopping.json").write_text('{"step": 21}')
+    text = explain(str(attempt)).stdout.decode()
+    assert text.startswith("preempted: safe-sft stopped this run on a notice (SIGUSR1) at step 21"), text
+    (attempt / "console.log").write_text(OOM_LINES)  # the save after the notice ran out of memory
+    assert json.loads(explain("--json", str(attempt)).stdout)["kind"] == "cuda_oom"
