@@ -758,7 +758,7 @@ def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool
     """Leave the checkpoint's mark for the requeued job, then requeue (Slurm ends this job's processes). Not
     after a SIGTERM (`notice`): that asks the job to stop (a plain scancel, a time limit); requeued, a
     cancelled job had come back. Slurm requeues a preempted job itself, and the mark serves it then."""
-    from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted
+    from launcher.plan.notice import NoticeMark, job_allows_requeue, requeue_wanted, slurm_requeued
     from launcher.run.notice import requeue as scontrol_requeue
     from launcher.run.notice import show_job, write_mark
 
@@ -767,6 +767,14 @@ def _after_preemption(output_dir: Any, job: SlurmJob, result: Any, requeue: bool
     mark = NoticeMark(job_id, job.restarts, saved["checkpoint"], saved["step"], cluster=job.cluster)
     where = write_mark(output_dir, mark)
     if notice == signal.SIGTERM:
+        restart = slurm_requeued(show_job(job_id), job)
+        if restart is not None:  # `scontrol requeue` sends the SIGTERM itself, the job already back in the queue
+            click.echo(
+                f"safe-sft: Slurm requeued job {job_id} (restart {restart}): it resumes from step {mark.step} "
+                f"({where})",
+                err=True,
+            )
+            return
         click.echo(
             f"safe-sft: job {job_id} is not requeued: a SIGTERM (scancel, a time limit) asks it to stop; should "
             f"Slurm requeue it itself (a preemption), it resumes from step {mark.step} ({where}); else rerun "

@@ -46,6 +46,13 @@ def _fields(scontrol_show_job: str) -> dict[str, str]:
     return dict(f.split("=", 1) for f in scontrol_show_job.split() if "=" in f)
 
 
+def slurm_requeued(scontrol_show_job: str, job: SlurmJob) -> int | None:
+    """The job's restart count where Slurm has requeued it since this run started (a Restarts above the
+    SLURM_RESTART_COUNT it started with: a node that failed, `scontrol requeue`); None where it has not."""
+    restarts = _fields(scontrol_show_job).get("Restarts", "")
+    return int(restarts) if restarts.isdigit() and int(restarts) > job.restarts else None
+
+
 def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool) -> str | None:
     """Why Slurm is ending the job whose step got a SIGTERM, from `scontrol show job -o ID` (its JobState,
     Reason, Restarts, RunTime and TimeLimit): a node that failed, a requeue, the time limit, a scancel, a
@@ -56,7 +63,7 @@ def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool
     state, reason = fields.get("JobState", ""), fields.get("Reason", "None")
     said = f"JobState={state}" + (f", Reason={reason}" if reason != "None" else "")
     job_id, restarts = job.job_id, fields.get("Restarts", "")
-    if restarts.isdigit() and int(restarts) > job.restarts:  # Slurm requeued it: a node failed, or scontrol
+    if slurm_requeued(scontrol_show_job, job) is not None:  # Slurm requeued it: a node failed, or scontrol
         goes_on = (
             "with --resume-latest it goes on from the newest complete checkpoint"
             if resume_latest

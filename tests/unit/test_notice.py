@@ -299,14 +299,27 @@ def test_a_mark_of_another_experiment_is_left_aside_with_a_warning(
     assert same is not None and same.step == 4
 
 
+# `scontrol show job -o 1` from Slurm 22.05 (the stack tier's cluster) as a step's safe-sft got SIGTERM, cut
+# to the fields that matter and a few around them
+NODE_DOWN = (
+    "JobId=1 JobName=job.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState=COMPLETING Reason=NodeDown Dependency=(null) Requeue=0 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:00:33 TimeLimit=UNLIMITED NodeList=n1 BatchHost=n1\n"
+)
+REQUEUED = NODE_DOWN.replace("JobId=1", "JobId=2").replace("Reason=NodeDown", "Reason=None")
+REQUEUED = REQUEUED.replace("Requeue=0 Restarts=0", "Requeue=1 Restarts=1")
+
+
 @pytest.mark.parametrize(
-    ("notice", "requeue", "requeued", "said"),
+    ("notice", "requeue", "shown", "requeued", "said"),
     [
-        (signal.SIGUSR1, True, True, "the requeued job resumes from step 4"),
+        (signal.SIGUSR1, True, "", True, "the requeued job resumes from step 4"),
         # a plain scancel's SIGTERM with time to save: the cancelled job had come back (hostile44slurm F1)
-        (signal.SIGTERM, True, False, "job 9 is not requeued: a SIGTERM (scancel, a time limit) asks it to stop"),
+        (signal.SIGTERM, True, "", False, "job 9 is not requeued: a SIGTERM (scancel, a time limit) asks it to stop"),
+        # `scontrol requeue` sends that SIGTERM with the job already requeued: it had been said not to be (46 F4)
+        (signal.SIGTERM, True, REQUEUED, False, "Slurm requeued job 9 (restart 1): it resumes from step 4"),
         # --no-requeue had still said "the requeued job resumes" (F2)
-        (signal.SIGUSR1, False, False, "job 9 is not requeued (--no-requeue): rerun with --resume-latest"),
+        (signal.SIGUSR1, False, "", False, "job 9 is not requeued (--no-requeue): rerun with --resume-latest"),
     ],
 )
 def test_after_a_checkpoint_on_notice_only_a_sigusr1_requeues(
@@ -315,6 +328,7 @@ def test_after_a_checkpoint_on_notice_only_a_sigusr1_requeues(
     monkeypatch: pytest.MonkeyPatch,
     notice: int,
     requeue: bool,
+    shown: str,
     requeued: bool,
     said: str,
 ) -> None:
@@ -325,6 +339,7 @@ def test_after_a_checkpoint_on_notice_only_a_sigusr1_requeues(
 
     asked: list[str] = []
     monkeypatch.setattr(run_notice, "requeue", lambda job_id: asked.append(job_id))
+    monkeypatch.setattr(run_notice, "show_job", lambda job_id, timeout_s=5: shown)  # Slurm's record of job 9
     (tmp_path / "safe-sft").mkdir()
     checkpoint = str(tmp_path / "v0-a" / "checkpoint-4")
     result = SimpleNamespace(attempts=[SimpleNamespace(preempted={"step": 4, "checkpoint": checkpoint})])
@@ -358,17 +373,6 @@ def test_the_slurm_job_is_read_once_from_its_two_variables() -> None:
     for bad, what in (("two", "not an integer"), ("-1", "negative")):
         with pytest.raises(SafeSftError, match=f"SLURM_RESTART_COUNT='{bad}' is {what}"):
             slurm_job({"SLURM_JOB_ID": "4243", "SLURM_RESTART_COUNT": bad})
-
-
-# `scontrol show job -o 1` from Slurm 22.05 (the stack tier's cluster) as a step's safe-sft got SIGTERM, cut
-# to the fields that matter and a few around them
-NODE_DOWN = (
-    "JobId=1 JobName=job.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
-    "Account=(null) QOS=(null) JobState=COMPLETING Reason=NodeDown Dependency=(null) Requeue=0 Restarts=0 "
-    "BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:00:33 TimeLimit=UNLIMITED NodeList=n1 BatchHost=n1\n"
-)
-REQUEUED = NODE_DOWN.replace("JobId=1", "JobId=2").replace("Reason=NodeDown", "Reason=None")
-REQUEUED = REQUEUED.replace("Requeue=0 Restarts=0", "Requeue=1 Restarts=1")
 
 
 @pytest.mark.parametrize(
