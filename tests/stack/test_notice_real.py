@@ -57,6 +57,7 @@ def test_sigusr1_saves_the_step_in_progress_and_the_requeued_job_resumes_there(t
     proc.send_signal(signal.SIGUSR1)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_PREEMPTED, stderr[-3000:]
+    assert "go on: rerun" not in stderr  # a Slurm job's requeue says it (here: --no-requeue, and how to go on)
 
     first = report(out)
     assert first["outcome"] == "preempted" and first["exit_code"] == EXIT_PREEMPTED
@@ -102,3 +103,5 @@ def test_a_sigterm_after_a_measured_save_that_fits_the_grace_period_checkpoints(
     assert "notice (SIGTERM)" in stderr
     saved = report(out)["attempts"][0]["preempted"]
     assert saved["step"] == seen + 1 and Path(saved["checkpoint"]).name == f"checkpoint-{seen + 1}"
+    # outside Slurm nothing requeues it: the user is told how to go on (hostile46slurm F7)
+    assert f"go on: rerun with --resume-latest; it resumes from step {seen + 1}" in stderr
