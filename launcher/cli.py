@@ -729,8 +729,8 @@ def _supervise(
     if result.outcome == "preempted" and job is not None:
         _after_preemption(output_dir, job, result, requeue, supervisor.notice)
     elif result.outcome == "preempted":  # outside Slurm nothing requeues it: the user goes on (hostile46slurm F7)
-        saved = result.attempts[-1].preempted
-        click.echo(f"safe-sft: go on: rerun with --resume-latest; it resumes from step {saved['step']}", err=True)
+        saved = result.attempts[-1].preempted or {}
+        click.echo(f"safe-sft: go on: rerun with --resume-latest; it resumes from step {saved.get('step')}", err=True)
     return int(result.exit_code)
 
 
