@@ -303,24 +303,46 @@ def shared_resume(decided: Resume | None, output_dir: Path, start: str | None) -
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "global_world_size")
 
 
-def batch_change(checkpoint: Path, settings: Settings) -> str | None:
-    """Where the run that saved `checkpoint` trained with another global batch than `settings` (a requeue on
-    fewer GPUs with NPROC_PER_NODE set, or another --gradient_accumulation_steps): one line saying both and
-    the accumulation that would keep the checkpoint's, where a whole one does. None where they agree or the
-    checkpoint's args.json does not tell (per_device_train_batch_size, gradient_accumulation_steps and
-    global_world_size, as swift writes them)."""
+def _saved_batch(checkpoint: Path) -> tuple[int, int, int] | None:
+    """(micro-batch, accumulation, world size) the run that saved `checkpoint` trained with, from its args.json
+    (per_device_train_batch_size, gradient_accumulation_steps and global_world_size, as swift writes them)."""
     saved = saved_args(checkpoint)
     micro, accum, world = (saved_count(saved, key) for key in BATCH_FIELDS)
-    if micro is None or accum is None or world is None:
+    return None if micro is None or accum is None or world is None else (micro, accum, world)
+
+
+def batch_kept(checkpoint: Path, settings: Settings) -> Settings | None:
+    """`settings` with the accumulation that trains at the checkpoint's global batch, where its run trained
+    with another one (a requeue on fewer GPUs, a resume with another NPROC_PER_NODE) and a whole
+    gradient_accumulation_steps keeps it at this micro-batch and world size. The trainer skips the data of the
+    steps done as batches of the global batch it has now: under another one it would skip samples never
+    trained, or train some twice. None where they agree, no whole accumulation does, or args.json does not tell."""
+    saved = _saved_batch(checkpoint)
+    if saved is None:
         return None
+    then, per_step = math.prod(saved), settings.micro_batch * settings.world_size
+    if then == settings.global_batch or then % per_step:
+        return None
+    return replace(settings, grad_accum=then // per_step)
+
+
+def batch_change(checkpoint: Path, settings: Settings) -> str | None:
+    """Where the run that saved `checkpoint` trained with another global batch than `settings` and no whole
+    accumulation keeps it (batch_kept): one line saying both and what it costs. None where they agree or the
+    checkpoint's args.json does not tell."""
+    saved = _saved_batch(checkpoint)
+    if saved is None:
+        return None
+    micro, accum, world = saved
     then, now = micro * accum * world, settings.global_batch
     if then == now:
         return None
-    per_step = settings.micro_batch * settings.world_size
-    keep = f"; --gradient_accumulation_steps {then // per_step} keeps {then}" if then % per_step == 0 else ""
+    cost = "samples of this epoch are skipped, never trained" if now > then else "samples of this epoch train twice"
     return (
         f"the checkpoint's run trained with global batch {then} (per_device_train_batch_size {micro} x "
         f"gradient_accumulation_steps {accum} x {world} process(es)); this attempt trains with {now} "
-        f"({settings.micro_batch} x {settings.grad_accum} x {settings.world_size}): its steps from here are "
-        f"batches of {now}{keep}"
+        f"({settings.micro_batch} x {settings.grad_accum} x {settings.world_size}), and no whole "
+        f"gradient_accumulation_steps keeps {then}: the trainer skips the steps done as batches of {now}, so {cost} "
+        f"(per_device_train_batch_size x gradient_accumulation_steps x {settings.world_size} process(es) = {then} "
+        "keeps it)"
     )

@@ -65,6 +65,7 @@ from launcher.run.poll import WaitInterrupted, wait_until
 from launcher.run.records import AttemptRecord, RunConfig, RunResult
 from launcher.run.resume import (
     batch_change,
+    batch_kept,
     canonical,
     complete_checkpoints,
     given_resume,
@@ -211,12 +212,22 @@ class Supervisor:
             given = self.prepared.swift.get("resume_from_checkpoint")
             if number > 1 and resume is None and given:
                 return RunResult("failed", attempts, 1, self._nothing_to_go_on_from(given))
+            if number == 1 and resume is not None and self.prepared.backend.has("per_device_train_batch_size"):
+                kept = batch_kept(Path(resume.checkpoint), settings)
+                if kept is not None:  # the checkpoint's global batch, or the data's skip is off by the difference
+                    change = (
+                        f"gradient_accumulation_steps {settings.grad_accum} -> {kept.grad_accum}",
+                        f"keep the checkpoint's global batch {kept.global_batch} on {kept.world_size} process(es), so "
+                        "that the resume skips exactly the samples its steps trained",
+                    )
+                    settings = kept
             correction = measured_correction(_measured(attempts))
             record = self._run_attempt(
                 number, base, initial, settings, resume, change, skipped, attempts, correction, predicted
             )
             if number == 1:  # a script's batch as it ran it, where its own code set it
-                record.settings = initial = settings = self._as_run(settings, record)
+                initial = self._as_run(initial, record)
+                record.settings = settings = self._as_run(settings, record)
             attempts.append(record)
             self.on_attempt(attempts)
             if record.preempted is not None:  # every node sees its ranks stop at the same step

@@ -216,6 +216,28 @@ def test_d_oom_under_zero2_with_micro_batch_1_moves_to_zero3_resuming_weights(ti
     assert_no_sample_lost_or_repeated(tiny, tmp_path, env, per_device_train_batch_size=1, deepspeed="zero2")
 
 
+def test_a_resume_on_fewer_processes_keeps_the_global_batch_and_trains_every_sample_once(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A 2-process run stopped after checkpoint-3, resumed with --resume-latest on 1 process (the same argv): the
+    trainer skips the steps' data as batches of this run's global batch, so at half the checkpoint's it trained
+    samples twice (hostile46mn F1). safe-sft passes the accumulation that keeps it, and steps 1-8 train exactly
+    the samples plain swift sft trains on 2 processes."""
+    out = tmp_path / "out"
+    first = {**fault_env(tmp_path, "oom_step:5:0"), "SAFE_SFT_FAULT_RECORD": str(tmp_path / "ranks-a")}
+    stopped = safe_sft(["--max-attempts", "1", *swift_args(tiny, out)], first)
+    assert stopped.returncode == 1, stopped.stderr[-3000:]
+    second = {**fault_env(tmp_path), "NPROC_PER_NODE": "1", "SAFE_SFT_FAULT_RECORD": str(tmp_path / "ranks-b")}
+    resumed = safe_sft(["--resume-latest", *swift_args(tiny, out)], second)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "change: gradient_accumulation_steps 2 -> 4 (keep the checkpoint's global batch 8 on 1 process(es)" in (
+        resumed.stderr
+    )
+    assert args_json(run_dirs(out)[-1])["gradient_accumulation_steps"] == 4
+    before, after = trained_samples(tmp_path / "ranks-a"), trained_samples(tmp_path / "ranks-b")
+    assert sorted(after) == list(range(4, 9))  # resumed from checkpoint-3
+    combined = {step: before[step] for step in (1, 2, 3)} | after
+    assert combined == reference_samples(tiny, tmp_path, fault_env(tmp_path))
+
+
 def test_d2_the_users_ignore_data_skip_never_makes_a_retry_start_over(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """--ignore_data_skip true, micro-batch 1: the OOM moves the run to ZeRO-2 and resumes checkpoint-3's
     weights only. With the user's flag kept, swift took that for "start afresh from these weights": it trained

@@ -179,21 +179,23 @@ def test_resume_only_model_holds_for_a_checkpoint_this_run_did_not_write(tmp_pat
     assert own is not None and not own.weights_only
 
 
-def test_a_resume_under_another_global_batch_says_both_and_the_accumulation_that_keeps_it(tmp_path: Path) -> None:
+def test_a_resume_under_another_global_batch_keeps_it_or_says_what_it_costs(tmp_path: Path) -> None:
     """A requeue on one GPU with NPROC_PER_NODE=1 went on from a 2-process run's checkpoint with half its global
     batch, and nothing said so (hostile42res note); swift's args.json holds what the checkpoint's run used."""
-    from launcher.run.resume import batch_change
+    from launcher.run.resume import batch_change, batch_kept
 
     checkpoint = make(tmp_path / "v0-a" / "checkpoint-6")
     saved = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "global_world_size": 2}
     (tmp_path / "v0-a" / "args.json").write_text(json.dumps(saved))
-    assert batch_change(checkpoint, Settings(2, 2, 1)) == (
+    assert batch_kept(checkpoint, Settings(2, 2, 1)) == Settings(2, 4, 1)  # the accumulation that keeps 8
+    assert batch_kept(checkpoint, Settings(1, 4, 2)) is None  # the ladder's own change keeps it already
+    assert batch_kept(checkpoint, Settings(3, 1, 2)) is None  # 8 is no whole number of 3 x 2
+    assert batch_change(checkpoint, Settings(3, 1, 2)) == (
         "the checkpoint's run trained with global batch 8 (per_device_train_batch_size 2 x gradient_accumulation_steps "
-        "2 x 2 process(es)); this attempt trains with 4 (2 x 2 x 1): its steps from here are batches of 4; "
-        "--gradient_accumulation_steps 4 keeps 8"
+        "2 x 2 process(es)); this attempt trains with 6 (3 x 1 x 2), and no whole gradient_accumulation_steps keeps "
+        "8: the trainer skips the steps done as batches of 6, so samples of this epoch train twice "
+        "(per_device_train_batch_size x gradient_accumulation_steps x 2 process(es) = 8 keeps it)"
     )
-    assert batch_change(checkpoint, Settings(1, 4, 2)) is None  # the ladder's own change keeps it
-    odd = batch_change(checkpoint, Settings(3, 1, 2))
-    assert odd is not None and "keeps" not in odd  # 8 is no whole number of 3 x 2
+    assert batch_change(checkpoint, Settings(1, 4, 2)) is None
     (tmp_path / "v0-a" / "args.json").write_text(json.dumps({**saved, "global_world_size": None}))
-    assert batch_change(checkpoint, Settings(2, 2, 1)) is None  # not told: nothing said
+    assert batch_kept(checkpoint, Settings(2, 2, 1)) is None and batch_change(checkpoint, Settings(2, 2, 1)) is None

@@ -1026,15 +1026,44 @@ def test_an_add_version_false_rerun_is_versioned_only_where_it_would_save_over_a
 def test_a_resume_under_another_global_batch_is_said_at_the_first_attempt(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--resume-latest from a checkpoint whose run had four processes, on two: half its global batch, said."""
+    """--resume-latest from a checkpoint whose run trained 3 x 3 x 4 = 36 a step, on 2 processes of 4 x 2: no
+    whole accumulation keeps 36, and the trainer's data skip is off: said, with its cost."""
     write_checkpoint(tmp_path, "v0-earlier", 6)
-    saved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "global_world_size": 4}
+    saved = {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 3, "global_world_size": 4}
     (tmp_path / "v0-earlier" / "args.json").write_text(json.dumps({"model": "m", **saved}))
     spawned: list[list[str]] = []
     assert supervisor(tmp_path, [FakeProcess(0, "")], spawned, resume_latest=True).run().outcome == "succeeded"
     err = capsys.readouterr().err
-    assert "safe-sft:   note: the checkpoint's run trained with global batch 32 (" in err
-    assert "this attempt trains with 16 (4 x 2 x 2)" in err and "--gradient_accumulation_steps 4 keeps 32" in err
+    assert "safe-sft:   note: the checkpoint's run trained with global batch 36 (" in err
+    assert "this attempt trains with 16 (4 x 2 x 2), and no whole gradient_accumulation_steps keeps 36" in err
+    assert "samples of this epoch train twice" in err
+
+
+def test_a_resume_on_another_world_size_keeps_the_checkpoints_global_batch_on_every_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 4-process run's checkpoint resumed on 2 processes with the same argv (the accumulation 2) trained at
+    half its global batch: the trainer skipped the steps' data at 16 a step where they had trained 32, and the
+    resumed run trained samples twice (hostile46mn F1). The accumulation that keeps 32 is passed, and stays."""
+    write_checkpoint(tmp_path, "v0-earlier", 6)
+    saved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "global_world_size": 4}
+    (tmp_path / "v0-earlier" / "args.json").write_text(json.dumps({"model": "m", **saved}))
+    spawned: list[list[str]] = []
+    processes = [FakeProcess(1, "[rank0]: something went wrong"), FakeProcess(1, OOM_SUMMARY), FakeProcess(0, "")]
+    result = supervisor(tmp_path, processes, spawned, resume_latest=True).run()
+    assert result.outcome == "succeeded"
+    err = capsys.readouterr().err
+    assert "change: gradient_accumulation_steps 2 -> 4 (keep the checkpoint's global batch 32 on 2 process(es)" in err
+    assert "note: the checkpoint's run trained with global batch" not in err
+    assert [a.settings.global_batch for a in result.attempts] == [32, 32, 32]
+
+    def batch(argv: list[str]) -> tuple[str, str]:
+        flags = ("--per_device_train_batch_size", "--gradient_accumulation_steps")
+        return argv[argv.index(flags[0]) + 1], argv[argv.index(flags[1]) + 1]
+
+    # an unknown failure's retry with the same settings (it had fallen back to the argv's accumulation), then
+    # the ladder's smaller micro-batch from the kept batch
+    assert [batch(argv) for argv in spawned] == [("4", "4"), ("4", "4"), ("2", "8")]
 
 
 def test_resume_latest_names_a_later_run_at_a_higher_step_whose_files_are_older(
