@@ -3,7 +3,7 @@
 Imported only when NNODES > 1 (it loads torch, about a second). Keys are namespaced by the run id; the
 values are JSON messages that launcher.plan.consensus validates. Bounds, documented in docs/multinode.md:
 - a node that cannot resolve MASTER_ADDR or reach node 0's store at start gives up after `connect_timeout`
-  (--node-timeout);
+  (--node-timeout), and so does one whose connection another program at the port takes and never answers;
 - before the first attempt every node checks in (`gather`): node 0 waits `report_timeout` for all of
   them, so no torchrun starts to wait for a peer that never came, and stops them all when a NODE_RANK
   was given twice or a node's terms (its arguments, planned strategy, processes per node, --resume-latest)
@@ -23,6 +23,7 @@ import json
 import re
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -38,12 +39,13 @@ from launcher.plan.consensus import (
     encode,
     terms_difference,
 )
-from launcher.run.poll import wait_until
+from launcher.run.poll import WaitInterrupted, wait_until
 
 POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
 MAX_WHY = 500  # characters of a node's reason for leaving that node 0 prints
 PROBE_SECONDS = 1.0  # one TCP connect try to node 0's store; a signal waits at most this long
+STORE_SLACK = 5.0  # beyond --node-timeout, for torch's own connect retries to end first with their error
 VERDICT_READ_SECONDS = 10.0  # node 0 keeps its store up this long for the nodes to read why none starts
 DIFFERENT_TERMS_FIX = (
     "start every node with the same arguments; where their plans differ, set --deepspeed and NPROC_PER_NODE"
@@ -100,9 +102,15 @@ class Coordinator:
         else:
             self._resolve_own(host, port)
         try:
-            self.store: Any = TCPStore(
-                host, port, is_master=node == 0, timeout=timedelta(seconds=connect_timeout), wait_for_workers=False
+            self.store: Any = self._open_store(
+                lambda: TCPStore(
+                    host, port, is_master=node == 0, timeout=timedelta(seconds=connect_timeout), wait_for_workers=False
+                ),
+                connect_timeout,
+                since,
             )
+        except (CoordinationLost, WaitInterrupted):  # said already: the store never answered, or a signal came
+            raise
         except Exception as err:
             raise CoordinationLost(
                 f"cannot {'open' if node == 0 else 'reach'} the coordination store at {self.where}: {err}",
@@ -111,6 +119,33 @@ class Coordinator:
         self.last_check = 0.0
         self.departed: set[int] = set()  # nodes that will not read node 0's decision
         self.silent: set[int] = set()  # nodes whose report of the last attempt never came (node 0's view)
+
+    def _open_store(self, make: Callable[[], Any], timeout: float, since: int) -> Any:
+        """torch's TCPStore, made in a thread of its own while this one waits. A listener at the port that is no
+        store (another program's) can leave torch's handshake waiting for an answer forever, past its own
+        timeout and deaf to signals (a call blocked in C++): here the wait is bounded by --node-timeout, and
+        Ctrl-C or SIGTERM end it. Raises what `make` raised."""
+        made: dict[str, Any] = {}
+
+        def build() -> None:
+            try:
+                made["store"] = make()
+            except Exception as err:  # handed to the waiting thread
+                made["error"] = err
+
+        thread = threading.Thread(target=build, name="safe-sft-store", daemon=True)
+        thread.start()
+        what = f"the coordination store at {self.where} to answer (run {self.run_id})"
+        patience = timeout + min(STORE_SLACK, timeout)
+        if not self.wait(lambda: not thread.is_alive(), patience, what, since=since):
+            raise CoordinationLost(
+                f"node {self.node}: {self.where} accepts connections, but no coordination store answered within "
+                f"{patience:.0f} s: another program holds that port on node 0",
+                "free node 0's MASTER_PORT + 1, or pass --coord-port with a free port (the same on every node)",
+            )
+        if "error" in made:
+            raise made["error"]
+        return made["store"]
 
     # ---- waiting -------------------------------------------------------------------------------------
 

@@ -60,3 +60,44 @@ def test_a_node_that_stops_before_it_checks_in_stops_node_0_at_once_with_its_rea
     assert time.monotonic() - start < 20
     assert err.value.message == f"node 1 stopped before training: {why}"
     assert err.value.hint == "see node 1's terminal"
+
+
+def _silent_listener() -> tuple[socket.socket, int]:
+    """A program at the port that takes connections and never answers (an HTTP server waiting for a line)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener, int(listener.getsockname()[1])
+
+
+def test_a_node_whose_store_port_is_another_programs_gives_up_in_node_timeout_with_one_line() -> None:
+    """Node 0's MASTER_PORT + 1 held by another program: torch's handshake there waited forever, past
+    --node-timeout and deaf to SIGTERM and Ctrl-C (hostile46mn F2)."""
+    import pytest
+
+    from launcher.run.coord import CoordinationLost
+
+    listener, port = _silent_listener()
+    with listener:
+        start = time.monotonic()
+        with pytest.raises(CoordinationLost) as err:
+            Coordinator(host="127.0.0.1", port=port, node=1, nnodes=2, run_id="run", connect_timeout=1.0,
+                        say=lambda _: None)  # fmt: skip
+        assert time.monotonic() - start < 10
+    assert "accepts connections, but no coordination store answered within 2 s" in err.value.message
+
+
+def test_a_signal_ends_the_wait_for_a_store_that_never_answers() -> None:
+    import signal
+
+    import pytest
+
+    from launcher.run.poll import WaitInterrupted
+
+    listener, port = _silent_listener()
+    start = time.monotonic()
+    signalled = lambda: (1, int(signal.SIGTERM)) if time.monotonic() - start > 1 else (0, None)  # noqa: E731
+    with listener, pytest.raises(WaitInterrupted):
+        Coordinator(host="127.0.0.1", port=port, node=1, nnodes=2, run_id="run", connect_timeout=5.0,
+                    signals=signalled, say=lambda _: None)  # fmt: skip
+    assert time.monotonic() - start < 10
