@@ -255,10 +255,13 @@ _RNG_STATE = re.compile(r"^rng_state_(\d+)\.pth$")
 
 def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path]) -> str | None:
     """Every rank saves its ZeRO shard (`zero_pp_rank_<r>_mp_rank_00_optim_states.pt`, and under ZeRO-3 its
-    `..._model_states.pt`) and its rng_state_<r>.pth: a gap in the ranks, or fewer shards than ranks saved
-    their rng state, is a copy that lost a file. DeepSpeed would load it only into as many ranks, and
-    safe-sft would resume it with the optimizer state reset."""
+    `..._model_states.pt`) and its rng_state_<r>.pth: a gap in the ranks, fewer shards than ranks saved their
+    rng state, or fewer than the run's world size its args.json names, is a copy that lost a file. DeepSpeed
+    would load it only into as many ranks, and safe-sft would resume it with the optimizer state reset."""
     saved = sum(1 for f in files if _RNG_STATE.match(f.name))
+    args = saved_args(path)
+    sharded = args.get("sequence_parallel_size") in (None, 1)  # sequence parallel ranks share ZeRO's partitions
+    world = saved_count(args, "global_world_size") if sharded else None
     for kind in ("optim_states", "model_states"):
         ranks = _shard_ranks(deepspeed_dir.glob(f"*{kind}*"))
         if not ranks:
@@ -267,9 +270,13 @@ def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path])
         if gap is not None:
             last = max(ranks)
             return f"{deepspeed_dir.name} has no zero_pp_rank_{gap} {kind} file (a shard of the ranks 0 to {last})"
-        # under sequence parallelism its ranks share ZeRO's partitions: fewer shards than ranks is no loss there
-        if saved > len(ranks) and saved_args(path).get("sequence_parallel_size") in (None, 1):
+        if saved > len(ranks) and sharded:
             return f"{deepspeed_dir.name} holds {len(ranks)} rank(s)' {kind}, and {saved} ranks saved this checkpoint"
+        if world is not None and len(ranks) < world:  # the last ranks' shards and rng states both lost
+            return (
+                f"{deepspeed_dir.name} holds {len(ranks)} rank(s)' {kind}, and its run had {world} "
+                "(args.json's global_world_size)"
+            )
     return None
 
 

@@ -118,6 +118,23 @@ def test_a_zero_checkpoint_that_lost_a_ranks_shard_is_incomplete(
     assert checkpoint is not None and checkpoint.step == (4 if why is None else 2)
 
 
+def test_a_zero_checkpoint_that_lost_its_last_ranks_shard_and_rng_state_is_incomplete_by_its_world_size(
+    tmp_path: Path,
+) -> None:
+    """Rank 1's shard and rng_state_1.pth both gone from a 2-rank run's checkpoint-4: it read as a 1-rank
+    checkpoint and was resumed weights only, with the complete checkpoint-2 beside it (hostile46mn F5). The
+    run's args.json says it had 2 ranks."""
+    make(tmp_path / "checkpoint-2")
+    damaged = _zero_checkpoint(tmp_path / "checkpoint-4", (0,), 1)
+    (tmp_path / "args.json").write_text(json.dumps({"global_world_size": 2}))
+    problem = unreadable(damaged)
+    assert problem == "global_step4 holds 1 rank(s)' optim_states, and its run had 2 (args.json's global_world_size)"
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.step == 2
+    (tmp_path / "args.json").write_text(json.dumps({"global_world_size": 2, "sequence_parallel_size": 2}))
+    assert unreadable(damaged) is None  # sequence parallel ranks share their partitions
+
+
 def test_a_zero3_checkpoint_missing_a_ranks_model_states_is_incomplete(tmp_path: Path) -> None:
     ds = _zero_checkpoint(tmp_path / "checkpoint-4", (0, 1), 2, stage3=True)
     assert unreadable(ds) is None
