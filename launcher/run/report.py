@@ -162,7 +162,6 @@ def report_json(
 ) -> dict[str, Any]:
     """`process`: the safe-sft process writing it (pid, host, started), so a reader can tell a killed run.
     `backend`: the trainer (launcher/backends)."""
-    root = next((a.failure for a in attempts if a.failure is not None), None)
     lost = lost_work(attempts)
     by_attempt = {x.attempt: x for x in lost}
     return {
@@ -182,7 +181,7 @@ def report_json(
             "swift_world_size": batch.swift_world_size,
             "text": describe_batch(batch),
         },
-        "root_cause": None if root is None else {"kind": root.kind.value, "evidence": masked_failure(root)["evidence"]},
+        "root_cause": root_cause(attempts),
         "final_run_dir": attempts[-1].run_dir if attempts else None,
         # where --resume-latest goes on, for a run that did not finish
         "go_on_from": found[0]
@@ -305,6 +304,30 @@ def went_on_from(attempt: AttemptRecord) -> str:
     return f"resumed from step {resumed.step}" + (weights_only if attempt.optimizer_state_reset() else "")
 
 
+def _root_elsewhere(attempt: AttemptRecord) -> tuple[str, int | None] | None:
+    """(kind, node) of the root cause node 0's decision named for this failed attempt, where it is not this
+    node's own failure (a rank killed on node 1 is a lost connection on node 0); None otherwise."""
+    agreed, failure = attempt.decision or {}, attempt.failure
+    kind = agreed.get("root_kind")
+    if failure is None or not kind or kind == failure.kind.value:
+        return None
+    node = agreed.get("root_node")
+    return str(kind), node if isinstance(node, int) else None
+
+
+def root_cause(attempts: list[AttemptRecord]) -> dict[str, Any] | None:
+    """report.json's root_cause: the first failure's kind and evidence; on several nodes, the kind and node
+    node 0's decision named where this node's failure only followed from it (its reason as the evidence)."""
+    first = next((a for a in attempts if a.failure is not None), None)
+    if first is None or first.failure is None:
+        return None
+    elsewhere = _root_elsewhere(first)
+    if elsewhere is not None:
+        reason = str((first.decision or {}).get("reason") or "")
+        return {"kind": elsewhere[0], "node": elsewhere[1], "evidence": [mask_text(reason)] if reason else []}
+    return {"kind": first.failure.kind.value, "evidence": masked_failure(first.failure)["evidence"]}
+
+
 def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = None, unsaved: str | None = None) -> str:
     attempts = result.attempts
     lines = [f"safe-sft: {result.outcome} after {len(attempts)} attempt(s)"]
@@ -316,13 +339,20 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
         assert first.failure is not None
         f = first.failure
         code = f", exit code {f.exit_code}" if f.exit_code is not None else ""
-        lines.append(f"  root cause (attempt {first.number}): {f.headline()}{code}")
+        agreed = first.decision
+        elsewhere = _root_elsewhere(first)
+        if elsewhere is not None:  # this node's failure followed from another node's: node 0's decision names it
+            lines.append(
+                f"  root cause (attempt {first.number}, node 0's decision): {elsewhere[0]} on node {elsewhere[1]}"
+            )
+            lines.append(f"  on this node: {f.headline()}{code}")
+        else:
+            lines.append(f"  root cause (attempt {first.number}): {f.headline()}{code}")
         for line in f.evidence[:3]:
             lines.append(f"    {mask_text(line)[:300]}")
         for line in first.diagnostics:
             lines.append(f"    {line}")
-        agreed = first.decision
-        if agreed and agreed.get("root_kind"):
+        if agreed and agreed.get("root_kind") and elsewhere is None:
             lines.append(f"  across the nodes (node 0's decision): {agreed['root_kind']} on node {agreed['root_node']}")
     if attempts and attempts[0].resumed_from:
         lines.append(f"  attempt 1: {went_on_from(attempts[0])}")
