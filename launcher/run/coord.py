@@ -45,6 +45,7 @@ POLL_SECONDS = 1.0
 DECISION_SLACK = 60.0
 MAX_WHY = 500  # characters of a node's reason for leaving that node 0 prints
 PROBE_SECONDS = 1.0  # one TCP connect try to node 0's store; a signal waits at most this long
+SETTLE_SECONDS = 2.0  # node 0's look for a rank given twice once all checked in: two of the waiting nodes' polls
 STORE_SLACK = 5.0  # beyond --node-timeout, for torch's own connect retries to end first with their error
 VERDICT_READ_SECONDS = 10.0  # node 0 keeps its store up this long for the nodes to read why none starts
 DIFFERENT_TERMS_FIX = (
@@ -311,6 +312,10 @@ class Coordinator:
                 for peer in (n for n in range(1, self.nnodes) if n not in left and n not in missing):
                     self._wait_for(f"{go}-read-{peer}", VERDICT_READ_SECONDS, f"node {peer} to read why")
                 raise CoordinationLost(stopped, f"see node {node}'s terminal")
+            # a second process given a node's rank checks in as it connects: nodes that had all waited for node 0
+            # come within a moment of each other, and one taken as that node would train beside the other's
+            # line, unseen here
+            self.sleep(SETTLE_SECONDS)
             differ = self._first_disagreement(terms)
             self._set(go, differ or "1")
             if differ:

@@ -188,6 +188,21 @@ def test_a_node_rank_given_twice_keeps_the_second_process_out(tmp_path: Path) ->
     assert SWIFT_STARTED not in "".join(log.read_text() for log in (log0, *(log for _, log in ones)))
 
 
+def test_a_node_rank_given_twice_before_node_0_started_stops_every_node(tmp_path: Path) -> None:
+    """Both NODE_RANK=1 processes waiting when node 0 starts: they check in within a moment of each other, and
+    node 0 had trained with whichever came first, its log silent on the other (hostile46mn F3)."""
+    ones = [start(tmp_path, 1, 29791, timeout=30, log_name=f"node1{tag}.log") for tag in "ab"]
+    for _, log in ones:
+        wait_for_line(log, "waiting for node 0's safe-sft")
+    node0, log0 = start(tmp_path, 0, 29791, timeout=30)
+    codes = [node.wait(timeout=90) for node in (node0, *(node for node, _ in ones))]
+    assert codes == [4, 4, 4], "".join(log.read_text()[-1500:] for log in (log0, *(log for _, log in ones)))
+    # node 0 sees the rank taken twice, or hears it from the process kept out ("node 1 stopped before training")
+    [line] = errors(log0)
+    assert line.endswith("two safe-sft processes joined run 127.0.0.1:29791 as node 1 (NODE_RANK=1 given twice)")
+    assert SWIFT_STARTED not in "".join(log.read_text() for log in (log0, *(log for _, log in ones)))
+
+
 @pytest.mark.parametrize(
     ("rank", "line"),
     [
