@@ -75,8 +75,28 @@ def other_runs(path: Path, shown: Path) -> str | None:
         return None
     if not found:
         return None
-    named = ", ".join(f"{c.parent.name} ({_outcome_of(c)})" for c in found)
-    return f"  {len(found)} earlier run(s) in {records}: {named}; `safe-sft report {records}/<run>` shows one"
+    # another node's record of this very run (several nodes write theirs to the shared output dir) trained in
+    # the run dir this one did: it is no earlier run
+    final = _final_run_dir(shown)
+    nodes = [c for c in found if final is not None and _ran_in(c, final)]
+    earlier = [c for c in found if c not in nodes]
+    lines = []
+    if nodes:
+        named = ", ".join(f"{c.parent.name} ({_outcome_of(c)})" for c in nodes)
+        lines.append(f"  the other node(s) of this run: {named}")
+    if earlier:
+        named = ", ".join(f"{c.parent.name} ({_outcome_of(c)})" for c in earlier)
+        lines.append(f"  {len(earlier)} earlier run(s) in {records}: {named}")
+    return "\n".join(lines) + f"; `safe-sft report {records}/<run>` shows one"
+
+
+def _final_run_dir(report: Path) -> Path | None:
+    try:
+        data = json.loads(report.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    final = data.get("final_run_dir") if isinstance(data, dict) else None
+    return Path(final) if isinstance(final, str) and final else None
 
 
 def _outcome_of(report: Path) -> str:

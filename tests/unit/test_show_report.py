@@ -571,3 +571,29 @@ def test_a_killed_run_shows_its_last_logged_step_and_an_output_dir_names_its_oth
         f"`safe-sft report {out / 'safe-sft'}/<run>` shows one"
     )
     assert other_runs(rerun, rerun / "report.json") is None  # a run dir given: that run alone
+
+
+def test_another_nodes_record_of_the_same_run_is_named_as_that_not_as_an_earlier_run(tmp_path: Path) -> None:
+    """A 2-node job's output dir holds each node's record: node 0's report listed node 1's as an "earlier run
+    (killed)" (hostile46mn F6). A record that trained in the same run dir is the same run's."""
+    import os
+
+    from launcher.show_report import other_runs
+
+    records = tmp_path / "out" / "safe-sft"
+    run_dir = str(tmp_path / "out" / "v1-20261129-130918")
+    older = {"schema": 1, "outcome": "failed", "attempts": [], "final_run_dir": str(tmp_path / "out" / "v0-x")}
+    for name, final in (
+        ("20261129-120000-1", older),
+        ("20261129-130917-2-node0", None),
+        ("20261129-130917-3-node1", None),
+    ):
+        (records / name).mkdir(parents=True)
+        data = final or {"schema": 1, "outcome": "succeeded", "attempts": [], "final_run_dir": run_dir}
+        (records / name / "report.json").write_text(json.dumps(data))
+    os.utime(records / "20261129-120000-1" / "report.json", (1, 1))
+    line = other_runs(tmp_path / "out", records / "20261129-130917-2-node0" / "report.json")
+    assert line == (
+        "  the other node(s) of this run: 20261129-130917-3-node1 (succeeded)\n"
+        f"  1 earlier run(s) in {records}: 20261129-120000-1 (failed); `safe-sft report {records}/<run>` shows one"
+    )
