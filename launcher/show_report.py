@@ -403,9 +403,17 @@ def render_report(data: dict[str, Any]) -> str:
             predicted = a.get("predicted_need_bytes")
             beside = f" [predicted need {fmt_bytes(predicted)} per GPU]" if predicted else ""
             lines.append(f"  attempt {a['number']}: {a['change']['what']} ({a['change']['why']}){beside}")
-        over = (a.get("resumed_from") or {}).get("started_over")
+        resume = a.get("resumed_from") or {}
+        over = resume.get("started_over")
         if isinstance(over, str):
             lines.append(f"  attempt {a['number']} did not resume from step {a['resumed_from']['step']}: {over}")
+        elif resume.get("weights_only") is True:  # what the console said of it (hostile46mn F6)
+            why = resume.get("why_weights_only")
+            because = f" ({why})" if isinstance(why, str) and why else ""
+            lines.append(
+                f"  attempt {a['number']} resumed step {resume.get('step')}'s weights only{because}: the optimizer "
+                "and the learning-rate schedule started over"
+            )
         if a.get("failure"):
             first_line = mask_text(a["failure"]["evidence"][0])[:200]
             lines.append(f"  attempt {a['number']} {a['failure']['kind']}: {first_line}")

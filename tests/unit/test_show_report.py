@@ -597,3 +597,16 @@ def test_another_nodes_record_of_the_same_run_is_named_as_that_not_as_an_earlier
         "  the other node(s) of this run: 20261129-130917-3-node1 (succeeded)\n"
         f"  1 earlier run(s) in {records}: 20261129-120000-1 (failed); `safe-sft report {records}/<run>` shows one"
     )
+
+
+def test_a_weights_only_resume_is_said_under_the_table(run_dir: Path) -> None:
+    """`safe-sft report` showed a weights-only resume as `3->6` alone, where the console had said the optimizer
+    and the schedule started over (hostile46mn F6)."""
+    data = load_report(run_dir)
+    data["attempts"][1]["resumed_from"].update(weights_only=True, why_weights_only="the world size changed (2 -> 1)")
+    assert (
+        "  attempt 2 resumed step 3's weights only (the world size changed (2 -> 1)): the optimizer and the "
+        "learning-rate schedule started over" in render_report(data)
+    )
+    data["attempts"][1]["resumed_from"]["weights_only"] = False
+    assert "weights only" not in render_report(data)
