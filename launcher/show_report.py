@@ -91,20 +91,24 @@ def other_runs(path: Path, shown: Path) -> str | None:
 
 
 def _final_run_dir(report: Path) -> Path | None:
+    final = (_record(report) or {}).get("final_run_dir")
+    return Path(final) if isinstance(final, str) and final else None
+
+
+def _record(report: Path) -> dict[str, Any] | None:
+    """A report.json as a JSON object; None where it cannot be read as one."""
     try:
         data = json.loads(report.read_bytes())
     except (OSError, ValueError, RecursionError):
         return None
-    final = data.get("final_run_dir") if isinstance(data, dict) else None
-    return Path(final) if isinstance(final, str) and final else None
+    return data if isinstance(data, dict) else None
 
 
 def _outcome_of(report: Path) -> str:
-    try:
-        data = json.loads(report.read_bytes())
-    except (OSError, ValueError, RecursionError):
+    data = _record(report)
+    if data is None:
         return "unreadable"
-    outcome = data.get("outcome") if isinstance(data, dict) else None
+    outcome = data.get("outcome")
     if outcome == "running" and isinstance(data.get("process"), dict) and _still_running(data["process"]) is False:
         return "killed"
     return outcome if isinstance(outcome, str) and outcome in OUTCOMES else "unreadable"
@@ -112,11 +116,8 @@ def _outcome_of(report: Path) -> str:
 
 def _ran_in(report: Path, run_dir: Path) -> bool:
     """Whether a report's run trained in `run_dir` (its final run dir, or an attempt's)."""
-    try:
-        data = json.loads(report.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return False
-    if not isinstance(data, dict):
+    data = _record(report)
+    if data is None:
         return False
     attempts = data.get("attempts")
     listed = attempts if isinstance(attempts, list) else []
