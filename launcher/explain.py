@@ -77,6 +77,17 @@ def _fix_line(failure: Failure) -> str | None:
     return None
 
 
+_ELSEWHERE = (
+    "a log that shows no error and no exit may hold only part of the run's output: explain the file its ranks "
+    "wrote to (a Slurm step's own -o file, each node's log) too"
+)
+
+
+def _nothing_named(failure: Failure) -> bool:
+    """An unknown failure with neither an exit status nor a rank: the log showed no failure at all."""
+    return failure.kind is FailureKind.UNKNOWN and failure.exit_code is None and failure.rank is None
+
+
 def explain_text(failure: Failure | None, ladder: list[str], stopped: Preempted | None = None) -> str:
     if failure is None:
         return stopped.text() if stopped else "no failure found: the log ends in a finished run"
@@ -85,7 +96,12 @@ def explain_text(failure: Failure | None, ladder: list[str], stopped: Preempted 
         also = f"; it could also be {failure.runner_up.value}" if failure.runner_up else ""
         ended = "only how the process ended" if failure.exit_code is not None else "nor how the process ended"
         lines.append(f"the evidence is thin: no line names the cause, {ended}{also}")
-    if failure.evidence:
+    if failure.evidence and _nothing_named(failure):
+        # the classifier quotes the log's last lines; here they are context, not proof of anything
+        lines.append("the log ends with:")
+        lines += [f"  {mask_text(line)[:400]}" for line in failure.evidence]
+        lines.append(_ELSEWHERE)
+    elif failure.evidence:
         lines.append("evidence:")
         lines += [f"  {mask_text(line)[:400]}" for line in failure.evidence]
     else:

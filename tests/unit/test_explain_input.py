@@ -223,6 +223,20 @@ def test_thin_evidence_says_what_the_log_does_show(tmp_path: Path, log: str, sai
     assert f"the evidence is thin: no line names the cause, {said}" in result.stdout.decode()
 
 
+def test_a_log_that_shows_no_failure_quotes_its_end_as_context_not_evidence(tmp_path: Path) -> None:
+    """A Slurm job log holding only the batch script's own lines (the step wrote elsewhere): its last lines are
+    what the log ends with, not evidence of a failure, and the line says where the rest may be
+    (hostile46slurm)."""
+    (tmp_path / "job.out").write_text("start 12:53:25 restart=3\nSAFE_SFT_EXIT=0 12:54:47\n")
+    out = explain(str(tmp_path / "job.out")).stdout.decode()
+    assert "evidence:" not in out
+    assert "the log ends with:\n  start 12:53:25 restart=3\n  SAFE_SFT_EXIT=0 12:54:47\n" in out
+    assert "a Slurm step's own -o file" in out
+    killed = tmp_path / "killed.out"
+    killed.write_text("srun: error: gpu-1: task 0: Killed\n")
+    assert "evidence:" in explain(str(killed)).stdout.decode()
+
+
 def test_a_log_without_line_breaks_is_read_in_bounded_memory_and_keeps_its_end(tmp_path: Path) -> None:
     """3 MB on one line, the failure at its end: the reader cuts it mid-line, keeps the line's start and
     end, and does not hold the whole input."""
