@@ -49,7 +49,11 @@ def _fields(scontrol_show_job: str) -> dict[str, str]:
 def slurm_requeued(scontrol_show_job: str, job: SlurmJob) -> int | None:
     """The job's restart count where Slurm has requeued it since this run started (a Restarts above the
     SLURM_RESTART_COUNT it started with: a node that failed, `scontrol requeue`); None where it has not."""
-    restarts = _fields(scontrol_show_job).get("Restarts", "")
+    return _requeued(_fields(scontrol_show_job), job)
+
+
+def _requeued(fields: dict[str, str], job: SlurmJob) -> int | None:
+    restarts = fields.get("Restarts", "")
     return int(restarts) if restarts.isdigit() and int(restarts) > job.restarts else None
 
 
@@ -63,7 +67,7 @@ def why_slurm_stopped(scontrol_show_job: str, job: SlurmJob, resume_latest: bool
     state, reason = fields.get("JobState", ""), fields.get("Reason", "None")
     said = f"JobState={state}" + (f", Reason={reason}" if reason != "None" else "")
     job_id, restarts = job.job_id, fields.get("Restarts", "")
-    if slurm_requeued(scontrol_show_job, job) is not None:  # Slurm requeued it: a node failed, or scontrol
+    if _requeued(fields, job) is not None:  # Slurm requeued it: a node failed, or scontrol
         goes_on = (
             "with --resume-latest it goes on from the newest complete checkpoint"
             if resume_latest
