@@ -146,6 +146,12 @@ def offloaded(zero: Mapping[str, Any], name: str) -> bool:
     return zero.get(LEGACY_OFFLOAD[name]) is True
 
 
+def on_nvme(zero: Mapping[str, Any], name: str) -> bool:
+    """Whether a ZeRO section swaps `name` (offload_optimizer or offload_param) to NVMe."""
+    section = zero.get(name)
+    return isinstance(section, Mapping) and section.get("device") == "nvme"
+
+
 def offloads(config: Mapping[str, Any]) -> bool:
     """True when the config offloads the optimizer or the parameters to the host (or NVMe)."""
     zero = zero_section(config)
@@ -287,7 +293,7 @@ def nvme_swap(zero: Mapping[str, Any], stage: int) -> NvmeSwap | None:
 
     def section(name: str) -> Mapping[str, Any] | None:
         value = zero.get(name)
-        return value if isinstance(value, Mapping) and value.get("device") == "nvme" else None
+        return value if isinstance(value, Mapping) and on_nvme(zero, name) else None
 
     def count(of: Mapping[str, Any], key: str, default: int) -> int:
         value = of.get(key, default)

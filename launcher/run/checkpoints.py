@@ -7,9 +7,10 @@ tensors' offsets cover the file's data exactly, and that data is not zeros throu
 safetensors index names is there and holds every tensor the index maps to it; every torch file (.bin, .pt,
 .pth) in zip format has its central directory, and none is empty; an optimizer.pt comes with its
 scheduler.pt, and a DeepSpeed checkpoint holds every rank's ZeRO shards (no gap in the ranks, as many as
-saved their rng state); trainer_state.json holds the whole-number global_step and train_batch_size
-transformers resumes from. A checkpoint half-written by a kill, truncated by a full disk, emptied or
-zero-filled by a crash, or copied without one of its files is skipped, with the reason.
+saved their rng state) and, under an NVMe optimizer offload, every rank's swapped state (offloaded_tensors);
+trainer_state.json holds the whole-number global_step and train_batch_size transformers resumes from. A
+checkpoint half-written by a kill, truncated by a full disk, emptied or zero-filled by a crash, or copied
+without one of its files is skipped, with the reason.
 This module only reads: it never deletes, moves or writes.
 """
 
@@ -24,6 +25,8 @@ import zipfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from launcher.plan.ds_config import on_nvme, zero_section
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 _RUN_DIR_RE = re.compile(r"^v\d+-")
@@ -215,7 +218,7 @@ def unreadable(path: Path) -> str | None:
             problem = torch_file_problem(file)
             if problem is not None:
                 return f"{deepspeed_dir.name}/{problem}"
-        return _zero_shards_problem(path, deepspeed_dir, files)
+        return _zero_shards_problem(path, deepspeed_dir, files) or _nvme_swap_problem(path, deepspeed_dir)
     return _optimizer_files_problem(path, files)
 
 
@@ -277,6 +280,40 @@ def _zero_shards_problem(path: Path, deepspeed_dir: Path, files: Sequence[Path])
                 f"{deepspeed_dir.name} holds {len(ranks)} rank(s)' {kind}, and its run had {world} "
                 "(args.json's global_world_size)"
             )
+    return None
+
+
+_SWAP_RANK = re.compile(r"^rank(\d+)$")
+
+
+def _nvme_swap_problem(path: Path, deepspeed_dir: Path) -> str | None:
+    """Under an NVMe optimizer offload, each rank's optimizer state lives in its swap files: DeepSpeed copies
+    them into `<tag>/offloaded_tensors/rank<NN>` before it writes `latest`, and a resume copies that folder
+    back, failing where it is not there. A copy of the checkpoint that left out offloaded_tensors, or a
+    rank's folder of it, or emptied one, cannot be resumed whole. With node-local storage the folders are
+    numbered by local rank, so there only a gap is a loss."""
+    config = saved_args(path).get("deepspeed")
+    config = config if isinstance(config, dict) else {}
+    swap = deepspeed_dir / "offloaded_tensors"
+    if not swap.is_dir():
+        if on_nvme(zero_section(config), "offload_optimizer"):
+            return f"{deepspeed_dir.name} has no offloaded_tensors, and its run swapped the optimizer to NVMe"
+        return None
+    try:
+        folders = {int(m.group(1)): d for d in swap.iterdir() if (m := _SWAP_RANK.match(d.name)) and d.is_dir()}
+        empty = next((d.name for _, d in sorted(folders.items()) if not any(d.iterdir())), None)
+    except OSError as err:
+        return f"{deepspeed_dir.name}/offloaded_tensors cannot be listed ({err.strerror or err})"
+    checkpoint = config.get("checkpoint")
+    node_local = isinstance(checkpoint, dict) and checkpoint.get("use_node_local_storage") is True
+    ranks = set(range(max(folders, default=-1) + 1))
+    if not node_local:
+        ranks |= _shard_ranks(deepspeed_dir.glob("*optim_states*"))
+    gap = next((r for r in sorted(ranks) if r not in folders), None)
+    if gap is not None or not folders:
+        return f"{deepspeed_dir.name}/offloaded_tensors has no rank{gap or 0:02d} (a rank's NVMe optimizer state)"
+    if empty is not None:
+        return f"{deepspeed_dir.name}/offloaded_tensors/{empty} is empty (a rank's NVMe optimizer state)"
     return None
 
 

@@ -135,6 +135,45 @@ def test_a_zero_checkpoint_that_lost_its_last_ranks_shard_and_rng_state_is_incom
     assert unreadable(damaged) is None  # sequence parallel ranks share their partitions
 
 
+_NVME = {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}}
+
+
+@pytest.mark.parametrize(
+    ("swapped", "config", "why"),
+    [
+        pytest.param({"rank00": 2, "rank01": 2}, _NVME, None, id="complete"),
+        pytest.param(None, _NVME, "global_step4 has no offloaded_tensors, and its run swapped the optimizer to NVMe",
+                     id="folder-lost"),
+        pytest.param(None, {"zero_optimization": {"stage": 3}}, None, id="not-nvme"),
+        pytest.param({"rank00": 2}, _NVME, "global_step4/offloaded_tensors has no rank01", id="rank-lost"),
+        pytest.param({"rank00": 2, "rank01": 0}, _NVME, "global_step4/offloaded_tensors/rank01 is empty",
+                     id="rank-emptied"),
+        pytest.param({"rank00": 2}, {**_NVME, "checkpoint": {"use_node_local_storage": True}}, None,
+                     id="node-local"),
+        pytest.param({"rank01": 2}, {**_NVME, "checkpoint": {"use_node_local_storage": True}},
+                     "global_step4/offloaded_tensors has no rank00", id="node-local-gap"),
+    ],
+)  # fmt: skip
+def test_an_nvme_offload_checkpoint_needs_every_ranks_swapped_optimizer_state(
+    tmp_path: Path, swapped: dict[str, int] | None, config: dict[str, object], why: str | None
+) -> None:
+    """DeepSpeed copies each rank's NVMe swap files into <tag>/offloaded_tensors/rank<NN> before `latest`, and a
+    resume copies them back (a FileNotFoundError where they are gone): a copy of the checkpoint without them
+    is not complete, and the older complete one is resumed."""
+    make(tmp_path / "checkpoint-2")
+    ds = _zero_checkpoint(tmp_path / "checkpoint-4", (0, 1), 2, stage3=True)
+    (tmp_path / "args.json").write_text(json.dumps({"global_world_size": 2, "deepspeed": config}))
+    for rank, files in (swapped or {}).items():
+        folder = ds / "global_step4" / "offloaded_tensors" / rank
+        folder.mkdir(parents=True)
+        for n in range(files):
+            (folder / f"{n}.tensor.swp").write_bytes(b"\x01" * 64)
+    problem = unreadable(ds)
+    assert problem == why if why is None else (problem or "").startswith(why), problem
+    checkpoint, _ = latest_complete(tmp_path)
+    assert checkpoint is not None and checkpoint.step == (4 if why is None else 2)
+
+
 def test_a_zero3_checkpoint_missing_a_ranks_model_states_is_incomplete(tmp_path: Path) -> None:
     ds = _zero_checkpoint(tmp_path / "checkpoint-4", (0, 1), 2, stage3=True)
     assert unreadable(ds) is None
