@@ -45,7 +45,8 @@ _OOM = re.compile(
     r"bfc_allocator\.cc:\d+\] [*_]{8,}x+\s*$|"
     r"Check failed: .*cudaSuccess.*out of memory|"  # a glog CHECK on a CUDA call (Caffe): error 2
     # vLLM's engine (an RL trainer's rollout) finding no GPU memory left for its KV cache as it starts
-    r"No available memory for the cache blocks|larger than the available KV cache memory"
+    r"No available memory for the cache blocks|larger than the available KV cache memory|"
+    r"# GPU blocks: 0\b"  # vLLM's count of KV-cache blocks left after the weights (older engines): none
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
 _NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
@@ -88,7 +89,10 @@ _LOAD_FRAME = re.compile(
     # zero.Init's stand-in for torch.empty and its kin: installed only while a model is built under it
     r"zero/partition_parameters\.py\", line \d+, in wrapped_fn\b|"
     r"nn/modules/\w+\.py\", line \d+, in (?:__init__|reset_parameters)\b|"  # a layer built on the GPU
-    r"_initialize_kv_caches|check_enough_kv_cache_memory|determine_available_memory"  # vLLM's engine start
+    r"_initialize_kv_caches|check_enough_kv_cache_memory|determine_available_memory|"  # vLLM's engine start
+    r"raise_if_cache_size_invalid|No available memory for the cache blocks|# GPU blocks: 0\b|"  # (its words)
+    # a trainer's constructor: it places the model on its device (transformers' Trainer, its subclasses)
+    r"trainer\w*\.py\", line \d+, in __init__\b|_move_model_to_device"
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
@@ -196,6 +200,9 @@ def _p(kind: FailureKind, pattern: str, exception_only: bool = False, exclude: s
     return _Pattern(kind, re.compile(pattern), exception_only, re.compile(exclude) if exclude else None)
 
 
+# Windows' exit status of a native fault (NTSTATUS, unsigned or signed): an access violation, a stack overflow,
+# a fail-fast abort
+_WINDOWS_FAULT = r"exit (?:status|code):? (?:3221225477|-1073741819|3221225725|-1073741571|3221226505|-1073740791)\b"
 _NCCL_TERMINATE = r"terminate called after throwing.*(?:DistBackendError|NCCL|c10::Error|gloo)"
 # A FATAL-level log line, after which the library aborts (glog's `F0423 20:35:34.618070 1234 x.cc:9]`,
 # TensorFlow's and XLA's `2025-04-23 20:35:34.618070: F x.cc:9]`), and a native backtrace's frames of an abort
@@ -308,6 +315,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Error .+ at line \d+ in file /|"  # a native extension's own error report
         r"\*\*\* Check failure stack trace: \*\*\*|"  # glog's (absl's) fatal CHECK: the process aborts
         r"Unhandled exception: \S+ what\(\):|"  # a C++ exception nothing caught (Ray's core logs it): an abort
+        r"\*\*\* End of error message \*\*\*|"  # the end of Open MPI's report of a process's fatal signal
+        + _WINDOWS_FAULT
+        + "|"
         + _NATIVE_ABORT,
         exclude=_NCCL_TERMINATE
         + r"|could be caused by|may be caused by|might be caused by|potential root causes|common causes include|"
@@ -339,10 +349,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"NCCL communicator was aborted",  # torch's own abort of a communicator: a peer or its watchdog gave up
         exclude=_DOWNLOAD.pattern,  # a web request's lost network (an HTTP client's retry notice) is a download's
     ),
-    # Python's, Julia's, and a terminal's echo of Ctrl-C on a line of its own
+    # Python's, Julia's, and a terminal's echo of Ctrl-C at a line's start (what printed next may follow it)
     _p(
         FailureKind.INTERRUPTED,
-        r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C\s*$|"
+        r"^\s*KeyboardInterrupt\b|KeyboardInterrupt$|\bInterruptException\b|^\s*\^C(?![a-z])|"
         r"\b(?:CRITICAL|ERROR|WARNING|INFO)\b.*\b[Kk]eyboard [Ii]nterrupt\b",  # a program's own log of its Ctrl-C
     ),
     # Lightning catches the Ctrl-C and says so in a warning of its own, then shuts down without a traceback
@@ -387,7 +397,8 @@ _ERROR_LINE = re.compile(
     r"core dumped|Illegal instruction|Floating point exception|"  # a shell's words for a process a signal ended
     r"free\(\): |malloc\(\): |"  # glibc's heap checks, which abort the process
     r"[Ee]victed|low on resource|ephemeral local storage usage exceeds|"  # a kubelet's
-    r"^\s*\^C\s*$|is not compatible with the current PyTorch installation|all available RAM|" + _NATIVE_ABORT
+    r"^\s*\^C(?![a-z])|is not compatible with the current PyTorch installation|all available RAM|"
+    r"# GPU blocks: 0\b|" + _WINDOWS_FAULT + "|" + _NATIVE_ABORT
 )
 _WARNING_LINE = re.compile(
     r"\b(?:WARNING|UserWarning|FutureWarning|DeprecationWarning|warnings\.warn)\b|(?<!NCCL )\bWARN\b"
@@ -612,7 +623,7 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     if host is not None and not _errno_of_a_lock(host[0], lines):
         return _Found(FailureKind.HOST_OOM, (_clean(host[1]),), _rank_of(host[1]))
     # An NCCL watchdog aborts the process: the abort is its consequence, not a crash of its own.
-    nccl_abort = any(_NCCL_TERMINATE_LINE.search(line) for line in lines)
+    nccl_abort = _nccl_abort(lines)
     patterns = [p for p in _PATTERNS if not (nccl_abort and p.kind is FailureKind.CRASH)]
     hits = [(pattern, hit) for pattern in patterns if (hit := _first(pattern, lines)) is not None]
     if not hits:
@@ -623,6 +634,22 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
         return _Found(FailureKind.INTERRUPTED, (_clean(stop[1]),), _rank_of(stop[1]), runner_up=pattern.kind)
     runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
     return _Found(pattern.kind, (_clean(line),), _rank_of(line), runner_up=runner_up)
+
+
+def _nccl_abort(lines: Sequence[str]) -> bool:
+    """Whether a `terminate called after throwing` is NCCL's (or a collective's): named on its own line, or on
+    the `what():` line that follows it (`std::runtime_error` / `what(): [Rank 0] Watchdog caught ...`)."""
+    for index, line in enumerate(lines):
+        if _NCCL_TERMINATE_LINE.search(line):
+            return True
+        if "terminate called after throwing" in line and index + 1 < len(lines):
+            after = lines[index + 1]
+            if "what():" in after and _NCCL_WHAT.search(after):
+                return True
+    return False
+
+
+_NCCL_WHAT = re.compile(r"NCCL|[Ww]atchdog|collective operation|ProcessGroup|gloo|DistBackendError")
 
 
 # what a program's own shutdown after a Ctrl-C raises (a cleanup's KeyError, a handler's NameError, its

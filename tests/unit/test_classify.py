@@ -676,10 +676,52 @@ NOTEBOOK_EVAL_OOM = (
             K.HOST_OOM,
             id="rays-memory-monitor-advice",
         ),
+        # held-out set v17's, each written as another tool would
+        pytest.param(
+            (
+                "Traceback (most recent call last):",
+                '  File "/app/train.py", line 40, in main',
+                "    trainer = DPOTrainer(model, args=args)",
+                '  File "/env/trl/trainer/dpo_trainer.py", line 310, in __init__',
+                "    super().__init__(model=model, args=args)",
+                '  File "/env/transformers/trainer.py", line 520, in __init__',
+                "    self._move_model_to_device(model, args.device)",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB",
+            ),
+            K.CUDA_OOM_LOAD,
+            id="a-trainers-constructor-places-the-model",
+        ),
+        pytest.param(
+            ("INFO 01-02 03:04:05 llm_engine.py:280] # GPU blocks: 0, # CPU blocks: 512",),
+            K.CUDA_OOM_LOAD,
+            id="vllm-no-gpu-block-left",
+        ),
+        pytest.param(
+            ("(EngineCore pid=7) ValueError: No available memory for the cache blocks. Try increasing "
+             "`gpu_memory_utilization` when initializing the engine.",),
+            K.CUDA_OOM_LOAD,
+            id="vllm-no-cache-blocks-at-start",
+        ),
+        pytest.param(("^C[W 12:00:01] torchrun: sending SIGINT to workers",), K.INTERRUPTED, id="ctrl-c-echo-then-text"),
+        pytest.param(
+            ("subprocess.CalledProcessError: Command 'train.exe' returned non-zero exit status 3221225477.",),
+            K.CRASH,
+            id="windows-access-violation",
+        ),
+        pytest.param(("Process finished with exit code -1073741571",), K.CRASH, id="windows-stack-overflow-signed"),
+        pytest.param(("[node3:4411] *** End of error message ***",), K.CRASH, id="open-mpi-signal-report"),
+        pytest.param(
+            (
+                "terminate called after throwing an instance of 'std::runtime_error'",
+                "  what():  [Rank 3] ProcessGroupGloo: collective operation timeout after 1800000 ms",
+            ),
+            K.COMM_TIMEOUT,
+            id="a-collectives-terminate-with-its-what-below",
+        ),
     ],
 )  # fmt: skip
 def test_shapes_read_from_held_out_sets(lines: tuple[str, ...], kind: K) -> None:
-    """The general shapes behind held-out sets v13's and v16's misses (BENCHMARKS.md), each on lines of its own."""
+    """The general shapes behind held-out sets v13's, v16's and v17's misses (BENCHMARKS.md), each on lines of its own."""
     from launcher.run.classify import classify_text
 
     found = classify_text(list(lines), steps_seen=True)
