@@ -46,7 +46,8 @@ _OOM = re.compile(
     r"Check failed: .*cudaSuccess.*out of memory|"  # a glog CHECK on a CUDA call (Caffe): error 2
     # vLLM's engine (an RL trainer's rollout) finding no GPU memory left for its KV cache as it starts
     r"No available memory for the cache blocks|larger than the available KV cache memory|"
-    r"# GPU blocks: 0\b"  # vLLM's count of KV-cache blocks left after the weights (older engines): none
+    r"# GPU blocks: 0\b|"  # vLLM's count of KV-cache blocks left after the weights (older engines): none
+    r"allocation failed with OOM on device"  # torch's caching allocator's own warning as it fails one
 )
 # Ray's memory monitor raises an OutOfMemoryError for host RAM.
 _NOT_GPU_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|running low on memory|memory pressure")
@@ -93,6 +94,12 @@ _LOAD_FRAME = re.compile(
     r"raise_if_cache_size_invalid|No available memory for the cache blocks|# GPU blocks: 0\b|"  # (its words)
     # a trainer's constructor: it places the model on its device (transformers' Trainer, its subclasses)
     r"trainer\w*\.py\", line \d+, in __init__\b|_move_model_to_device"
+)
+# an engine's set-up that runs a step or a forward of its own (DeepSpeed's ZeRO optimizer making its states,
+# vLLM profiling its memory): an OOM in that step is the set-up's, before any training step
+_SETUP_FRAME = re.compile(
+    r"initialize_optimizer_states|_configure_zero_optimizer|deepspeed\.initialize|deepspeed_init\b|"
+    r"determine_available_memory|profile_run|_initialize_kv_caches"
 )
 _STEP_FRAME = re.compile(
     r"training_step|compute_loss|\bbackward\b|_inner_training_loop|optimizer\.step|\bstep\(|_take_model_step|"
@@ -503,6 +510,10 @@ def _oom_phase(lines: Sequence[str], at: int, steps_seen: bool) -> tuple[Failure
             outer = next((f for f in frames[position + 1 :] if _is_eval(_frame_text(f))), None)
             if outer is not None:
                 return FailureKind.CUDA_OOM_EVAL, _clean(outer)
+            # and so does an engine's set-up: ZeRO's first optimizer step that makes its states, vLLM's profile run
+            outer = next((f for f in frames[position + 1 :] if _SETUP_FRAME.search(_frame_text(f))), None)
+            if outer is not None:
+                return FailureKind.CUDA_OOM_LOAD, _clean(outer)
         return phase, _clean(frame)
     if rank is not None:  # this rank printed no frames: its peers' tracebacks show the phase they all were in
         return _oom_phase([_clean(line) for line in lines], at, steps_seen)

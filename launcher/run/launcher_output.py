@@ -160,14 +160,23 @@ _EXIT_STATUS = re.compile(
     r"\b(?:ended|killed|terminated) by signal (\d+)|\bSIG[A-Z]+\((-\d+)\)"
 )
 _SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated)"
+# the shell's words for them in a Chinese locale (glibc's zh_CN strsignal): the many runs of ms-swift and
+# LLaMA-Factory on such machines print `已杀死` for Killed and `段错误 (核心已转储)` for a core-dumping segfault
+_LOCALE_SIGNAL_WORDS = {"已杀死": 9, "段错误": 11, "总线错误": 7, "已放弃": 6, "已终止": 15}
+_SHELL_SIGNAL_WORD = r"(Killed|Segmentation fault|Bus error|Aborted|Terminated|" + "|".join(_LOCALE_SIGNAL_WORDS) + ")"
 _SRUN_TASK = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): " + _SIGNAL_WORD)
 _SRUN_EXIT = re.compile(r"srun: error: \S+: tasks? ([\d,-]+): Exited with exit code (\d+)")
 # Open MPI's `mpirun noticed that process rank N ... exited on signal S`, MPICH's `KILLED BY SIGNAL: S`
 _MPI_SIGNAL = re.compile(r"process rank (\d+) with PID \S+ on node \S+ exited on signal (\d+)|KILLED BY SIGNAL: (\d+)")
-# The shell's report of a killed job: alone on a line, after `line N: PID`, or after a progress bar's `]`.
+# The shell's report of a killed job: alone on a line, after `line N: PID` (`行 N: PID` in Chinese), or after a
+# progress bar's `]`.
 _SHELL_KILLED = re.compile(
-    r"line \d+: +\d+ +" + _SIGNAL_WORD + r"|(?:^|\]\s*)" + _SIGNAL_WORD + r"(?: \(core dumped\))?\s*$|"
-    r"^\[\d+\][+-]? +(?:\d+ +)?" + _SIGNAL_WORD,  # job control: `[1]+ Killed ...`, zsh `[1] 8381 killed ...`
+    r"(?:line|行) \d+: +\d+ +"
+    + _SHELL_SIGNAL_WORD
+    + r"|(?:^|\]\s*)"
+    + _SHELL_SIGNAL_WORD
+    + r"(?: ?[(（](?:core dumped|核心已转储)[)）])?\s*$|"
+    r"^\[\d+\][+-]? +(?:\d+ +)?" + _SHELL_SIGNAL_WORD,  # job control: `[1]+ Killed ...`, zsh `[1] 8381 killed ...`
     re.IGNORECASE,
 )
 # A process's own report of a signal it received (glog/absl, torch's handler, Paddle, MPI, DataLoader).
@@ -177,7 +186,7 @@ _SIGNAL_RECEIVED = re.compile(
     r"(Terminated) \(signal 15\)|terminated with signal (SIG[A-Z]+)"
 )
 _SIGNAL_WORDS = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Terminated": 15}
-_SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_NUMBERS.items()}
+_SIGNAL_WORDS |= {"Termination": 15} | {name: number for name, number in SIGNAL_NUMBERS.items()} | _LOCALE_SIGNAL_WORDS
 
 # A batch system stopped the job or step: Slurm's cancel line, LSF's job report's termination reason (its
 # owner's or an administrator's kill, a run or CPU time limit, preemption, a closed queue window), PBS's

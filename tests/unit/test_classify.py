@@ -702,7 +702,9 @@ NOTEBOOK_EVAL_OOM = (
             K.CUDA_OOM_LOAD,
             id="vllm-no-cache-blocks-at-start",
         ),
-        pytest.param(("^C[W 12:00:01] torchrun: sending SIGINT to workers",), K.INTERRUPTED, id="ctrl-c-echo-then-text"),
+        pytest.param(
+            ("^C[W 12:00:01] torchrun: sending SIGINT to workers",), K.INTERRUPTED, id="ctrl-c-echo-then-text"
+        ),
         pytest.param(
             ("subprocess.CalledProcessError: Command 'train.exe' returned non-zero exit status 3221225477.",),
             K.CRASH,
@@ -718,10 +720,34 @@ NOTEBOOK_EVAL_OOM = (
             K.COMM_TIMEOUT,
             id="a-collectives-terminate-with-its-what-below",
         ),
+        # held-out set v18's
+        pytest.param(
+            (
+                "Traceback (most recent call last):",
+                '  File "/env/deepspeed/runtime/engine.py", line 1420, in _configure_zero_optimizer',
+                "    optimizer = DeepSpeedZeroOptimizer(",
+                '  File "/env/deepspeed/runtime/zero/stage_1_and_2.py", line 550, in __init__',
+                "    self.initialize_optimizer_states()",
+                '  File "/env/deepspeed/runtime/zero/stage_1_and_2.py", line 700, in initialize_optimizer_states',
+                "    self.optimizer.step()",
+                '  File "/env/torch/optim/adam.py", line 140, in step',
+                "    state['exp_avg'] = torch.zeros_like(p)",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB",
+            ),
+            K.CUDA_OOM_LOAD,
+            id="zero-making-its-optimizer-states",
+        ),
+        pytest.param(
+            ("[W101 10:00:00.0 CUDACachingAllocator.cpp:3934] memory allocation failed with OOM on device 1 while "
+             "trying to allocate 2147483648 bytes (free: 1048576, total: 85899345920).",),
+            K.CUDA_OOM,
+            id="the-caching-allocators-own-warning",
+        ),
     ],
 )  # fmt: skip
 def test_shapes_read_from_held_out_sets(lines: tuple[str, ...], kind: K) -> None:
-    """The general shapes behind held-out sets v13's, v16's and v17's misses (BENCHMARKS.md), each on lines of its own."""
+    """The general shapes behind held-out sets v13's, v16's, v17's and v18's misses (BENCHMARKS.md), each on
+    lines of its own."""
     from launcher.run.classify import classify_text
 
     found = classify_text(list(lines), steps_seen=True)

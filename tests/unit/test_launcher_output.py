@@ -61,6 +61,13 @@ DEEPSPEED = (
         pytest.param(["run.sh: line 12: 31337 Killed                  python train.py"], [(None, -9)], id="bash"),
         pytest.param(["Segmentation fault (core dumped)"], [(None, -11)], id="shell-segfault"),
         pytest.param(["**Killed**"], [(None, -9)], id="shell-killed-in-markdown-bold"),
+        # the shell in a Chinese locale (held-out set v18)
+        pytest.param(["已杀死"], [(None, -9)], id="shell-killed-zh"),
+        pytest.param(
+            ["train.sh: 行 7: 4242 段错误 (核心已转储) python train.py"], [(None, -11)], id="bash-segfault-zh"
+        ),
+        pytest.param(["[1]+  已终止               python train.py"], [(None, -15)], id="job-control-terminated-zh"),
+        pytest.param(["总线错误 (核心已转储)"], [(None, -7)], id="shell-bus-error-zh"),
         pytest.param(
             ["mpirun noticed that process rank 1 with PID 4242 on node gpu7 exited on signal 9 (Killed)."],
             [(1, -9)],
