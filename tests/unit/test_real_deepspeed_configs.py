@@ -5,6 +5,7 @@ DeepSpeed takes, each file that is not JSON refused in one line that names it.""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +14,13 @@ from launcher.configs import load_templates, read_user_deepspeed
 from launcher.errors import SafeSftError
 from launcher.plan.ds_config import for_rung, unknown_zero_key_warnings, zero_section
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from bench_deepspeed_configs import expected_rung, judge  # the rung a file's labels name; the bench's verdict
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "deepspeed_configs"
 INDEX = [json.loads(line) for line in (DATA / "index.jsonl").read_text().splitlines()]
 TEMPLATES = load_templates()
-OFFLOADED = ("cpu", "nvme")
-
-
-def expected_rung(row: dict) -> str:  # type: ignore[type-arg]
-    """The rung the file's labels name: its stage, and whether it offloads anything in either spelling (a
-    config that offloads below stage 3 is zero2_offload, so that its next rung keeps the offload)."""
-    stage = row["stage"] or 0
-    offload = row["offload_optimizer"] in OFFLOADED or row["offload_param"] in OFFLOADED or row["cpu_offload"] is True
-    if offload:
-        return "zero3_offload" if stage == 3 else "zero2_offload"
-    return f"zero{stage}"
 
 
 def _params(valid: bool) -> list[object]:
@@ -107,3 +101,10 @@ def test_a_real_config_that_is_not_json_is_refused_in_one_line_that_names_it(row
         read_user_deepspeed(str(path))
     assert err.value.message.startswith(f"--deepspeed {path}: not a readable JSON file (")
     assert "\n" not in err.value.message
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row["file"].removeprefix("files/")) for row in INDEX])
+def test_the_bench_reads_each_real_config_as_the_tests_above_do(row: dict) -> None:  # type: ignore[type-arg]
+    """scripts/bench_deepspeed_configs.py, which measures sets kept out of this repository, judges each file
+    of this one right, as the tests above hold it."""
+    assert judge(DATA, row)[1] is None
