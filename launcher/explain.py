@@ -72,8 +72,10 @@ def explain_json(failure: Failure | None, ladder: list[str], stopped: Preempted 
 
 
 def _fix_line(failure: Failure) -> str | None:
+    """For a user error: the fix the classifier named (a machine's limit or permission), else its error line."""
     if failure.kind is FailureKind.USER_ERROR and failure.evidence:
-        return mask_text(failure.evidence[0])
+        named = next((line.removeprefix("fix: ") for line in failure.evidence if line.startswith("fix: ")), None)
+        return mask_text(named or failure.evidence[0])
     return None
 
 
@@ -107,7 +109,7 @@ def explain_text(failure: Failure | None, ladder: list[str], stopped: Preempted 
     else:
         lines.append("evidence: no line in the log names a failure")
     fix = _fix_line(failure)
-    if fix is not None:
+    if fix is not None and not any(line.startswith("fix: ") for line in failure.evidence):  # else shown above
         lines.append(f"fix this line's cause, then run again: {fix[:400]}")
     lines.append("safe-sft would change, in this order:")
     lines += [f"  {n}. {step}" for n, step in enumerate(ladder, 1)]

@@ -275,6 +275,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Torch not compiled|AssertionError: (?:Either train_batch_size|Check batch related parameters)|"
         r"ValueError|AssertionError|HfArgumentParser|(?:Template|template) .*not|Unknown template|"
         r"PermissionError|Permission denied|IsADirectoryError|NotADirectoryError|FileExistsError|"
+        # the machine's own limits, which a retry meets again: a read-only path, the open-files and thread limits
+        r"Read-only file system|Too many open files|can't start new thread|pthread_create failed|"
         r"DeepSpeed is not compatible with device_map|Please (?:install|set|use|specify|check|pass)|"
         r"is not supported|are not supported|not supported (?:by|for|in|with)|must be (?:one of|a|an|in)|"
         r"should be (?:one of|a|an)|does not exist|doesn't exist|not exist|invalid (?:argument|value|literal)|"
@@ -644,7 +646,39 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
     if stop is not None and pattern.kind in _INTERRUPT_SEQUELS:  # raised while the program shut down
         return _Found(FailureKind.INTERRUPTED, (_clean(stop[1]),), _rank_of(stop[1]), runner_up=pattern.kind)
     runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
-    return _Found(pattern.kind, (_clean(line),), _rank_of(line), runner_up=runner_up)
+    fix = _environment_fix(lines, at) if pattern.kind is FailureKind.USER_ERROR else None
+    return _Found(pattern.kind, (_clean(line),) + ((fix,) if fix else ()), _rank_of(line), runner_up=runner_up)
+
+
+# What to change for an error of the machine's own limits or permissions, where the error line alone does
+# not say it (one line each, shown under the error): the error's pattern, one its traceback's last lines must
+# show too (or None), the fix.
+_ENVIRONMENT_FIXES = (
+    (re.compile(r"Read-only file system"), re.compile(r"/dev/shm|SemLock"),
+     "fix: /dev/shm is read-only: give the container a writable one (docker run --ipc=host or --shm-size=16g)"),
+    (re.compile(r"Read-only file system"), None,
+     "fix: that path is on a read-only filesystem: make it writable, or point the cache that writes there "
+     "elsewhere (HF_HOME, MODELSCOPE_CACHE, TMPDIR, --output_dir)"),
+    (re.compile(r"Too many open files"), None,
+     "fix: raise the open-files limit (ulimit -n 65536; a container's --ulimit nofile=65536)"),
+    (re.compile(r"can't start new thread|pthread_create failed"), None,
+     "fix: raise the process and thread limit (ulimit -u; a container's --pids-limit), or lower "
+     "--dataloader_num_workers and OMP_NUM_THREADS"),
+    (re.compile(r"PermissionError|Permission denied"), None,
+     "fix: make that path readable (and writable where it is written) by this user, or run as its owner"),
+)  # fmt: skip
+
+
+def _environment_fix(lines: Sequence[str], at: int) -> str | None:
+    line, before = _clean(lines[at]), "\n".join(lines[max(0, at - 8) : at + 1])
+    return next(
+        (
+            fix
+            for error, near, fix in _ENVIRONMENT_FIXES
+            if error.search(line) and (near is None or near.search(before))
+        ),
+        None,
+    )
 
 
 def _nccl_abort(lines: Sequence[str]) -> bool:
@@ -867,7 +901,7 @@ _SUMMARIES = {
     FailureKind.CUDA_OOM_LOAD: "CUDA out of memory while loading or initialising",
     FailureKind.CUDA_OOM_SAVE: "CUDA out of memory while saving a checkpoint",
     FailureKind.CUDA_OOM_EVAL: "CUDA out of memory during evaluation",
-    FailureKind.HOST_OOM: "host RAM exhausted (kernel OOM kill)",
+    FailureKind.HOST_OOM: "host RAM exhausted",
     FailureKind.MEMLOCK: "locked-memory limit (memlock) too low for pinned memory",
     FailureKind.SHM: "/dev/shm too small",
     FailureKind.DISK_FULL: "the disk is full",

@@ -801,3 +801,45 @@ def test_a_failure_before_the_signal_stays_the_root_cause(failure: RankFailure, 
         assert (found.evidence, found.rank) == (("safe-sft received SIGINT",), None)
     else:
         assert (found.evidence[-1], found.rank) == ("then safe-sft received SIGINT", 1)
+
+
+@pytest.mark.parametrize(
+    ("lines", "fix"),
+    [
+        pytest.param(
+            ["[rank0]: OSError: [Errno 24] Too many open files: '/out/attempt-1/error.json'"],
+            "fix: raise the open-files limit",
+            id="ulimit-n",
+        ),
+        pytest.param(
+            ["OSError: [Errno 30] Read-only file system: '/home/u/.cache/modelscope'"],
+            "fix: that path is on a read-only filesystem",
+            id="read-only-cache",
+        ),
+        pytest.param(
+            [
+                '  File "/env/multiprocess/synchronize.py", line 63, in __init__',
+                "    sl = self._semlock = _multiprocessing.SemLock(",
+                "OSError: [Errno 30] Read-only file system",
+            ],
+            "fix: /dev/shm is read-only",
+            id="read-only-dev-shm",
+        ),
+        pytest.param(
+            ["RuntimeError: can't start new thread"], "fix: raise the process and thread limit", id="ulimit-u"
+        ),
+        pytest.param(
+            ["PermissionError: [Errno 13] Permission denied: '/models/qwen/model.safetensors'"],
+            "fix: make that path readable",
+            id="permission",
+        ),
+    ],
+)
+def test_a_machines_own_limit_is_a_user_error_with_its_fix(lines: list[str], fix: str) -> None:
+    """A read-only path, the open-files and thread limits and a permission are met again by every retry: a user
+    error whose evidence says what to change (hostile47env F5), not `unknown` retried unchanged."""
+    from launcher.run.classify import classify_text
+
+    found = classify_text(lines, steps_seen=False)
+    assert found is not None and found[0] is K.USER_ERROR, found
+    assert found[1][-1].startswith(fix), found

@@ -392,3 +392,14 @@ def test_an_attempt_folder_that_stopped_on_a_notice_is_no_finished_run_and_a_pro
     assert text.startswith("preempted: safe-sft stopped this run on a notice (SIGUSR1) at step 21"), text
     (attempt / "console.log").write_text(OOM_LINES)  # the save after the notice ran out of memory
     assert json.loads(explain("--json", str(attempt)).stdout)["kind"] == "cuda_oom"
+
+
+def test_a_user_error_whose_fix_is_named_shows_that_fix_once(tmp_path: Path) -> None:
+    """The open-files limit: the evidence names what to change, and the generic `fix this line's cause` line is
+    not printed over it; --json's fix is that change (hostile47env F5)."""
+    (tmp_path / "a.log").write_text("[rank0]: OSError: [Errno 24] Too many open files: '/out/x.json'\n")
+    out = explain(str(tmp_path / "a.log")).stdout.decode()
+    assert "  fix: raise the open-files limit (ulimit -n 65536" in out
+    assert "fix this line's cause" not in out
+    data = json.loads(explain(str(tmp_path / "a.log"), "--json").stdout)
+    assert data["kind"] == "user_error" and data["fix"].startswith("raise the open-files limit")
