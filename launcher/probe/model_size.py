@@ -33,7 +33,14 @@ from launcher.probe.config_count import (
     vocab_head,
 )
 from launcher.probe.model_cache import cached_model_dir
-from launcher.probe.weight_bytes import DTYPE_BYTES, REDOWNLOAD, refuse_lfs_pointer, refuse_missing, torch_weights
+from launcher.probe.weight_bytes import (
+    DTYPE_BYTES,
+    REDOWNLOAD,
+    UNREADABLE,
+    refuse_lfs_pointer,
+    refuse_missing,
+    torch_weights,
+)
 
 _LAYER_RE = re.compile(r"^(.*?\.(?:layers|h|blocks|layer)\.\d+)\.")
 _NAME_SIZE_RE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BbMm])(?![A-Za-z])")
@@ -68,6 +75,8 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
         if size > need:  # the safetensors loader refuses a file its header does not cover to the end
             raise ValueError(f"it has {size - need:,} bytes beyond the {need:,} its header describes")
         return {tensor: _tensor_entry(tensor, info) for tensor, info in header.items()}
+    except PermissionError as err:  # the bytes may be whole: this user may not read them
+        raise SafeSftError(f"{path} cannot be read by this user: {err.strerror}", UNREADABLE) from None
     except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise SafeSftError(f"{path} is not a readable safetensors file: {err}", REDOWNLOAD) from None
 
@@ -96,6 +105,8 @@ def weight_files(directory: Path) -> list[Path]:
             weight_map = json.loads(index.read_bytes()).get("weight_map")
             if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
                 raise ValueError("it has no weight_map of tensor names to file names")
+        except PermissionError as err:
+            raise SafeSftError(f"{index} cannot be read by this user: {err.strerror}", UNREADABLE) from None
         except (OSError, ValueError, AttributeError, RecursionError) as err:
             raise SafeSftError(f"{index} cannot be read: {err}", REDOWNLOAD) from None
         named = sorted({directory / name for name in weight_map.values()})

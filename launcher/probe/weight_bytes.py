@@ -27,6 +27,7 @@ LFS_POINTER_MAX_BYTES = 1024  # a pointer is three short lines
 TORCH_WEIGHTS_INDEX = "pytorch_model.bin.index.json"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # config.json's torch_dtype -> bytes a weight
 REDOWNLOAD = "download the model again (or complete it)"
+UNREADABLE = "make the model folder readable by this user (chmod -R a+rX on it), or run as its owner"
 
 
 def refuse_lfs_pointer(path: Path) -> None:

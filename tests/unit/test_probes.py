@@ -421,3 +421,28 @@ def test_a_vision_language_config_alone_counts_the_tower_that_freeze_vit_freezes
 
     assert trained("--freeze_vit", "false") - trained() == tower  # swift freezes the tower by default
     assert trained("--freeze_llm", "true", "--freeze_vit", "false") >= tower
+
+
+def test_a_weight_file_this_user_cannot_read_says_so_and_not_to_download_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mode-600 model.safetensors of another user (hostile47env F7): its bytes may be whole, so the fix is
+    its permissions, not a download. (These tests run as root, whom no mode stops, so the read is refused here
+    as the kernel refuses another user's.)"""
+    from launcher.probe.model_size import facts_from_dir
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 100}))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"\0" * 16)
+    opened = Path.open
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        if self == weights:
+            raise PermissionError(13, "Permission denied", str(self))
+        return opened(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(SafeSftError) as err:
+        facts_from_dir(tmp_path, "m")
+    assert err.value.message == f"{weights} cannot be read by this user: Permission denied"
+    assert err.value.hint.startswith("make the model folder readable by this user")
