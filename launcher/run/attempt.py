@@ -141,7 +141,7 @@ class AttemptRunner:
                 exit_code=code,
                 rank_failures=rank_failures,
                 log_tail=tuple(tail_lines[-400:]),
-                kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count()),
+                kernel_oom=ev.kernel_oom_evidence(oom_before, ev.oom_kill_count(), ev.memory_cgroup_limit()),
                 interrupted_by=self._interrupted_by(signalled),
                 interrupted_at=self.received_at(),
                 hang=hang,

@@ -6,15 +6,23 @@ Reads only; each source is parsed here once into the typed values launcher.run.c
 from __future__ import annotations
 
 import json
+import os
 import stat
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import psutil
+
+from launcher.probe.memory import cgroup_limit
 from launcher.run import resolved
 from launcher.run.checkpoints import run_dirs
 from launcher.run.classify import RankFailure
+from launcher.units import fmt_bytes
 
 _VMSTAT = Path("/proc/vmstat")
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 
 
 def ranks_finished(attempt_dir: Path, node_rank: int, nproc_per_node: int) -> bool:
@@ -92,10 +100,67 @@ def _whole_number(value: object) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None
 
 
-def oom_kill_count() -> int | None:
-    """The kernel's count of OOM kills (memory-cgroup kills included), from /proc/vmstat."""
+@dataclass(frozen=True)
+class OomKills:
+    """The kernel's count of OOM kills, and where it was read: this process's memory cgroup's own counter
+    (its ranks live there), else /proc/vmstat's, which counts every process on the host."""
+
+    count: int
+    source: Path
+    own_cgroup: bool
+
+
+def oom_kill_count(cgroup_root: Path = _CGROUP_ROOT, proc_self: Path = _PROC_SELF_CGROUP) -> OomKills | None:
+    """The OOM kills counted where this run's processes live: this process's memory cgroup and those below it
+    (a rank may be moved into one), from v2's `memory.events` (which counts both) or v1's `memory.oom_control`
+    (each counts its own processes: summed over the subtree); where neither can be read (no memory cgroup, the
+    root one of v2), /proc/vmstat's host-wide count. A neighbour's OOM kill (another container, another job's
+    step) must not turn a rank's unrelated SIGKILL into a host OOM."""
+    for counter in _own_cgroup_counters(cgroup_root, proc_self):
+        count = _subtree_oom_kills(counter) if counter.name == "memory.oom_control" else _oom_kill_line(counter)
+        if count is not None:
+            return OomKills(count, counter, own_cgroup=True)
+    count = _oom_kill_line(_VMSTAT)
+    return None if count is None else OomKills(count, _VMSTAT, own_cgroup=False)
+
+
+_SUBTREE_LIMIT = 4096  # cgroups read below this one at most (a v1 root cgroup holds every container's)
+
+
+def _subtree_oom_kills(counter: Path) -> int | None:
+    """v1's `oom_kill` of a cgroup and of every cgroup below it, which v1 does not add up itself."""
+    total = _oom_kill_line(counter)
+    if total is None:
+        return None
+    for seen, (folder, _, files) in enumerate(os.walk(counter.parent)):
+        if seen > _SUBTREE_LIMIT:
+            break
+        if Path(folder) != counter.parent and counter.name in files:
+            total += _oom_kill_line(Path(folder) / counter.name) or 0
+    return total
+
+
+def _own_cgroup_counters(cgroup_root: Path, proc_self: Path) -> list[Path]:
+    """This process's memory cgroup's OOM-kill counter files: v1's memory controller first (in a hybrid
+    layout it is the one that counts), then v2's unified one."""
     try:
-        for line in _VMSTAT.read_text().splitlines():
+        lines = proc_self.read_text().splitlines()
+    except OSError:
+        return []
+    v1, v2 = [], []
+    for line in lines:
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
+        rel = path.lstrip("/")
+        if "memory" in controllers.split(","):
+            v1.append(cgroup_root / "memory" / rel / "memory.oom_control")
+        elif controllers == "" and rel:  # the root cgroup of v2 has no memory.events
+            v2 += [cgroup_root / rel / "memory.events", cgroup_root / "unified" / rel / "memory.events"]
+    return v1 + v2
+
+
+def _oom_kill_line(path: Path) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
             if line.startswith("oom_kill "):
                 return int(line.split()[1])
     except (OSError, ValueError):
@@ -103,11 +168,38 @@ def oom_kill_count() -> int | None:
     return None
 
 
-def kernel_oom_evidence(before: int | None, after: int | None) -> tuple[str, ...]:
-    if before is None or after is None or after <= before:
+def kernel_oom_evidence(
+    before: OomKills | None, after: OomKills | None, cgroup_limit_bytes: int | None = None
+) -> tuple[str, ...]:
+    """What the kernel's OOM-kill counter says of an attempt: nothing where it did not move (or was read in two
+    places); with the run's memory cgroup's limit where that cgroup's own counter moved (a container's or a
+    job's memory limit, not the host's RAM, was what ran out)."""
+    if before is None or after is None or before.source != after.source or after.count <= before.count:
         return ()
-    count = after - before
-    return (f"kernel OOM killer ran {count} time(s) during the attempt (/proc/vmstat oom_kill {before} -> {after})",)
+    count = after.count - before.count
+    if not after.own_cgroup:
+        where = f"{after.source} oom_kill {before.count} -> {after.count}: host-wide, any process's"
+        return (f"kernel OOM killer ran {count} time(s) during the attempt ({where})",)
+    said = f"kernel OOM killer ran {count} time(s) in this run's memory cgroup during the attempt"
+    lines = [f"{said} ({after.source} oom_kill {before.count} -> {after.count})"]
+    if cgroup_limit_bytes is not None:
+        lines.append(
+            f"that cgroup's memory limit is {fmt_bytes(cgroup_limit_bytes)}, below the host's RAM: most likely "
+            "the container's or the job's limit ran out (docker run --memory, the pod's resources.limits.memory, "
+            "Slurm's --mem): raise it, or need less"
+        )
+    return tuple(lines)
+
+
+def memory_cgroup_limit() -> int | None:
+    """This process's memory cgroup's limit where it is below the host's RAM (else None: the host's RAM
+    itself is the limit)."""
+    limit, _ = cgroup_limit()
+    try:
+        total = psutil.virtual_memory().total
+    except Exception:  # psutil's view is optional here: without it the limit is not compared
+        return None
+    return limit if limit is not None and limit < total else None
 
 
 def run_dir_names(output_dir: Path) -> frozenset[str]:

@@ -169,9 +169,36 @@ def test_b_real_kernel_oom_kill_is_host_oom(tiny, tmp_path: Path) -> None:  # ty
         assert result.returncode == 0, result.stderr[-3000:]
         first = report(out)["attempts"][0]["failure"]
         assert (first["kind"], first["rank"], first["exit_code"]) == ("host_oom", 1, -9)
-        assert any("/proc/vmstat oom_kill" in line for line in first["evidence"])
+        # counted in this run's own memory cgroup (the rank's cgroup is below it), with its file
+        assert any("in this run's memory cgroup" in line and "memory.oom_control" in line for line in first["evidence"])
     finally:
         marker = tmp_path / "ranks" / "oom-cgroup"
+        if marker.exists():
+            group = Path(marker.read_text())
+            for _ in range(50):
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def test_b2_a_neighbours_kernel_oom_kill_does_not_make_a_ranks_sigkill_a_host_oom(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real OOM kill in a memory cgroup outside the run's (a neighbouring container), then a SIGKILL of rank 1
+    from outside: the host-wide /proc/vmstat count moved, this run's cgroup's did not. The rank was killed, not
+    OOM-killed: the same settings once more (hostile47env F2: it was a firm host_oom, and pinning went off)."""
+    if not _cgroup_v1_writable():
+        pytest.fail("CANNOT RUN: a real kernel OOM kill needs a writable cgroup v1 memory controller (run as root)")
+    out = tmp_path / "out"
+    try:
+        result = safe_sft(swift_args(tiny, out), fault_env(tmp_path, "neighbour_oom_kill:4:1"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        first, second = report(out)["attempts"]
+        assert (first["failure"]["kind"], first["failure"]["rank"], first["failure"]["exit_code"]) == ("killed", 1, -9)
+        assert not any("OOM killer ran" in line for line in first["failure"]["evidence"])
+        assert second["settings"] == first["settings"]  # the same settings once more
+    finally:
+        marker = tmp_path / "ranks" / "neighbour-cgroup"
         if marker.exists():
             group = Path(marker.read_text())
             for _ in range(50):

@@ -9,6 +9,9 @@ Activated with `--callbacks safe_sft_fault` and configured by environment variab
                                   optimizer step after STEP: mid-step, the earlier micro-batches'
                                   gradients already accumulated, as a real OOM leaves them,
                         host_oom  move the rank into a small memory cgroup and allocate: a real kernel OOM kill,
+                        neighbour_oom_kill  a process in a memory cgroup outside the run's (a neighbouring
+                                  container) is OOM-killed by the kernel, then this rank is SIGKILLed by
+                                  someone else: a rank's kill that is not the run's OOM,
                         stop      SIGSTOP itself: a real hang (its peers wait in the next collective),
                         corrupt_oom  cut the newest checkpoint's model.safetensors to half its size (as a
                                   full disk or a crash leaves it), then raise torch.OutOfMemoryError.
@@ -32,6 +35,8 @@ import json
 import os
 import resource
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -81,6 +86,24 @@ def _host_oom() -> None:
     hog = []
     while True:
         hog.append(bytearray(64 * 1024 * 1024))
+
+
+def _neighbour_oom_kill() -> None:
+    """A real kernel OOM kill in a memory cgroup at the v1 root, outside this run's, then a SIGKILL of this
+    rank (an administrator's, a reaper's): the host-wide /proc/vmstat count moves, this run's cgroup's not."""
+    group = Path("/sys/fs/cgroup/memory") / f"safe-sft-test-neighbour-{os.getpid()}"
+    group.mkdir()
+    record = os.environ.get("SAFE_SFT_FAULT_RECORD")
+    if record:
+        (Path(record) / "neighbour-cgroup").write_text(str(group))
+    (group / "memory.limit_in_bytes").write_text(str(64 * 1024 * 1024))
+    hog = (
+        "import os, sys\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "h = []\nwhile True: h.append(bytearray(8 << 20))"
+    )
+    neighbour = subprocess.run([sys.executable, "-c", hog, str(group / "cgroup.procs")], check=False)
+    assert neighbour.returncode == -signal.SIGKILL, neighbour.returncode  # the kernel's OOM killer, in its cgroup
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _middle_layer(model):  # type: ignore[no-untyped-def]
@@ -156,6 +179,8 @@ class FaultCallback(TrainerCallback):
             raise torch.OutOfMemoryError(tf.oom_text())
         if kind == "host_oom" and tf.claim():
             _host_oom()
+        if kind == "neighbour_oom_kill" and tf.claim():
+            _neighbour_oom_kill()
         if kind == "stop" and tf.claim():
             os.kill(os.getpid(), signal.SIGSTOP)
         if kind == "corrupt_oom" and tf.claim():
