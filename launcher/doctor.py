@@ -15,10 +15,11 @@ from pathlib import Path
 
 from launcher.errors import SafeSftError
 from launcher.model import HostFacts, Topology
+from launcher.plan.shm import SHM_FIX, SHM_MIN_BYTES
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.run.memlock import MemlockStatus
-from launcher.units import GiB, MiB, fmt_bytes
+from launcher.units import GiB, fmt_bytes
 
 
 class Status(str, Enum):
@@ -35,7 +36,6 @@ class Check:
     fix: str = ""
 
 
-SHM_FAIL_BYTES = 512 * MiB  # Docker's 64 MiB default breaks NCCL and dataloader workers
 DISK_FAIL_BYTES = 10 * GiB
 DISK_WARN_BYTES = 50 * GiB
 REQUIRED = ("torch", "ms-swift", "deepspeed", "transformers")
@@ -167,12 +167,12 @@ def _shm(host: HostFacts) -> Check:
     shm = host.limits.shm_bytes
     if shm is None:
         return Check("shm", Status.WARN, "size of /dev/shm unknown")
-    if shm < SHM_FAIL_BYTES:
+    if shm < SHM_MIN_BYTES:
         return Check(
             "shm",
             Status.FAIL,
             f"/dev/shm is {fmt_bytes(shm)}: NCCL and dataloader workers will fail",
-            "docker run --shm-size=16g (or --ipc=host); or --dataloader_num_workers 0",
+            SHM_FIX,
         )
     return Check("shm", Status.PASS, f"/dev/shm is {fmt_bytes(shm)}")
 

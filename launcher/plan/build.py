@@ -46,6 +46,7 @@ from launcher.plan.estimate import (
 from launcher.plan.features import is_lora
 from launcher.plan.nccl import nccl_settings
 from launcher.plan.script_args import script_args_env
+from launcher.plan.shm import shm_warning
 from launcher.plan.sizing import (
     checkpoint_floor_bytes,
     device_map_plan_estimate,
@@ -207,6 +208,10 @@ def build_plan(
         warnings.extend(nvme_below_zero3_warnings(options.user_deepspeed_config))
     if host.disk_problem:
         warnings.append(f"output dir {output_dir_of(swift)}: {host.disk_problem} (the run path refuses to start)")
+    nccl_ranks = topology.nproc_per_node.value if topology.gpus else 0
+    shm = shm_warning(host.limits.shm_bytes, swift.get_int("dataloader_num_workers", 1), nccl_ranks)
+    if shm is not None:
+        warnings.append(shm)
     cpu_ranks = topology.nproc_per_node.value
     if not topology.gpus and host.cpu_cores is not None and cpu_ranks > host.cpu_cores:
         warnings.append(

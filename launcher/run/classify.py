@@ -234,6 +234,14 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"Bus error \(core dumped\)|shared memory \(shm\) limit|"
         r"Unexpected bus error encountered in worker",  # DataLoader's own words, its shm hint cut or not
     ),
+    # a semaphore or a shared block that Python's multiprocessing makes in /dev/shm: its full tmpfs's ENOSPC
+    # names no path (a DataLoader's workers' Event, a dataset's map with num_proc)
+    _Pattern(
+        FailureKind.SHM,
+        re.compile(r"No space left on device"),
+        exception_only=True,
+        raised_in=re.compile(r"multiprocess(?:ing)?/(?:synchronize|shared_memory|heap)\.py|/dev/shm"),
+    ),
     # The system's own words first: torch's writer reports the same full disk as a short write, and its
     # line (`unexpected pos 368960 vs 368848`) says less to a user than `[Errno 28] No space left on device`.
     _p(
@@ -796,6 +804,15 @@ def _failed_before_signal(evidence: AttemptEvidence) -> Failure | None:
     return found
 
 
+# What a hang's log can show as its cause: a DataLoader worker or a rank that died of memory or of /dev/shm,
+# which the trainer or its peers then wait for (a full /dev/shm hung a run for its whole start-up allowance,
+# and was retried as a communication hang: hostile47env F1)
+_HANG_CAUSES = frozenset(
+    {FailureKind.SHM, FailureKind.MEMLOCK, FailureKind.HOST_OOM, FailureKind.CUDA_OOM, FailureKind.CUDA_OOM_LOAD,
+     FailureKind.CUDA_OOM_SAVE, FailureKind.CUDA_OOM_EVAL}
+)  # fmt: skip
+
+
 def classify(evidence: AttemptEvidence) -> Failure | None:
     """None when the attempt succeeded; otherwise the root cause with its evidence."""
     if evidence.interrupted_by:
@@ -808,6 +825,11 @@ def classify(evidence: AttemptEvidence) -> Failure | None:
         oom = FailureKind.CUDA_OOM
         return Failure(oom, (evidence.hang_cause, evidence.hang), exit_code=evidence.exit_code, summary=_summary(oom))
     if evidence.hang:
+        cause = _classify_lines(evidence.log_tail, evidence.steps_seen)
+        if cause is not None and cause.kind in _HANG_CAUSES:  # one process died of it; the rest waited for it
+            return Failure(
+                cause.kind, (*cause.lines, evidence.hang), cause.rank, evidence.exit_code, _summary(cause.kind)
+            )
         return Failure(
             FailureKind.HANG, (evidence.hang,), exit_code=evidence.exit_code, summary=_summary(FailureKind.HANG)
         )

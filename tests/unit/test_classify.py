@@ -237,6 +237,19 @@ def test_success_interrupt_and_hang() -> None:
     assert hang.headline() == "hang: no progress within the watchdog's allowance"
 
 
+def test_a_hang_whose_log_shows_a_worker_died_of_a_full_dev_shm_is_that_shm_failure() -> None:
+    """A full /dev/shm killed the DataLoader workers and the trainer waited for them until the watchdog's
+    allowance ran out: the cause is /dev/shm, whose rung (no workers) fixes it, not a communication hang
+    retried unchanged (hostile47env F1). A hang whose log shows only its peers' connection errors stays a hang."""
+    shm = "RuntimeError: unable to allocate shared memory(shm) for file </torch_23180_2619988728_1>: No space left"
+    failure = classify(AttemptEvidence(exit_code=1, log_tail=("step 0", shm), hang="no progress for 30 s"))
+    assert failure is not None and failure.kind is K.SHM
+    assert failure.evidence == (shm, "no progress for 30 s")
+    comm = "RuntimeError: [../third_party/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    peers = classify(AttemptEvidence(exit_code=1, log_tail=(comm,), hang="no progress for 30 s"))
+    assert peers is not None and peers.kind is K.HANG
+
+
 def test_unknown_keeps_the_last_lines() -> None:
     failure = classify(AttemptEvidence(exit_code=3, log_tail=("step 1", "something odd happened")))
     assert failure is not None
@@ -843,3 +856,28 @@ def test_a_machines_own_limit_is_a_user_error_with_its_fix(lines: list[str], fix
     found = classify_text(lines, steps_seen=False)
     assert found is not None and found[0] is K.USER_ERROR, found
     assert found[1][-1].startswith(fix), found
+
+
+def test_enospc_from_a_semaphore_in_dev_shm_is_shm_and_elsewhere_a_full_disk() -> None:
+    """Python's multiprocessing makes its semaphores in /dev/shm; a full tmpfs there raises an ENOSPC that names
+    no path: a DataLoader's workers' Event is the shm failure (its rung, no workers, fixes it), not a full disk
+    (hostile47env F1). The same error from a checkpoint's write is a full disk."""
+    from launcher.run.classify import classify_text
+
+    semaphore = [
+        "Traceback (most recent call last):",
+        '  File "/env/torch/utils/data/dataloader.py", line 1137, in __init__',
+        "    self._workers_done_event = multiprocessing_context.Event()",
+        '  File "/usr/lib/python3.11/multiprocessing/synchronize.py", line 57, in __init__',
+        "    sl = self._semlock = _multiprocessing.SemLock(",
+        "OSError: [Errno 28] No space left on device",
+    ]
+    found = classify_text(semaphore, steps_seen=False)
+    assert found is not None and found[0] is K.SHM, found
+    save = [
+        "Traceback (most recent call last):",
+        '  File "/env/safetensors/torch.py", line 286, in save_file',
+        "OSError: [Errno 28] No space left on device",
+    ]
+    found = classify_text(save, steps_seen=True)
+    assert found is not None and found[0] is K.DISK_FULL, found
