@@ -146,5 +146,8 @@ class ProgressWatch:
             self.output.feed(self.console.read_new())
             run_dir = attempt_run_dir(self.attempt_dir)
             skip = self.log_bytes_before if run_dir is not None and run_dir == self.output_dir else 0
-            self.observe(now, last_logged_step(run_dir, skip), checkpoint_signature(run_dir), self.output.marks)
+            step = last_logged_step(run_dir, skip)
+            if step is None:  # a trainer that keeps no step log of its own: the worker's (launcher/hf_worker.py)
+                step = last_logged_step(self.attempt_dir)
+            self.observe(now, step, checkpoint_signature(run_dir), self.output.marks)
         return self.stalled(now)

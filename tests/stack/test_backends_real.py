@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -235,6 +236,26 @@ def test_an_oom_while_saving_turns_on_save_only_model_and_never_writes_over_the_
     assert state_of(fresh / "checkpoint-6")["global_step"] == 6
     assert not (fresh / "checkpoint-6" / "optimizer.pt").exists()  # save_only_model: no optimizer state
     assert trained_samples(tmp_path / "ranks") == reference(entry, tiny, tmp_path)
+
+
+def test_a_rank_that_hangs_mid_run_is_found_after_its_last_step_by_hang_timeout(
+    entry: Entry, tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """A trainer that logs no swift step log (a script, LLaMA-Factory) hangs after step 4: its worker's step
+    log tells the watchdog the step, so --hang-timeout finds the stall after it, not --startup-timeout as a
+    start-up stall (hostile47lf F1), and each step's time is in the report (F2)."""
+    out = tmp_path / "out"
+    argv = entry.safe_sft(tiny, out, tmp_path)
+    own = ["--hang-timeout", "15", "--startup-timeout", "600"]
+    at = argv.index("--grace-period") + 2  # safe-sft's own options, beside the one the entry gives
+    result = run([*argv[:at], *own, *argv[at:]], env_for(entry, tmp_path, "ranks", "stop:4:1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, second = report(out)["attempts"]
+    assert first["failure"]["kind"] == "hang"
+    assert re.match(r"no progress for 15 s after step [34] \(--hang-timeout\)", first["failure"]["evidence"][0])
+    # a step seen live, while the attempt ran (the watchdog looks every 5 s), not only its last at the end
+    assert min(first["step_seen_s"].values()) < first["duration_s"] - 10, first["step_seen_s"]
+    assert second["resumed_from"]["step"] == 3
 
 
 def test_a_user_error_stops_after_one_attempt(entry: Entry, tiny: dict[str, object], tmp_path: Path) -> None:

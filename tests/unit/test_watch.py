@@ -100,6 +100,22 @@ def test_poll_reads_swifts_log_in_the_run_dir_swift_reported(tmp_path: Path) -> 
     assert attempt_run_dir(attempt) == out / "v11-20260102-000000"
 
 
+def test_poll_reads_the_workers_step_log_for_a_trainer_that_keeps_none(tmp_path: Path) -> None:
+    """LLaMA-Factory and a torchrun script log no `global_step/max_steps`: the worker's attempt-N/logging.jsonl
+    is their step log, so a mid-run stall is judged by --hang-timeout after its step, and each step's time is
+    seen (it was judged as a start-up stall, by --startup-timeout: hostile47lf F1, F2)."""
+    attempt = tmp_path / "attempt-1"
+    attempt.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    resolved_file(attempt, out)
+    w = ProgressWatch(attempt, started=0.0, hang_timeout=20, startup_timeout=600)
+    (attempt / "logging.jsonl").write_text('{"global_step/max_steps": "5/10"}\n')
+    assert w.poll(10.0) is None and w.step == 5 and w.step_seen == {5: 10.0}
+    finding = w.poll(40.0)
+    assert finding is not None and finding.startswith("no progress for 20 s after step 5 (--hang-timeout)")
+
+
 def test_poll_counts_bars_in_the_console_log(tmp_path: Path) -> None:
     attempt = tmp_path / "attempt-1"
     attempt.mkdir()

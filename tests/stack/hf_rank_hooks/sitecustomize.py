@@ -2,7 +2,8 @@
 loaded into every rank by putting this folder on PYTHONPATH: Python imports `sitecustomize` at start-up.
 The swift tests do the same through swift's plugin (tests/stack/plugins/faults.py); both take their
 pieces and variables from trainer_faults.py beside this file. Here: oom_step:STEP:RANK (at the end of that
-step) and oom_save:STEP:RANK (while that step's checkpoint is written).
+step), oom_save:STEP:RANK (while that step's checkpoint is written) and stop:STEP:RANK (the rank SIGSTOPs
+itself at the end of that step: a real hang).
 
 Also one CPU shim: transformers up to 5.6 (LLaMA-Factory 0.9.5's pin) resumes a multi-process run by
 loading optimizer.pt onto `args.device`, which on the CPU is `cpu:0`, a location torch.load cannot
@@ -16,6 +17,8 @@ Nothing happens until transformers' trainer module is imported (torchrun's agent
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,8 @@ def _inject_faults(trainer: Any, callback_base: type) -> None:
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if kind == "oom_step" and state.global_step == at and tf.claim():
                 raise torch.OutOfMemoryError(tf.oom_text())
+            if kind == "stop" and state.global_step == at and tf.claim():  # a real mid-run hang
+                os.kill(os.getpid(), signal.SIGSTOP)
 
     trainer.add_callback(StepFault())
 
