@@ -104,6 +104,8 @@ def read(argv: list[str]) -> BackendArgs:
         if _resumes_newest(str(key), raw):
             continue
         name, negated = SPELLING.swift_key(normalize_key(str(key)))
+        if raw is None and name in DEFAULTS:  # a YAML null: LLaMA-Factory takes its default
+            continue
         text = SPELLING.swift_value(name, _text(raw))
         values[name] = negate(text) if negated else text
     items: list[tuple[str, tuple[str, ...]]] = []
@@ -126,6 +128,12 @@ def read(argv: list[str]) -> BackendArgs:
         if key == "resume_from_checkpoint" and merged[top] is False:
             value = "false"  # no resume (OmegaConf's false, no, off): swift's empty value, written back as false
         name, negated = SPELLING.swift_key(normalize_key(key))
+        if merged[top] is None and top == key and name in DEFAULTS:
+            # `key=` is OmegaConf's null: LLaMA-Factory takes its default (`output_dir=` with OUT unset
+            # writes to trainer_output/, not the working directory), over the config's value too
+            values.pop(name, None)
+            items = [item for item in items if item[0] != f"--{name}"]
+            continue
         value = SPELLING.swift_value(name, value)
         items.append((f"--{name}", (negate(value) if negated else value,)))
     check_llamafactory_values(merged, where)

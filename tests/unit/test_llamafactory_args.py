@@ -335,3 +335,25 @@ def test_a_template_the_installed_copy_registers_itself_is_taken(
     _read(tmp_path, CONFIG.replace("template: qwen", "template: qwen25"))
     with pytest.raises(SafeSftError, match=r'template "qwen2\.5" is not one of'):
         _read(tmp_path, CONFIG.replace("template: qwen", "template: qwen2.5"))
+
+
+@pytest.mark.parametrize(
+    ("yaml", "overrides", "output_dir"),
+    [
+        pytest.param("output_dir: saves/lora\n", ["output_dir="], "trainer_output", id="an-empty-override"),
+        pytest.param("output_dir: null\n", [], "trainer_output", id="a-yaml-null"),
+        pytest.param("output_dir: saves/lora\n", [], "saves/lora", id="the-configs"),
+        pytest.param("output_dir: saves/lora\n", ["output_dir=other"], "other", id="an-override"),
+    ],
+)
+def test_an_empty_output_dir_is_llamafactorys_default_where_it_writes(
+    tmp_path: Path, yaml: str, overrides: list[str], output_dir: str
+) -> None:
+    """`output_dir=` (a script's `output_dir=$OUT` with OUT unset) is OmegaConf's null: LLaMA-Factory writes to
+    transformers' trainer_output/, so that is the dir safe-sft guards and resumes from, not the working
+    directory, whose own trainer_output/ LLaMA-Factory then resumed half-written (hostile47lf F4)."""
+    from launcher.plan.build import output_dir_of
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model_name_or_path: m\nstage: sft\nfinetuning_type: lora\ndataset: x\n{yaml}")
+    assert output_dir_of(LLAMAFACTORY.read([str(config), *overrides]).args) == output_dir
