@@ -391,6 +391,7 @@ def run_command(
 ) -> None:
     """Train as `swift sft SWIFT_ARGS` would, and survive memory failures."""
     from launcher.prepare import (
+        check_deepspeed_installed,
         check_launchable,
         check_swift_options,
         check_trainer_installed,
@@ -441,6 +442,7 @@ def run_command(
             "move the incomplete checkpoint dirs away, or set overwrite_output_dir=true to start afresh",
         )
     check_trainer_installed(prepared.backend)
+    check_deepspeed_installed(prepared)
     check_swift_options(prepared.swift, prepared.backend)
     if prepared.model_error is not None:
         raise prepared.model_error

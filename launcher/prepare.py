@@ -76,9 +76,17 @@ class Prepared:
     # swift would stop on the model's type, its template or LoRA targets it lacks (the run refuses)
     model_error: SafeSftError | None = None
 
+    deepspeed_installed: bool = True  # DeepSpeed is there for the Python every rank runs
+
     @property
     def output_dir(self) -> Path:
         return Path(output_dir_of(self.swift))
+
+    @property
+    def missing(self) -> frozenset[str]:
+        """The knobs the ladder leaves alone: the trainer's missing ones, and the ZeRO stage where DeepSpeed is
+        not installed (a rung to it stopped every rank on its import: hostile47lf F3)."""
+        return self.backend.missing | (frozenset() if self.deepspeed_installed else frozenset({"deepspeed"}))
 
 
 MAX_GPUS_PER_NODE = 64  # more than any node has; a cluster is --assume-nodes nodes of these
@@ -225,7 +233,7 @@ def prepare(
     warnings = (*read.warnings, *named.warnings, *checked.warnings, *refusal, *([raised] if raised else []), *cwd)
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
-    return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error)
+    return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error, deepspeed_installed())
 
 
 HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these
@@ -361,6 +369,26 @@ def check_trainer_installed(backend: Backend) -> None:
             f"{backend.command}: no {module} package for {sys.executable}, the Python every rank runs",
             f"run safe-sft from the environment that has {distribution} installed (pip install safe-sft there)",
         )
+
+
+def deepspeed_installed() -> bool:
+    """Whether DeepSpeed is there for this Python, which every rank runs (found, not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+def check_deepspeed_installed(prepared: Prepared) -> None:
+    """A DeepSpeed config of the user's where DeepSpeed is not installed stops every rank on its import."""
+    if prepared.deepspeed_installed or prepared.user_deepspeed is None:
+        return
+    import sys
+
+    raise SafeSftError(
+        f"{prepared.swift.spelled('deepspeed')} is given, and DeepSpeed is not installed for {sys.executable}, "
+        "the Python every rank runs",
+        f"pip install deepspeed there, or leave {prepared.swift.spelled('deepspeed')} out",
+    )
 
 
 def check_swift_options(swift: SwiftArgs, backend: Backend) -> None:

@@ -88,6 +88,7 @@ class Settings:
     nccl_p2p_disable: bool = False
     allow_shorter_max_length: bool = False
     device_map: bool = False  # one process, the model split over the GPUs: no ZeRO rung applies
+    zero_available: bool = True  # False: DeepSpeed is not installed where the ranks run: no ZeRO rung applies
     max_memory: tuple[int, ...] = ()  # a device_map run: the --max_memory budgets safe-sft passes; () otherwise
     rebalanced: int = 0  # how many times a device_map run's budgets were moved after an OOM
 
@@ -147,8 +148,9 @@ def _checkpointing_on(s: Settings) -> Step | None:
 
 def _higher_zero(s: Settings) -> Step | None:
     """move to the next ZeRO stage (zero2 -> zero3 -> zero3_offload)"""
-    if s.device_map:
-        return None  # one process over the GPUs: safe-sft chose it because ZeRO fits only with offload
+    # one process over the GPUs (safe-sft chose it because ZeRO fits only with offload), or no DeepSpeed
+    if s.device_map or not s.zero_available:
+        return None
     current = s.deepspeed
     if current in ZERO_LADDER:
         index = ZERO_LADDER.index(current)

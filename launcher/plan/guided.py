@@ -153,7 +153,7 @@ def guided_step(failed: Settings, memory: Memory) -> Step | None:
 def _candidates(s: Settings, died_at: str) -> Iterator[Settings]:
     micro = [d for d in range(s.micro_batch, 0, -1) if s.micro_batch % d == 0]
     checkpointing = [True] if s.gradient_checkpointing else [False, True]
-    zero = [s.deepspeed] if s.device_map else _zero_options(s.deepspeed)
+    zero = [s.deepspeed] if s.device_map or not s.zero_available else _zero_options(s.deepspeed)
     budget: VisionBudget | None = vision_budget_of(s)  # only where the model's processor reads one
     pixels = _halvings(s.vision_budget or budget.default, budget.minimum) if budget else [s.vision_budget]
     lengths = (
@@ -161,8 +161,8 @@ def _candidates(s: Settings, died_at: str) -> Iterator[Settings]:
         if s.allow_shorter_max_length and s.max_length is not None
         else [s.max_length]
     )
-    if died_at == "load" and not s.device_map:  # the model states alone did not fit: only a higher rung can help
-        zero = zero[1:]
+    if died_at == "load" and not s.device_map and s.zero_available:
+        zero = zero[1:]  # the model states alone did not fit: only a higher rung can help
     for m, ckpt, z, px, length in product(micro, checkpointing, zero, pixels, lengths):
         if budget is not None and px == (s.vision_budget or budget.default):
             px = s.vision_budget

@@ -111,6 +111,7 @@ def initial_settings(
         nccl_p2p_disable=env.get("NCCL_P2P_DISABLE") == "1",
         allow_shorter_max_length=allow_shorter_max_length and "max_length" not in missing,
         device_map=device_map,
+        zero_available="deepspeed" not in missing,
         max_memory=budgets or (),
     )
 

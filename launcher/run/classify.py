@@ -285,6 +285,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"PermissionError|Permission denied|IsADirectoryError|NotADirectoryError|FileExistsError|"
         # the machine's own limits, which a retry meets again: a read-only path, the open-files and thread limits
         r"Read-only file system|Too many open files|can't start new thread|pthread_create failed|"
+        r"PackageNotFoundError|distribution was not found|"  # a package the code requires is not installed
         r"DeepSpeed is not compatible with device_map|Please (?:install|set|use|specify|check|pass)|"
         r"is not supported|are not supported|not supported (?:by|for|in|with)|must be (?:one of|a|an|in)|"
         r"should be (?:one of|a|an)|does not exist|doesn't exist|not exist|invalid (?:argument|value|literal)|"
@@ -672,6 +673,9 @@ _ENVIRONMENT_FIXES = (
     (re.compile(r"can't start new thread|pthread_create failed"), None,
      "fix: raise the process and thread limit (ulimit -u; a container's --pids-limit), or lower "
      "--dataloader_num_workers and OMP_NUM_THREADS"),
+    (re.compile(r"PackageNotFoundError|distribution was not found"), None,
+     "fix: install the package it names in the Python every rank runs (pip install ...), or leave out the "
+     "option that needs it (--deepspeed: pip install deepspeed)"),
     (re.compile(r"PermissionError|Permission denied"), None,
      "fix: make that path readable (and writable where it is written) by this user, or run as its owner"),
 )  # fmt: skip

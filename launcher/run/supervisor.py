@@ -186,7 +186,7 @@ class Supervisor:
             self.base_env,
             self.config.allow_shorter_max_length,
             self.prepared.user_deepspeed,
-            self.prepared.backend.missing,
+            self.prepared.missing,
             self.prepared.backend.budget_args,
         )
         settings = initial
@@ -430,7 +430,7 @@ class Supervisor:
         args = attempt_args(
             base, initial, settings, None, user_deepspeed=self.prepared.user_deepspeed, templates=self.templates,
             config_dir=self.config_dir, output_dir=str(self.output_dir), fresh_version_dir=False,
-            missing=self.prepared.backend.missing,
+            missing=self.prepared.missing,
             budget_args=self.prepared.backend.budget_args,
         )  # fmt: skip
         config = args.deepspeed_file[1] if args.deepspeed_file is not None else self._config_of(settings.deepspeed)
@@ -661,7 +661,7 @@ class Supervisor:
             config_dir=self.config_dir,
             output_dir=str(swift_output_dir),
             fresh_version_dir=versioned_because is not None,
-            missing=self.prepared.backend.missing,
+            missing=self.prepared.missing,
             budget_args=self.prepared.backend.budget_args,
             # a trainer without add_version: a fresh dir beside the ones swift would name, this run's own
             fresh_output_dir=str(swift_output_dir / f"v{number}-{self.run_dir.name}"),

@@ -458,3 +458,29 @@ def test_a_module_runs_under_safe_sft_torchrun_as_under_torchrun_m(tiny: dict[st
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert (out / "checkpoint-2").is_dir()
+
+
+def test_a_deepspeed_config_where_deepspeed_is_not_installed_is_refused_before_anything_starts(
+    tiny: dict[str, object], tmp_path: Path
+) -> None:
+    """LLaMA-Factory's own environment installs no DeepSpeed: a `deepspeed=` config there stopped every rank on its
+    import (PackageNotFoundError), which was retried as unknown (hostile47lf F3). It is refused in one line with
+    the fix; and the error, should a rank still meet it, is a user error with that fix."""
+    if not LF_PYTHON.exists():
+        pytest.fail(f"LLAMA-FACTORY'S ENVIRONMENT IS MISSING ({LF_VENV}): run `bash scripts/setup_llamafactory.sh`")
+    missing = subprocess.run([str(LF_PYTHON), "-c", "import importlib.util as u; print(u.find_spec('deepspeed'))"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.stdout.strip() == "None", "this test needs LLaMA-Factory's environment without DeepSpeed"
+    config = tmp_path / "z2.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}))
+    entry = ENTRIES["llamafactory"]
+    result = run([*entry.safe_sft(tiny, tmp_path / "out", tmp_path), f"deepspeed={config}"],
+                 env_for(entry, tmp_path, "ranks"))  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("safe-sft: error: ")]
+    assert errors == [
+        "safe-sft: error: deepspeed is given, and DeepSpeed is not installed for "
+        f"{LF_PYTHON}, the Python every rank runs"
+    ], result.stderr[-2000:]
+    assert "safe-sft: fix: pip install deepspeed there, or leave deepspeed out" in result.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("checkpoint-*"))

@@ -842,6 +842,14 @@ def test_a_failure_before_the_signal_stays_the_root_cause(failure: RankFailure, 
             ["RuntimeError: can't start new thread"], "fix: raise the process and thread limit", id="ulimit-u"
         ),
         pytest.param(
+            [
+                "importlib.metadata.PackageNotFoundError: No package metadata was found for The 'deepspeed>=0.9.3' "
+                "distribution was not found and is required by this application"
+            ],
+            "fix: install the package it names",
+            id="a-package-not-installed",
+        ),
+        pytest.param(
             ["PermissionError: [Errno 13] Permission denied: '/models/qwen/model.safetensors'"],
             "fix: make that path readable",
             id="permission",

@@ -208,3 +208,18 @@ def test_only_a_failed_download_waits_and_each_wait_is_four_times_the_last() -> 
     assert [wait_before_retry(K.DOWNLOAD, [K.DOWNLOAD] * n, 30.0) for n in range(3)] == [30.0, 120.0, 480.0]
     assert wait_before_retry(K.DOWNLOAD, [K.CUDA_OOM], 30.0) == 30.0  # other kinds before it do not count
     assert wait_before_retry(K.COMM_ERROR, [], 30.0) == wait_before_retry(K.CUDA_OOM, [], 30.0) == 0.0
+
+
+def test_without_deepspeed_installed_no_rung_and_no_guided_step_moves_the_zero_stage() -> None:
+    """Where DeepSpeed is not installed for the ranks' Python (LLaMA-Factory's own environment), a rung to zero2
+    stopped every rank on its import, and the run gave up as unknown (hostile47lf F3): the ZeRO stage is a knob
+    the ladder leaves alone, and the next rung is taken instead."""
+    from launcher.plan.guided import _candidates
+
+    none = Settings(micro_batch=1, grad_accum=4, world_size=2, gradient_checkpointing=True, deepspeed=None)
+    assert isinstance(step := next_step(none, K.CUDA_OOM), Step) and step.settings.deepspeed == "zero2"
+    without = replace(none, zero_available=False)
+    step = next_step(without, K.CUDA_OOM)
+    assert not isinstance(step, Step) or step.settings.deepspeed is None, step
+    assert all(c.deepspeed is None for c in _candidates(replace(without, micro_batch=4, grad_accum=1), "step"))
+    assert all(c.deepspeed is None for c in _candidates(without, "load"))
