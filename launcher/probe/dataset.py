@@ -126,7 +126,7 @@ def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:
         return found, None
     take: int | None = None
     head, sep, tail = text.rpartition("#")
-    if sep and tail.strip().isdigit():
+    if sep and tail.strip().lstrip("+-").isdigit():  # swift's int(): `#-1` names the file too
         text, take = head, int(tail)
     if found := local(text):
         return found, take
@@ -144,13 +144,18 @@ def check_sample_count(spec: str, cwd: Path, option: str = "--dataset") -> None:
         return
     tail = text.rpartition("#")[2]
     try:
-        int(tail)
+        count = int(tail)
     except ValueError:
         raise SafeSftError(
             f"{option} {mask_value(spec)!r}: {tail!r} after its last # is not a whole number of samples",
             "write path#N with a whole number (swift reads #N as how many samples to take); a file whose name "
             "has a # is taken as it is only where it exists",
         ) from None
+    if count < 1:  # swift asserts dataset_sample > 0, once the model has loaded
+        raise SafeSftError(
+            f"{option} {mask_value(spec)!r}: #{tail} takes no samples",
+            "write path#N with N of 1 or more (how many samples swift takes), or the path alone for all of them",
+        )
 
 
 def _exists(text: str, cwd: Path) -> bool:

@@ -339,6 +339,20 @@ def test_a_sample_count_swift_cannot_read_is_one_line(tmp_path: Path, tail: str)
         assert err.value.message == f"--dataset {spec!r}: {tail!r} after its last # is not a whole number of samples"
 
 
+@pytest.mark.parametrize("tail", ["0", "-1", "-500"])
+def test_a_sample_count_below_one_is_one_line(tmp_path: Path, tail: str) -> None:
+    """swift reads `#0` and `#-1` as counts and asserts dataset_sample > 0 once the model has loaded (a bare
+    AssertionError); the plan had sampled `#0` whole and called `#-1` no local file (hostile47data F7)."""
+    from launcher.errors import SafeSftError
+    from launcher.probe.dataset import check_sample_count, probe_datasets
+
+    (tmp_path / "data.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    with pytest.raises(SafeSftError) as err:
+        check_sample_count(f"data.jsonl#{tail}", tmp_path)
+    assert err.value.message == f"--dataset 'data.jsonl#{tail}': #{tail} takes no samples"
+    assert probe_datasets([f"data.jsonl#{tail}"], tmp_path).datasets[0].status is not SampleStatus.NOT_READ
+
+
 @pytest.mark.parametrize("spec", ["data.jsonl", "data.jsonl#500", "data.jsonl# 5", "org/set#10", "odd#name.jsonl", "x"])
 def test_a_sample_count_swift_reads_or_a_file_that_exists_passes(tmp_path: Path, spec: str) -> None:
     from launcher.probe.dataset import check_sample_count
