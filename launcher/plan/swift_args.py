@@ -385,6 +385,28 @@ class SwiftArgs:
                 raise SafeSftError(f"--{key}{shown} {problem}", _value_fix(key, problem, value))
         for key in (*LEAST_INT, *WHOLE_INT):
             self.get_int(key)
+        self._check_split_ratio()
+
+    def _check_split_ratio(self) -> None:
+        """swift asserts 0 <= split_dataset_ratio <= 1 once the model has loaded, and 1 leaves no row to train
+        on (every rank stops on a TypeError): refused before anything starts."""
+        value = self.get("split_dataset_ratio")
+        try:
+            ratio = float(value) if value is not None else None
+        except ValueError:
+            return  # not a number: the kinds' check names it
+        if ratio is None or "split_dataset_ratio" not in self.kinds or self.get("val_dataset"):
+            return  # not swift's field (a script's own), or swift sets it to 0: a --val_dataset is given
+        evaluates = (self.get("eval_strategy") or self.get("save_strategy") or "steps") != "no"
+        if ratio > 0 and (self.get_bool("streaming", False) or not evaluates):
+            return  # and where it streams, or never evaluates: the ratio is not used
+        if not 0 <= ratio < 1:
+            name = self.spelled("split_dataset_ratio")
+            said = "is below 0" if ratio < 0 else "leaves no row to train on" if ratio == 1 else "is above 1"
+            raise SafeSftError(
+                f"{name} {value!r} {said}: swift holds that share of the data out for evaluation",
+                f"set {name} from 0 up to below 1 (0.01 holds out 1 %), or 0 to hold none out",
+            )
 
     def get_bool(self, key: str, default: bool) -> bool:
         value = self.get(key)

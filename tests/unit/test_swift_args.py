@@ -284,3 +284,33 @@ def test_a_lone_space_after_a_value_is_named_as_a_scripts_backslash_space() -> N
         args.check_values()
     assert error.value.message == "--model 'm' takes one value, and is followed by ' '"
     assert error.value.hint.startswith("remove the space after the backslash that ends the line")
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        pytest.param(["--split_dataset_ratio", "1.5"], "'1.5' is above 1", id="above-one"),
+        pytest.param(["--split_dataset_ratio", "1"], "'1' leaves no row to train on", id="one"),
+        pytest.param(["--split_dataset_ratio", "-0.1"], "'-0.1' is below 0", id="negative"),
+        pytest.param(["--split_dataset_ratio", "0.1"], None, id="a-tenth"),
+        pytest.param(["--split_dataset_ratio", "1.5", "--val_dataset", "v.jsonl"], None, id="set-to-0-for-val"),
+        pytest.param(["--split_dataset_ratio", "1.5", "--eval_strategy", "no"], None, id="never-evaluates"),
+        pytest.param(["--split_dataset_ratio", "1", "--save_strategy", "no"], None, id="eval-follows-save"),
+        pytest.param(["--split_dataset_ratio", "1.5", "--streaming", "true"], None, id="streams"),
+    ],
+)
+def test_a_split_ratio_swift_asserts_on_after_loading_is_refused_where_swift_uses_it(
+    argv: list[str], refused: str | None
+) -> None:
+    """swift asserts 0 <= split_dataset_ratio <= 1 once the model has loaded, and 1 leaves no row to train on;
+    it sets the ratio to 0 itself where a --val_dataset is given, where it streams or never evaluates, and
+    those runs go on (hostile47data F8)."""
+    from launcher.backends.swift import SWIFT
+
+    args = SWIFT.read(["--model", "m", "--dataset", "d.jsonl", *argv]).args
+    if refused is None:
+        args.check_values()
+        return
+    with pytest.raises(SafeSftError) as err:
+        args.check_values()
+    assert err.value.message.startswith(f"--split_dataset_ratio {refused}")
