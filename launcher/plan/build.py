@@ -28,7 +28,7 @@ from launcher.model import (
 )
 from launcher.plan.allocator import ALLOC_CONF_NAMES, allocator_settings
 from launcher.plan.batch import accum_to_pass, describe, keep_global_batch
-from launcher.plan.data_lengths import PERCENTILE
+from launcher.plan.data_lengths import PERCENTILE, all_dropped_warning
 from launcher.plan.device_map import max_memory_arg
 from launcher.plan.ds_config import (
     SHIPPED_ZERO,
@@ -246,6 +246,9 @@ def build_plan(
     features = features_of(sized, model, topology, env) if model is not None and topology.gpus else None
     shape = train_shape(sized, model, topology, env, features) if model and model.total_params and features else None
     lengths = lengths_of(sized, shape, data)
+    dropped = all_dropped_warning(lengths)
+    if dropped is not None:
+        warnings.append(dropped)
     estimates = estimates_for(sized, model, topology, host, zero_configs(options), env, lengths, shape)
     if features is not None and uses_gpus:
         warnings.extend(features.warnings)

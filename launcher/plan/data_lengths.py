@@ -253,3 +253,19 @@ def data_lengths(
         batch_images=pictures,
         batch_label_tokens=label_batch,
     )
+
+
+def all_dropped_warning(lengths: DataLengths | None) -> str | None:
+    """swift's default --truncation_strategy delete drops every row longer than max_length: where every sampled
+    row is estimated longer, it is left with none and stops (a bare TypeError once the model has loaded).
+    A warning, not a refusal: the lengths are estimated from characters, not swift's tokenizer."""
+    if lengths is None or lengths.truncation_strategy != "delete" or lengths.max_length_assumed:
+        return None
+    if not lengths.rows_sampled or lengths.longer_than_max_length < lengths.rows_sampled:
+        return None
+    count = f"{lengths.rows_sampled:,} of {lengths.rows_sampled:,}"
+    return (
+        f"every sampled row ({count}) is estimated longer than max_length {lengths.max_length:,}: swift drops such "
+        "rows (--truncation_strategy delete) and, with none left, stops; fix: raise --max_length, or cut them "
+        "with --truncation_strategy right (or left)"
+    )

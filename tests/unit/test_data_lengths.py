@@ -322,3 +322,31 @@ def test_a_wide_character_is_more_tokens_in_a_vocabulary_poor_in_cjk(model_type,
     assert wide_char_tokens(model_type, vocab) == wide
     chinese = RowText(0, 1000, 0, 0, 2)
     assert row_tokens(chinese, 0, wide) == math.ceil(1000 * wide) + OVERHEAD
+
+
+@pytest.mark.parametrize(
+    ("lengths", "strategy", "assumed", "warned"),
+    [
+        pytest.param((300, 400), "delete", False, True, id="every-row-dropped"),
+        pytest.param((100, 400), "delete", False, False, id="one-row-left"),
+        pytest.param((300, 400), "right", False, False, id="cut-not-dropped"),
+        pytest.param((300, 400), "delete", True, False, id="max-length-assumed"),
+    ],
+)
+def test_every_sampled_row_dropped_by_max_length_is_warned_of(
+    lengths: tuple[int, ...], strategy: str, assumed: bool, warned: bool
+) -> None:
+    """With --truncation_strategy delete (swift's default) a --max_length below every row leaves swift nothing,
+    and the run died on a bare TypeError after loading, the plan silent (hostile47data F1)."""
+    from launcher.plan.data_lengths import all_dropped_warning
+
+    found = data_lengths(
+        facts(*(text_row(n) for n in lengths)), max_length=200, truncation_strategy=strategy, micro_batch=1,
+        padding_free=False, packing=False, image_tokens=0, max_length_assumed=assumed,
+    )  # fmt: skip
+    warning = all_dropped_warning(found)
+    assert (warning is not None) is warned, warning
+    if warned:
+        assert warning is not None and warning.startswith(
+            "every sampled row (2 of 2) is estimated longer than max_length 200: swift drops such rows"
+        )
