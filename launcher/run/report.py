@@ -404,7 +404,9 @@ def summary(result: RunResult, report_path: Path, batch: GlobalBatch | None = No
                 f"run's final ones: load its model from {last.run_dir}"
             )
     if result.outcome in ("failed", "interrupted") and attempts:
-        lines.append(go_on_line(attempts[-1]))
+        go_on = go_on_line(attempts[-1])
+        if go_on.strip() not in (result.give_up_reason or ""):  # a full disk's give-up line says it already
+            lines.append(go_on)
     # never a path to a report that was not written: `unsaved` says why the last write failed
     lines.append(f"  report: {report_path}" if unsaved is None else f"  report: not written: {unsaved}")
     return "\n".join(lines)

@@ -950,6 +950,11 @@ def test_a_full_disk_says_where_a_rerun_goes_on_from(tmp_path: Path, saved: bool
     reason = result.give_up_reason  # type: ignore[attr-defined]
     assert reason.startswith("the disk is full") and f"({tmp_path} has " in reason
     assert reason.endswith("a rerun starts from step 0") is not saved
+    from launcher.run.report import summary
+
+    # said once in the terminal's summary: its give-up line says it, and no line of its own repeats it
+    text = summary(result, tmp_path / "report.json")  # type: ignore[arg-type]
+    assert text.count("no complete checkpoint was saved") == (0 if saved else 1), text
 
 
 def test_free_words_name_the_files_where_a_filesystem_runs_out_of_them(
