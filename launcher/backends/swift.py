@@ -96,9 +96,11 @@ BACKEND_WORDS = {"torchrun": "torchrun", "llamafactory": "llamafactory", "llamaf
 def _stray_fix(stray: str, argv: list[str]) -> str:
     backend = BACKEND_WORDS.get(stray) if argv[:1] == [stray] else None
     if backend is not None:
-        rest = [word for word in argv[1:] if word != "train"][:1]
+        rest = " ".join([word for word in argv[1:] if word != "train" and not word.startswith("-")][:1])
+        command = "llamafactory train" if backend == "llamafactory" else backend
         return (
-            f"another trainer's run is planned with --backend: `safe-sft plan --backend {backend} {' '.join(rest)} ...`"
+            f"run another trainer as `safe-sft {command} [safe-sft's options] {rest} ...`, safe-sft's options after "
+            f"`{command}`, not before it; plan it with `safe-sft plan --backend {backend} {rest} ...`"
         )
     if argv[:1] == [stray] == ["swift"]:
         return "drop `swift`: safe-sft takes what `swift sft` takes (`safe-sft sft ARGS` reads the same)"

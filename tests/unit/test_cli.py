@@ -842,9 +842,14 @@ def test_a_folder_this_user_may_not_enter_is_one_line_naming_it(tmp_path: Path, 
 @pytest.mark.parametrize(
     ("args", "fix"),
     [
-        (("plan", "torchrun", "train.py"), "safe-sft: fix: another trainer's run is planned with --backend: "
-         "`safe-sft plan --backend torchrun train.py ...`"),
+        (("plan", "torchrun", "train.py"), "safe-sft: fix: run another trainer as `safe-sft torchrun [safe-sft's "
+         "options] train.py ...`, safe-sft's options after `torchrun`, not before it; plan it with `safe-sft plan "
+         "--backend torchrun train.py ...`"),
         (("plan", "llamafactory", "train", "c.yaml"), "`safe-sft plan --backend llamafactory c.yaml ...`"),
+        # safe-sft's options before the trainer's command word (hostile47lf F5)
+        (("--max-attempts", "3", "llamafactory", "train", "c.yaml"), "safe-sft: fix: run another trainer as "
+         "`safe-sft llamafactory train [safe-sft's options] c.yaml ...`, safe-sft's options after `llamafactory "
+         "train`, not before it"),
         (("swift", "--model", "m"), "safe-sft: fix: drop `swift`: safe-sft takes what `swift sft` takes"),
     ],
 )  # fmt: skip
