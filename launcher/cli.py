@@ -12,6 +12,7 @@ import errno
 import functools
 import json
 import os
+import resource
 import signal
 import sys
 from collections.abc import Callable
@@ -402,6 +403,7 @@ def run_command(
     from launcher.run.checkpoints import checkpoint_problem, latest_complete
     from launcher.run.lock import acquire
     from launcher.run.memlock import raise_memlock
+    from launcher.run.open_files import raise_open_files
     from launcher.run.ports import check_ports_free
     from launcher.run.records import RunConfig
     from launcher.run.resume import only_incomplete
@@ -409,6 +411,7 @@ def run_command(
     options = _options_from(kwargs)
     refuse_assumptions(options)
     memlock = raise_memlock()
+    raise_open_files()
     prepared = prepare(swift_argv, options, os.environ, backend=_backend(backend))
     click.echo(render_plan(prepared.plan, prepared.model, os.environ, memlock), err=True)
     check_launchable(prepared)
@@ -610,7 +613,6 @@ def _supervise(
     from datetime import datetime
 
     from launcher.plan.batch import as_ran
-    from launcher.probe.disk import free_words
     from launcher.run.child import become_subreaper
     from launcher.run.ports import coord_port_of
     from launcher.run.records import RunResult
@@ -715,12 +717,7 @@ def _supervise(
         code = EXIT_LOST_NODE if err.exit_code == EXIT_USAGE else err.exit_code
         result = RunResult("interrupted" if code > 128 else "failed", supervisor.attempts, code, err.message)
     except OSError as err:  # safe-sft's own read or write failed (a full disk, say): a summary, not a traceback
-        where = Path(err.filename) if err.filename else output_dir
-        reason = (
-            f"safe-sft could not read or write {where}: {err.strerror or err} "
-            f"({output_dir} has {free_words(output_dir)})"
-        )
-        result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, reason)
+        result = RunResult("failed", supervisor.attempts, EXIT_TRAINING_FAILED, own_io_failure(err, output_dir))
     except Exception as err:
         save(supervisor.attempts, _internal_error(err, supervisor.attempts))
         raise
@@ -743,6 +740,22 @@ def _internal_error(err: Exception, attempts: list[AttemptRecord]) -> RunResult:
 
     what = f"safe-sft stopped on an internal error ({type(err).__name__}: {err}); please report it with the traceback"
     return RunResult("failed", attempts, EXIT_TRAINING_FAILED, what)
+
+
+def own_io_failure(err: OSError, output_dir: Path) -> str:
+    """The give-up line where safe-sft's own read or write failed: the disk's free space, or, where the
+    open-files limit ran out, that limit and its fix (the disk's words had misled: hostile47env F6)."""
+    where = Path(err.filename) if err.filename else output_dir
+    if err.errno == errno.EMFILE:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return (
+            f"safe-sft could not open {where}: too many open files (ulimit -n is {soft}); raise the open-files "
+            "limit (ulimit -n 65536; a container's --ulimit nofile=65536), then rerun with --resume-latest"
+        )
+    from launcher.probe.disk import free_words
+
+    said = err.strerror or err
+    return f"safe-sft could not read or write {where}: {said} ({output_dir} has {free_words(output_dir)})"
 
 
 def _with_slurms_reason(result: RunResult, job: SlurmJob, resume_latest: bool) -> RunResult:
