@@ -240,7 +240,8 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
     from launcher.run.memlock import raise_memlock
 
     memlock = raise_memlock()
-    prepared = prepare(swift_argv, _options_from(kwargs), os.environ, backend=_backend(backend))
+    options = _options_from(kwargs)
+    prepared = prepare(swift_argv, options, os.environ, backend=_backend(backend))
     if as_json:
         click.echo(json.dumps(plan_to_json(prepared.plan, prepared.model, os.environ, memlock), indent=2))
     else:
@@ -248,6 +249,14 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
         if explain_memory:
             click.echo("")
             click.echo(render_memory(prepared.plan))
+    here = options.assume_gpus is None and options.assume_ram is None and options.assume_nodes is None
+    if here:  # the run path's own check of this host's ports (hostile47env F8: plan said nothing)
+        from launcher.run.ports import check_ports_free
+
+        try:
+            check_ports_free(prepared.plan.topology, kwargs.get("coord_port"))
+        except SafeSftError as err:
+            click.echo(f"warning: {err.message} (the run refuses to start); fix: {err.hint}", err=True)
     if not prepared.plan.fits and not kwargs["force"]:
         _print_error(SafeSftError(prepared.plan.strategy_reason, NOTHING_FITS_FIX), json_printed=as_json)
         sys.exit(EXIT_NOTHING_FITS)

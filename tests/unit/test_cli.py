@@ -954,3 +954,24 @@ def test_resume_latest_names_no_missing_args_json_for_a_trainer_that_writes_none
     assert "unchecked" not in capsys.readouterr().err
     assert check_newest_checkpoint(swift_run) is None
     assert "unchecked: no readable args.json" in capsys.readouterr().err
+
+
+def test_plan_warns_of_a_master_port_in_use_as_the_run_refuses_it() -> None:
+    """The run refused a MASTER_PORT something listens on (exit 2); `safe-sft plan` had said nothing and exited 0
+    (hostile47env F8). A plan for other hardware (--assume-*) does not look at this host's ports."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env = {**os.environ, "MASTER_PORT": str(port)}
+        argv = [sys.executable, "-m", "launcher", "plan", "--model", "m", "--dataset", "org/set", "--use_cpu", "true"]
+        here = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+        assert here.returncode == 0, here.stderr
+        assert f"warning: MASTER_PORT={port} (from env) is already in use on this host (the run refuses to start)" in (
+            here.stderr
+        )
+        assumed = [*argv[:4], "--assume-gpus", "8x80GiB", *argv[4:]]
+        elsewhere = subprocess.run(assumed, capture_output=True, text=True, timeout=60, env=env)
+        assert elsewhere.returncode == 0 and "already in use" not in elsewhere.stderr, elsewhere.stderr
