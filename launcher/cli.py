@@ -271,9 +271,10 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
     envvar="SAFE_SFT_CHECK_DIR",
     help="Where checkpoints will go (disk check). Default: swift's --output_dir from SWIFT_ARGS, else here.",
 )
+@click.option("--nproc", type=int, envvar="SAFE_SFT_NPROC", help="Processes per node (CPU training), as the run's.")
 @click.pass_obj
 @_user_errors
-def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) -> None:
+def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None, nproc: int | None) -> None:
     """Preflight checks: the topology and the swift arguments as the run reads them, GPUs, CPU cores,
     memory, memlock, /dev/shm, network, disk, versions."""
     from pathlib import Path
@@ -291,14 +292,15 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None) 
     if check_dir is None and swift is not None:
         check_dir = output_dir_of(swift)
     nproc_text = os.environ.get("NPROC_PER_NODE")
-    nproc = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not torchrun_word(nproc_text) else None
+    per_node = parse_count(nproc_text, "NPROC_PER_NODE") if nproc_text and not torchrun_word(nproc_text) else None
     memlock = raise_memlock()
     host = probe_host(Path(check_dir or "."))
-    topology, bad_args = as_the_run_reads(swift, os.environ, host)
+    topology, bad_args = as_the_run_reads(swift, os.environ, host, nproc)
     on_cpu = not host.gpus or (swift is not None and swift.get_bool("use_cpu", False))  # gloo: no NCCL
     checks = run_checks(
-        host, memlock, nproc=nproc, cores=host.cpu_cores, topology=topology, swift_args=bad_args, on_cpu=on_cpu
-    )
+        host, memlock, nproc=nproc or per_node, cores=host.cpu_cores, topology=topology, swift_args=bad_args,
+        on_cpu=on_cpu,
+    )  # fmt: skip
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))
     else:

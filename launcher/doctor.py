@@ -19,6 +19,7 @@ from launcher.plan.shm import SHM_FIX, SHM_MIN_BYTES
 from launcher.plan.swift_args import SwiftArgs
 from launcher.plan.topology import TopologyRequest, run_topology
 from launcher.run.memlock import MemlockStatus
+from launcher.run.ports import check_ports_free
 from launcher.units import GiB, fmt_bytes
 
 
@@ -74,10 +75,11 @@ def run_checks(
 
 
 def as_the_run_reads(
-    swift: SwiftArgs | None, env: Mapping[str, str], host: HostFacts
+    swift: SwiftArgs | None, env: Mapping[str, str], host: HostFacts, nproc: int | None = None
 ) -> tuple[Topology | SafeSftError, SafeSftError | None]:
-    """What the run would make of these arguments on this machine before it starts: its topology, or the
-    error that stops it there; and the error the arguments' value checks raise, or None."""
+    """What the run would make of these arguments on this machine before it starts: its topology (with the
+    run's --nproc, where given), or the error that stops it there; and the error the arguments' value checks
+    raise, or None."""
     bad_args = None
     try:
         if swift is not None:
@@ -97,7 +99,8 @@ def as_the_run_reads(
         bad_args = err
     topology: Topology | SafeSftError
     try:
-        topology = run_topology(TopologyRequest(), env, host, swift)
+        topology = run_topology(TopologyRequest(nproc=nproc), env, host, swift)
+        check_ports_free(topology, None)  # a port in use on this host: the run refuses it (hostile47env F8)
     except SafeSftError as err:
         topology = err
     return topology, bad_args

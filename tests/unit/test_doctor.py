@@ -129,3 +129,31 @@ def test_network_on_the_cpu_says_no_nccl_variable_is_set_as_the_plan_does() -> N
     on_cpu = status(run_checks(facts, UNLIMITED, on_cpu=True), "network").detail
     assert "NCCL_IB_DISABLE" not in on_cpu and "no NCCL variable is set" in on_cpu
     assert "NCCL_IB_DISABLE=1" in status(run_checks(host(gpus(2, 80)), UNLIMITED), "network").detail
+
+
+def test_doctor_takes_the_runs_nproc_and_fails_a_master_port_in_use() -> None:
+    """`safe-sft doctor --nproc 2 ARGS` refused --nproc and showed the default process count; and it passed a
+    MASTER_PORT in use, which the run refuses (hostile47env F11, F8)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "launcher", "doctor", "--json", "--nproc", "2", "--model", "m", "--use_cpu", "true"],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "MASTER_PORT": str(port)},
+        )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(done.stdout)}
+    assert checks["topology"]["status"] == "fail"
+    assert checks["topology"]["detail"] == f"MASTER_PORT={port} (from env) is already in use on this host"
+    free = subprocess.run(
+        [sys.executable, "-m", "launcher", "doctor", "--json", "--nproc", "2", "--model", "m", "--use_cpu", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    topology = {c["name"]: c for c in json.loads(free.stdout)}["topology"]
+    assert "2 process(es) per node (flag)" in topology["detail"], topology
