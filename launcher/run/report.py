@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.masking import mask_argv, mask_env, mask_text
-from launcher.model import Failure, GlobalBatch
+from launcher.model import Failure, FailureKind, GlobalBatch
 from launcher.plan.batch import describe as describe_batch
 from launcher.plan.degrade import offloads
 from launcher.plan.estimate import corrected
@@ -426,7 +426,10 @@ def go_on_from(last: AttemptRecord) -> tuple[str, int] | None:
 
 
 def go_on_line(last: AttemptRecord) -> str:
+    """Where a rerun goes on from; after an error a rerun meets again (a user error), once it is fixed."""
     found = go_on_from(last)
+    fixed = last.failure is not None and last.failure.kind is FailureKind.USER_ERROR
+    once = ", once the error above is fixed," if fixed else ""
     if found is None:
-        return "  no complete checkpoint was saved: a rerun starts from step 0"
-    return f"  go on: rerun with --resume-latest; it resumes from {found[0]} (step {found[1]})"
+        return f"  no complete checkpoint was saved: a rerun{once} starts from step 0"
+    return f"  go on: rerun{once} with --resume-latest; it resumes from {found[0]} (step {found[1]})"

@@ -503,6 +503,10 @@ def test_a_run_that_did_not_finish_names_the_checkpoint_a_rerun_goes_on_from() -
     bare = AttemptRecord(1, Settings(2, 2, 2), [], {}, "", "", failure=oom, last_step=1)
     lines = summary(RunResult("failed", [bare], 1, "x"), Path("r.json")).splitlines()
     assert "  no complete checkpoint was saved: a rerun starts from step 0" in lines
+    # after an error a rerun meets again, a rerun starts over only once it is fixed (hostile47lf F12)
+    refused = Failure(FailureKind.USER_ERROR, ("ValueError: Output directory already exists",), 0, 1)
+    lines = summary(RunResult("failed", [replace(bare, failure=refused)], 1, "x"), Path("r.json")).splitlines()
+    assert "  no complete checkpoint was saved: a rerun, once the error above is fixed, starts from step 0" in lines
     finished = RunResult("succeeded", [first, replace(second, failure=None)], 0)
     assert not any("go on" in line for line in summary(finished, Path("r.json")).splitlines())
     assert report_json(finished.attempts, finished, [])["go_on_from"] is None
