@@ -43,13 +43,15 @@ def load_templates() -> dict[str, JsonObject]:
     return {name: json.loads((folder / f"{name}.json").read_text()) for name in CONFIG_NAMES}
 
 
-def read_user_deepspeed(value: str | None, repair: bool = False) -> UserConfig | None:
+def read_user_deepspeed(value: str | None, repair: bool = False, names: bool = True) -> UserConfig | None:
     """The user's --deepspeed file or inline JSON, read once; None for swift's names or no DeepSpeed.
-    `repair`: inline JSON as swift reads it (launcher.swift_json), single quotes and all."""
+    `repair`: inline JSON as swift reads it (launcher.swift_json), single quotes and all. `names`: the trainer
+    takes swift's names (zero2, ...) too, so a fix may offer them (LLaMA-Factory's and a script's take a file)."""
     if not value or value in RUNG_NAMES:
         return None
     path = Path(value)
-    fix = "fix it, or pass one of zero2, zero3, zero3_offload"
+    offer = "pass one of zero2, zero3, zero3_offload" if names else "give the path of a DeepSpeed JSON config"
+    fix = f"fix it, or {offer}"
     named = is_file(path)
     try:
         config = _finite_json(path.read_text() if named else as_swift_repairs(value) if repair else value)
@@ -59,9 +61,9 @@ def read_user_deepspeed(value: str | None, repair: bool = False) -> UserConfig |
         if named:
             why = exc or "nested too deep"
             raise SafeSftError(f"--deepspeed {value}: not a readable JSON file ({why})", fix) from None
+        nor = f", no inline JSON and none of {', '.join(RUNG_NAMES)}" if names else " and no inline JSON"
         raise SafeSftError(
-            f"--deepspeed {value!r} is no file, no inline JSON and none of {', '.join(RUNG_NAMES)}",
-            "check the path (relative to where safe-sft runs), or pass one of zero2, zero3, zero3_offload",
+            f"--deepspeed {value!r} is no file{nor}", f"check the path (relative to where safe-sft runs), or {offer}"
         ) from None
     stem = path.stem if named else "inline"
     if not isinstance(config, dict):

@@ -281,7 +281,9 @@ def read_named_inputs(
     whose model and dataset files need not be here (the trainer's own check's error is a warning then)."""
     swift.check_values()
     check_deepspeed_name(swift, backend)
-    user_deepspeed = read_user_deepspeed(swift.get("deepspeed"), repair=backend.name == "swift")
+    user_deepspeed = read_user_deepspeed(
+        swift.get("deepspeed"), repair=backend.name == "swift", names=backend.deepspeed_names
+    )
     model_name = swift.get(backend.model_key)
     if model_name == "" and backend.name in ("swift", "llamafactory"):  # the trainer stops on it, retried or not
         raise SafeSftError(

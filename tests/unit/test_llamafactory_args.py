@@ -357,3 +357,19 @@ def test_an_empty_output_dir_is_llamafactorys_default_where_it_writes(
     config = tmp_path / "c.yaml"
     config.write_text(f"model_name_or_path: m\nstage: sft\nfinetuning_type: lora\ndataset: x\n{yaml}")
     assert output_dir_of(LLAMAFACTORY.read([str(config), *overrides]).args) == output_dir
+
+
+def test_a_deepspeed_path_that_is_no_file_is_not_fixed_with_swifts_names() -> None:
+    """LLaMA-Factory takes no `zero3`: its fix had offered swift's names, which it then refused (hostile47lf F8)."""
+    from launcher.configs import read_user_deepspeed
+
+    with pytest.raises(SafeSftError) as err:
+        read_user_deepspeed("ds_cfg/nope.json", names=False)
+    assert err.value.message == "--deepspeed 'ds_cfg/nope.json' is no file and no inline JSON"
+    assert (
+        err.value.hint
+        == "check the path (relative to where safe-sft runs), or give the path of a DeepSpeed JSON config"
+    )
+    with pytest.raises(SafeSftError) as err:
+        read_user_deepspeed("ds_cfg/nope.json")  # swift's
+    assert err.value.hint.endswith("or pass one of zero2, zero3, zero3_offload")
