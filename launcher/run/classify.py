@@ -656,7 +656,30 @@ def _classify_lines(lines: Sequence[str], steps_seen: bool) -> _Found | None:
         return _Found(FailureKind.INTERRUPTED, (_clean(stop[1]),), _rank_of(stop[1]), runner_up=pattern.kind)
     runner_up = next((p.kind for p, _ in hits[1:] if p.kind is not pattern.kind), None)
     fix = _environment_fix(lines, at) if pattern.kind is FailureKind.USER_ERROR else None
-    return _Found(pattern.kind, (_clean(line),) + ((fix,) if fix else ()), _rank_of(line), runner_up=runner_up)
+    cause = _wrapped_cause(lines, at) if pattern.kind is FailureKind.USER_ERROR else None
+    said: tuple[str, ...] = ((cause,) if cause else ()) + (_clean(line),) + ((fix,) if fix else ())
+    return _Found(pattern.kind, said, _rank_of(line), runner_up=runner_up)
+
+
+# an exception that wraps its cause in words of its own that name neither the file nor what was wrong
+_WRAPPER = re.compile(r"DatasetGenerationError: An error occurred while generating the dataset")
+# `datasets`' own log of the file it could not load, and why
+_LOAD_FAILED = re.compile(r"Failed to (?:load JSON from|read) file '[^']+' with error")
+
+
+def _wrapped_cause(lines: Sequence[str], at: int) -> str | None:
+    """What a wrapper exception's chain says it wraps (hostile47data F4): `datasets`' own line naming the file
+    and the parse error, else the exception line the chain's last `direct cause` follows."""
+    if not _WRAPPER.search(lines[at]):
+        return None
+    named = next((line for line in lines[:at] if _LOAD_FAILED.search(line)), None)
+    if named is not None:
+        return _clean(named[_LOAD_FAILED.search(named).start() :])  # type: ignore[union-attr]
+    marker = next((i for i in range(at - 1, max(at - 400, -1), -1) if _CHAINED.search(lines[i])), None)
+    if marker is None:
+        return None
+    raised = (_clean(line) for line in reversed(lines[max(0, marker - 40) : marker]))
+    return next((text for text in raised if _RAISED_LINE.match(text) or _EXCEPTION_LINE.search(text)), None)
 
 
 # What to change for an error of the machine's own limits or permissions, where the error line alone does

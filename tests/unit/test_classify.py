@@ -889,3 +889,29 @@ def test_enospc_from_a_semaphore_in_dev_shm_is_shm_and_elsewhere_a_full_disk() -
     ]
     found = classify_text(save, steps_seen=True)
     assert found is not None and found[0] is K.DISK_FULL, found
+
+
+def test_a_wrapped_dataset_error_is_shown_with_what_it_wraps() -> None:
+    """`DatasetGenerationError: An error occurred while generating the dataset` names neither the file nor what
+    was wrong with it: the evidence leads with `datasets`' own line naming both, else the exception the chain's
+    `direct cause` follows (hostile47data F4)."""
+    from launcher.run.classify import classify_text
+
+    chain = [
+        "[rank0]: pyarrow.lib.ArrowInvalid: JSON parse error: Missing a name for object member. in row 14381",
+        "[rank0]: ",
+        "[rank0]: The above exception was the direct cause of the following exception:",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/env/datasets/builder.py", line 1898, in _prepare_split_single',
+        '[rank0]:     raise DatasetGenerationError("An error occurred while generating the dataset") from e',
+        "[rank0]: datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset",
+    ]
+    found = classify_text(chain, steps_seen=False)
+    assert found is not None and found[0] is K.USER_ERROR
+    assert found[1] == (
+        "pyarrow.lib.ArrowInvalid: JSON parse error: Missing a name for object member. in row 14381",
+        "datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset",
+    )
+    named = "Failed to load JSON from file '/data/big.jsonl' with error <class 'pyarrow.lib.ArrowInvalid'>: JSON parse"
+    found = classify_text([f"Generating train split: 109076 examples{named} error in row 3", *chain], steps_seen=False)
+    assert found is not None and found[1][0] == f"{named} error in row 3"
