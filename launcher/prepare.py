@@ -574,9 +574,15 @@ def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
         )
     broken = next((d for d in data.datasets if d.not_json), None)
     if broken is not None:
+        encoding = "is not UTF-8" in (broken.not_json or "")
+        name = broken.path or broken.spec
         raise SafeSftError(
-            f"{option} {broken.spec!r} has a line that is not a JSON object: {broken.not_json}",
-            "fix or remove that line: swift's loader stops on the whole file there, after the model has loaded",
+            f"{option} {broken.spec!r} has a line that is "
+            f"{'not UTF-8' if encoding else 'not a JSON object'}: {broken.not_json}",
+            f"save it as UTF-8 (iconv -f latin1 -t UTF-8 {name} > {Path(name).with_suffix('.utf8.jsonl').name}, "
+            "for Latin-1 text), and give that"
+            if encoding
+            else "fix or remove that line: swift's loader stops on the whole file there, after the model has loaded",
         )
     empty = next((d for d in data.datasets if d.empty), None)
     if empty is not None:

@@ -100,9 +100,29 @@ class NotJson:
     error: ValueError
 
     def describe(self) -> str:
-        shown = self.line.decode("utf-8", "replace").strip()
+        """The line around where it breaks (its start is the part every line of a file shares), and why, with the
+        place counted in the line's characters or bytes, not as JSON's `line 1` (hostile47data F9, F10)."""
+        text = self.line.decode("utf-8", "replace").rstrip("\r\n")
+        if isinstance(self.error, UnicodeDecodeError):
+            at = self.error.start
+            byte = self.line[at] if at < len(self.line) else 0
+            return f"{_around(text, at)!r} (byte 0x{byte:02x} at byte {at + 1} is not UTF-8: {self.error.reason})"
+        if isinstance(self.error, json.JSONDecodeError):
+            return f"{_around(text, self.error.pos)!r} ({self.error.msg} at character {self.error.pos + 1})"
+        shown = text.strip()
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         return f"{shown!r} ({str(self.error).splitlines()[0]})"
+
+    @property
+    def not_utf8(self) -> bool:
+        return isinstance(self.error, UnicodeDecodeError)
+
+
+def _around(text: str, at: int, width: int = 60) -> str:
+    """`width` characters of a line ending a little after position `at`, with `...` where it was cut."""
+    end = min(len(text), at + 20)
+    start = max(0, end - width)
+    return ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
 
 
 def parse_spec(spec: str, cwd: Path) -> tuple[Path | None, int | None]:

@@ -477,7 +477,7 @@ def test_e_a_line_that_is_not_json_fails_plain_swift_and_stops_safe_sft_before_i
     assert plain.returncode != 0
     said = plain.stdout + plain.stderr
     assert "JSON parse error" in said and "DatasetGenerationError: An error occurred while generating" in said
-    error = f"has a line that is not a JSON object: {bad!r} (Extra data: line 1 column 50 (char 49))"
+    error = f"has a line that is not a JSON object: {bad!r} (Extra data at character 50)"
     _stops_before_anything_starts(tiny, tmp_path, broken, error)
 
 

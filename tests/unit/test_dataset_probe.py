@@ -376,8 +376,7 @@ def test_a_line_that_is_not_json_is_named_and_a_row_swift_cannot_map_is_only_cou
     broken = probe_dataset(str(path), tmp_path)
     assert broken.malformed == 2
     assert (
-        broken.not_json
-        == "\"{'single': 'quotes'}\" (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+        broken.not_json == "\"{'single': 'quotes'}\" (Expecting property name enclosed in double quotes at character 2)"
     )
 
 
@@ -405,3 +404,17 @@ def test_a_line_that_is_json_but_no_object_stops_the_file_as_a_broken_line_does(
     sample = probe_dataset("d.jsonl", tmp_path)
     assert (len(sample.rows), sample.malformed) == (2, 1)
     assert sample.not_json == f"{line!r} (a JSON {kind}, not an object)"
+
+
+def test_a_broken_line_is_quoted_where_it_breaks_and_bytes_not_utf8_are_named_as_that(tmp_path: Path) -> None:
+    """Its start, which every line of a file shares, named nothing, and JSON's `line 1 column 41` read as the
+    file's line 1; bytes that are not UTF-8 were called `not a JSON object` (hostile47data F9, F10)."""
+    prefix = '{"messages": [{"role": "user", "content": "' + "x" * 80
+    path = tmp_path / "d.jsonl"
+    path.write_bytes((prefix + '"}, {"role" "assistant"}]}\n').encode())
+    said = probe_dataset(str(path), tmp_path).not_json
+    assert said is not None and said.startswith("'...xxx") and '{"role" "assistant"}' in said
+    assert said.endswith("(Expecting ':' delimiter at character 136)")  # 124 + len('"}, {"role"') + 1
+    path.write_bytes(b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
+    said = probe_dataset(str(path), tmp_path).not_json
+    assert said is not None and said.endswith("(byte 0xe9 at byte 47 is not UTF-8: invalid continuation byte)")
