@@ -588,5 +588,5 @@ def check_dataset_files(data: DataFacts, option: str = "--dataset") -> None:
     if empty is not None:
         raise SafeSftError(
             f"{option} {empty.spec!r} is empty (swift's loader finds no rows in it and stops)",
-            "give a file with rows, or leave it out of --dataset",
+            f"give a file with rows, or leave it out of {option}",
         )

@@ -418,3 +418,15 @@ def test_a_broken_line_is_quoted_where_it_breaks_and_bytes_not_utf8_are_named_as
     path.write_bytes(b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
     said = probe_dataset(str(path), tmp_path).not_json
     assert said is not None and said.endswith("(byte 0xe9 at byte 47 is not UTF-8: invalid continuation byte)")
+
+
+def test_an_empty_val_dataset_is_told_to_leave_val_dataset_not_dataset(tmp_path: Path) -> None:
+    """The refusal of an empty --val_dataset said to leave it out of --dataset (hostile47data F13)."""
+    from launcher.errors import SafeSftError
+    from launcher.prepare import check_dataset_files
+    from launcher.probe.dataset import probe_datasets
+
+    (tmp_path / "val.jsonl").write_text("\n \n")
+    with pytest.raises(SafeSftError) as err:
+        check_dataset_files(probe_datasets(["val.jsonl"], tmp_path), "--val_dataset")
+    assert err.value.hint == "give a file with rows, or leave it out of --val_dataset"
