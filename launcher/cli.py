@@ -297,9 +297,10 @@ def doctor_command(swift_argv: list[str], as_json: bool, check_dir: str | None, 
     host = probe_host(Path(check_dir or "."))
     topology, bad_args = as_the_run_reads(swift, os.environ, host, nproc)
     on_cpu = not host.gpus or (swift is not None and swift.get_bool("use_cpu", False))  # gloo: no NCCL
+    pins = not on_cpu or swift is None or bool(swift.get("deepspeed"))  # gloo without DeepSpeed locks nothing
     checks = run_checks(
         host, memlock, nproc=nproc or per_node, cores=host.cpu_cores, topology=topology, swift_args=bad_args,
-        on_cpu=on_cpu,
+        on_cpu=on_cpu, pins=pins,
     )  # fmt: skip
     if as_json:
         click.echo(json.dumps([{**c.__dict__, "status": c.status.value} for c in checks], indent=2))

@@ -46,6 +46,11 @@ def test_low_memlock_warns_with_the_fix() -> None:
     check = status(run_checks(host(gpus(1, 80)), low), "memlock")
     assert check.status is Status.WARN
     assert "ulimit -l unlimited" in check.fix and "--ulimit memlock=-1" in check.fix
+    # a CPU run without DeepSpeed locks nothing: the plan says so, and doctor as well (hostile47env F9)
+    cpu = status(run_checks(host(()), low, on_cpu=True, pins=False), "memlock")
+    assert cpu.status is Status.PASS and cpu.detail.endswith(
+        "(not by this run: CPU training without DeepSpeed pins none)"
+    )
 
 
 def test_mixed_and_busy_gpus_warn() -> None:
