@@ -161,6 +161,19 @@ def _cgroup_v1_writable() -> bool:
     return os.access(CGROUP_MEMORY, os.W_OK) and (CGROUP_MEMORY / "memory.limit_in_bytes").exists()
 
 
+def _remove_test_cgroup(marker: Path) -> None:
+    """The memory cgroup a fault made (its path in `marker`), once its last process has left it."""
+    if not marker.exists():
+        return
+    group = Path(marker.read_text())
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def test_b_real_kernel_oom_kill_is_host_oom(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if not _cgroup_v1_writable():
         pytest.fail("CANNOT RUN: a real kernel OOM kill needs a writable cgroup v1 memory controller (run as root)")
@@ -173,15 +186,7 @@ def test_b_real_kernel_oom_kill_is_host_oom(tiny, tmp_path: Path) -> None:  # ty
         # counted in this run's own memory cgroup (the rank's cgroup is below it), with its file
         assert any("in this run's memory cgroup" in line and "memory.oom_control" in line for line in first["evidence"])
     finally:
-        marker = tmp_path / "ranks" / "oom-cgroup"
-        if marker.exists():
-            group = Path(marker.read_text())
-            for _ in range(50):
-                try:
-                    group.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        _remove_test_cgroup(tmp_path / "ranks" / "oom-cgroup")
 
 
 def test_b2_a_neighbours_kernel_oom_kill_does_not_make_a_ranks_sigkill_a_host_oom(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -199,15 +204,7 @@ def test_b2_a_neighbours_kernel_oom_kill_does_not_make_a_ranks_sigkill_a_host_oo
         assert not any("OOM killer ran" in line for line in first["failure"]["evidence"])
         assert second["settings"] == first["settings"]  # the same settings once more
     finally:
-        marker = tmp_path / "ranks" / "neighbour-cgroup"
-        if marker.exists():
-            group = Path(marker.read_text())
-            for _ in range(50):
-                try:
-                    group.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        _remove_test_cgroup(tmp_path / "ranks" / "neighbour-cgroup")
 
 
 def test_b3_a_full_dev_shm_is_warned_of_then_read_from_the_hang_it_causes_and_fixed_by_no_workers(
