@@ -77,6 +77,7 @@ class Prepared:
     model_error: SafeSftError | None = None
 
     deepspeed_installed: bool = True  # DeepSpeed is there for the Python every rank runs
+    reread: tuple[tuple[str, str], ...] = ()  # files the trainer reads at each attempt, with their sha256 now
 
     @property
     def output_dir(self) -> Path:
@@ -233,7 +234,18 @@ def prepare(
     warnings = (*read.warnings, *named.warnings, *checked.warnings, *refusal, *([raised] if raised else []), *cwd)
     if warnings:
         plan = replace(plan, warnings=(*plan.warnings, *warnings))
-    return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error, deepspeed_installed())
+    reread = tuple((path, file_digest(path)) for path in read.reread)
+    return Prepared(swift, host, model, plan, user_deepspeed, backend, checked.error, deepspeed_installed(), reread)
+
+
+def file_digest(path: str) -> str:
+    """A file's sha256 ("" where it cannot be read: gone or unreadable is a change too)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 HOME_PATHS = ("output_dir", "resume_from_checkpoint")  # swift's to_abspath and transformers expand `~` in these

@@ -61,6 +61,9 @@ class BackendArgs:
     # other such checks: a plan for another machine only warns of what is not here
     check_named: Callable[[], None] | None = None
     warnings: tuple[str, ...] = ()  # what the plan cannot count of what these arguments run
+    # files the trainer reads again as each attempt starts (LLaMA-Factory's config): an edit while the run trains
+    # would change the experiment between attempts, so a retry checks them first
+    reread: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,11 @@ def read(argv: list[str]) -> BackendArgs:
     datasets = partial(check_llamafactory_datasets, merged, where, Path.cwd())
     warnings = (stage_warning(stage, args.get("tuner_type") or "lora", merged),)
     return BackendArgs(
-        ("-m", ENTRY, str(path.resolve())), args, check_named=datasets, warnings=tuple(w for w in warnings if w)
+        ("-m", ENTRY, str(path.resolve())),
+        args,
+        check_named=datasets,
+        warnings=tuple(w for w in warnings if w),
+        reread=(str(path.resolve()),),
     )
 
 

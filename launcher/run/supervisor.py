@@ -203,6 +203,9 @@ class Supervisor:
                 why = f"{name} received after attempt {number - 1} failed: no attempt follows"
                 sys.stderr.write(f"safe-sft: {why}\n")
                 return self._interrupted(attempts, why)
+            changed = self._changed_inputs() if number > 1 else None
+            if changed is not None:
+                return RunResult("failed", attempts, 1, changed)
             skipped: dict[str, str] = {}
             if self.coordinator is not None and number > 1:
                 resume = shared_resume(decided_resume, self._swift_output_dir(attempts), self._users_own_start())
@@ -539,6 +542,21 @@ class Supervisor:
             grad_accum=accum if accum and accum > 0 else settings.grad_accum,
             gradient_checkpointing=settings.gradient_checkpointing if checkpointing is None else checkpointing,
         )
+
+    def _changed_inputs(self) -> str | None:
+        """Why no retry starts where a file the trainer reads again at each attempt changed since the run
+        started (an edited LLaMA-Factory config would train another experiment from this one's checkpoint,
+        silently: hostile47lf F13); None where none did."""
+        from launcher.prepare import file_digest
+
+        for path, digest in self.prepared.reread:
+            if file_digest(path) != digest:
+                return (
+                    f"{path} changed since this run started: the next attempt would train what it says now from a "
+                    "checkpoint of what it said before, so none starts: restore it and rerun with --resume-latest "
+                    "to go on, or start the edited experiment in another output_dir"
+                )
+        return None
 
     def _nothing_to_go_on_from(self, given: str) -> str:
         # still complete, yet not resumed: set aside here, or by node 0 after another node failed loading it

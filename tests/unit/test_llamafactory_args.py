@@ -373,3 +373,9 @@ def test_a_deepspeed_path_that_is_no_file_is_not_fixed_with_swifts_names() -> No
     with pytest.raises(SafeSftError) as err:
         read_user_deepspeed("ds_cfg/nope.json")  # swift's
     assert err.value.hint.endswith("or pass one of zero2, zero3, zero3_offload")
+
+
+def test_the_config_is_a_file_llamafactory_reads_again_at_each_attempt(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model_name_or_path: m\nstage: sft\nfinetuning_type: lora\ndataset: x\n")
+    assert LLAMAFACTORY.read([str(config)]).reread == (str(config.resolve()),)

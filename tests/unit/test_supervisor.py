@@ -1194,3 +1194,26 @@ def test_a_scripts_own_checkpointing_is_the_one_the_ladder_turns(tmp_path: Path)
     # transformers' default (off) was read before the script ran; each attempt holds the script's own
     # checkpointing as it ran, which no rung turns again
     assert [a.settings.gradient_checkpointing for a in result.attempts] == [True, True, True]
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_config_the_trainer_reads_again_edited_mid_run_stops_the_retry(tmp_path: Path, edited: bool) -> None:
+    """LLaMA-Factory reads its config again as each attempt starts: an edit made while the run trained (lora to
+    full, another learning rate) made the retry train another experiment from this one's checkpoint, and the
+    report said "no change" (hostile47lf F13). The retry does not start; the run says why and how to go on."""
+    from dataclasses import replace as replaced
+
+    from launcher.prepare import file_digest
+
+    config = tmp_path / "train.yaml"
+    config.write_text("finetuning_type: lora\nlearning_rate: 1.0e-4\n")
+    prep = replaced(prepared(tmp_path), reread=((str(config), file_digest(str(config))),))
+    if edited:
+        config.write_text("finetuning_type: full\nlearning_rate: 0.5\n")
+    script = [(FakeProcess(1, OOM_SUMMARY), [tmp_path / "v0-x" / "checkpoint-3"]), (FakeProcess(0, ""), [])]
+    result, spawned = run_scripted(tmp_path, prep, script)
+    if not edited:
+        assert (result.outcome, len(spawned)) == ("succeeded", 2)  # type: ignore[attr-defined]
+        return
+    assert (result.outcome, len(spawned)) == ("failed", 1)  # type: ignore[attr-defined]
+    assert result.give_up_reason.startswith(f"{config} changed since this run started")  # type: ignore[attr-defined]
