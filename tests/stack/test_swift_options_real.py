@@ -109,6 +109,8 @@ def test_a_typed_field_takes_and_refuses_what_swifts_parser_does(kind: str) -> N
     for name in names:
         flag = f"--{name}"
         for value in TAKES[kind]:
+            if name in RANGED and not RANGED[name](value):
+                continue  # a deliberate difference, held below
             assert _swift_takes(flag, value) and _safe_sft_takes(flag, value), (flag, value)
         for value in REFUSES[kind]:
             assert not _swift_takes(flag, value) and not _safe_sft_takes(flag, value), (flag, value)
@@ -121,6 +123,18 @@ def test_a_number_no_run_can_use_is_refused_though_swifts_parser_takes_it(name: 
     flag, below = f"--{name}", str(LEAST_INT[name] - 1)
     assert _swift_takes(flag, below) and not _safe_sft_takes(flag, below)
     assert _safe_sft_takes(flag, str(LEAST_INT[name]))
+
+
+# The fields swift's parser takes any number for and swift asserts a range on once the model has loaded
+RANGED = {"split_dataset_ratio": lambda value: 0 <= float(value) < 1}
+
+
+def test_a_split_ratio_swift_asserts_on_is_refused_though_swifts_parser_takes_it() -> None:
+    """The other deliberate difference: swift's parser takes `--split_dataset_ratio 3` and asserts 0 <= it <= 1
+    once the model has loaded (1 leaves no row to train on); safe-sft refuses them before anything starts."""
+    for value in ("3", "1", "-0.5", "inf"):
+        assert _swift_takes("--split_dataset_ratio", value) and not _safe_sft_takes("--split_dataset_ratio", value)
+    assert _safe_sft_takes("--split_dataset_ratio", "0.5") and _safe_sft_takes("--split_dataset_ratio", "0")
 
 
 TWINS = sorted(name for name, kind in swift_value_kinds().items() if kind.kind == "flag" and name.startswith("no_"))
