@@ -28,26 +28,40 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def memory_cgroups(
+    root: Path = Path("/sys/fs/cgroup"), proc_self: Path = Path("/proc/self/cgroup")
+) -> list[tuple[int, Path]]:
+    """This process's memory cgroup folders, in /proc/self/cgroup's order, with their version: v1's memory
+    controller's folder (its mount's root where that folder is not there: a container that sees its own cgroup
+    at the root), v2's unified one (`root` itself for v2's root cgroup)."""
+    try:
+        lines = proc_self.read_text().splitlines()
+    except OSError:
+        return []
+    found: list[tuple[int, Path]] = []
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if "memory" in controllers.split(","):
+            base = root / "memory" / rel
+            found.append((1, base if base.exists() else root / "memory"))
+        elif controllers == "":
+            found.append((2, root / rel))
+    return found
+
+
 def cgroup_limit(
     root: Path = Path("/sys/fs/cgroup"), proc_self: Path = Path("/proc/self/cgroup")
 ) -> tuple[int | None, int | None]:
     """(limit, usage) in bytes of this process's memory cgroup; (None, None) where unlimited or unknown."""
-    try:
-        lines = proc_self.read_text().splitlines()
-    except OSError:
-        return None, None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        rel = path.lstrip("/")
-        if "memory" in controllers.split(","):  # v1
-            base = root / "memory" / rel
-            if not base.exists():
-                base = root / "memory"
+    for version, base in memory_cgroups(root, proc_self):
+        if version == 1:
             limit = _read_int(base / "memory.limit_in_bytes")
             if limit is not None and limit < UNLIMITED_CGROUP_V1:
                 return limit, _read_int(base / "memory.usage_in_bytes")
-        elif controllers == "":  # v2
-            base = root / rel
+        else:
             limit = _read_int(base / "memory.max")
             if limit is not None:
                 return limit, _read_int(base / "memory.current")

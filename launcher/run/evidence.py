@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from launcher.probe.memory import cgroup_limit
+from launcher.probe.memory import cgroup_limit, memory_cgroups
 from launcher.run import resolved
 from launcher.run.checkpoints import run_dirs
 from launcher.run.classify import RankFailure
@@ -143,18 +143,13 @@ def _subtree_oom_kills(counter: Path) -> int | None:
 def _own_cgroup_counters(cgroup_root: Path, proc_self: Path) -> list[Path]:
     """This process's memory cgroup's OOM-kill counter files: v1's memory controller first (in a hybrid
     layout it is the one that counts), then v2's unified one."""
-    try:
-        lines = proc_self.read_text().splitlines()
-    except OSError:
-        return []
     v1, v2 = [], []
-    for line in lines:
-        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
-        rel = path.lstrip("/")
-        if "memory" in controllers.split(","):
-            v1.append(cgroup_root / "memory" / rel / "memory.oom_control")
-        elif controllers == "" and rel:  # the root cgroup of v2 has no memory.events
-            v2 += [cgroup_root / rel / "memory.events", cgroup_root / "unified" / rel / "memory.events"]
+    for version, base in memory_cgroups(cgroup_root, proc_self):
+        if version == 1:
+            v1.append(base / "memory.oom_control")
+        elif base != cgroup_root:  # the root cgroup of v2 has no memory.events
+            unified = cgroup_root / "unified" / base.relative_to(cgroup_root)
+            v2 += [base / "memory.events", unified / "memory.events"]
     return v1 + v2
 
 
@@ -222,6 +217,13 @@ def attempt_run_dir(attempt_dir: Path) -> Path | None:
     clocks: the one place the supervisor learns where an attempt writes."""
     args = resolved.read(attempt_dir)
     return args.run_dir if args is not None else None
+
+
+def attempt_step(run_dir: Path | None, skip_bytes: int, attempt_dir: Path) -> int | None:
+    """An attempt's last logged step: swift's in its run dir (after the first `skip_bytes`), else, for a
+    trainer that keeps no step log of its own, the worker's in the attempt's folder (launcher/hf_worker.py)."""
+    step = last_logged_step(run_dir, skip_bytes)
+    return step if step is not None else last_logged_step(attempt_dir)
 
 
 def last_logged_step(run_dir: Path | None, skip_bytes: int = 0) -> int | None:
