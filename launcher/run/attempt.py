@@ -116,9 +116,7 @@ class AttemptRunner:
         record.resolved = resolved.read(attempt_dir)
         run_dir = ev.attempt_run_dir(attempt_dir)
         record.run_dir = str(run_dir) if run_dir else None
-        record.last_step = ev.last_logged_step(run_dir, log_before if run_dir == self.output_dir else 0)
-        if record.last_step is None:  # a trainer that keeps no step log of its own: launcher/hf_worker.py's
-            record.last_step = ev.last_logged_step(attempt_dir)
+        record.last_step = ev.attempt_step(run_dir, log_before if run_dir == self.output_dir else 0, attempt_dir)
         record.checkpoints_written = [
             str(path) for path, sig in snapshot(self.output_dir).items() if checkpoints_before.get(path) != sig
         ]

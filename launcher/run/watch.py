@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.run.evidence import attempt_run_dir, last_logged_step
+from launcher.run.evidence import attempt_run_dir, attempt_step
 
 CHECK_EVERY_SECONDS = 5.0
 READ_AT_MOST = 8 << 20  # of new console output per check: a bar's latest state is at the end
@@ -146,8 +146,6 @@ class ProgressWatch:
             self.output.feed(self.console.read_new())
             run_dir = attempt_run_dir(self.attempt_dir)
             skip = self.log_bytes_before if run_dir is not None and run_dir == self.output_dir else 0
-            step = last_logged_step(run_dir, skip)
-            if step is None:  # a trainer that keeps no step log of its own: the worker's (launcher/hf_worker.py)
-                step = last_logged_step(self.attempt_dir)
+            step = attempt_step(run_dir, skip, self.attempt_dir)
             self.observe(now, step, checkpoint_signature(run_dir), self.output.marks)
         return self.stalled(now)
