@@ -249,8 +249,7 @@ def plan_command(swift_argv: list[str], as_json: bool, explain_memory: bool, bac
         if explain_memory:
             click.echo("")
             click.echo(render_memory(prepared.plan))
-    here = options.assume_gpus is None and options.assume_ram is None and options.assume_nodes is None
-    if here:  # the run path's own check of this host's ports (hostile47env F8: plan said nothing)
+    if not options.assumes_machine:  # the run path's own check of this host's ports (hostile47env F8)
         from launcher.run.ports import check_ports_free
 
         try:

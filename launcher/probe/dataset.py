@@ -113,10 +113,6 @@ class NotJson:
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         return f"{shown!r} ({str(self.error).splitlines()[0]})"
 
-    @property
-    def not_utf8(self) -> bool:
-        return isinstance(self.error, UnicodeDecodeError)
-
 
 def _around(text: str, at: int, width: int = 60) -> str:
     """`width` characters of a line ending a little after position `at`, with `...` where it was cut."""

@@ -672,9 +672,9 @@ def _wrapped_cause(lines: Sequence[str], at: int) -> str | None:
     and the parse error, else the exception line the chain's last `direct cause` follows."""
     if not _WRAPPER.search(lines[at]):
         return None
-    named = next((line for line in lines[:at] if _LOAD_FAILED.search(line)), None)
+    named = next((found for line in lines[:at] if (found := _LOAD_FAILED.search(line))), None)
     if named is not None:
-        return _clean(named[_LOAD_FAILED.search(named).start() :])  # type: ignore[union-attr]
+        return _clean(named.string[named.start() :])
     marker = next((i for i in range(at - 1, max(at - 400, -1), -1) if _CHAINED.search(lines[i])), None)
     if marker is None:
         return None
